@@ -1,0 +1,2 @@
+//! The `ahp` command.
+fn main() {}

@@ -1,0 +1,2 @@
+//! Store benchmarks (being written).
+fn main() {}

@@ -1,0 +1,57 @@
+//! Budgets: what a transfer may spend, at what rate, and what it has spent.
+//!
+//! A budget row is opened by `provision_runtime` and only ever grows its `spent` column, through
+//! `report_usage`. Money is integer micro-USD (1 USD = 1,000,000) everywhere — never floating
+//! point, so sums are exact and comparisons with the allocation are never off by a rounding.
+
+use rusqlite::{Connection, OptionalExtension};
+use serde::Serialize;
+
+use crate::error::Result;
+
+/// The largest budget `provision_runtime` accepts: 10,000 USD. Larger sums are not an agent
+/// session; they are a typo.
+pub const MAX_BUDGET_MICRO_USD: u64 = 10_000 * 1_000_000;
+/// The largest single `report_usage` amount: 1,000 USD.
+pub const MAX_USAGE_REPORT_MICRO_USD: u64 = 1_000 * 1_000_000;
+
+/// A transfer's budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Budget {
+    /// What the transfer may spend in all.
+    pub allocated_micro_usd: u64,
+    /// Price of one CPU-second for its tier (fixed when the budget was opened).
+    pub rate_micro_usd_per_cpu_second: u64,
+    /// What it has spent so far. May end above `allocated` by the last report.
+    pub spent_micro_usd: u64,
+}
+
+impl Budget {
+    /// What is left: `allocated − spent`, or zero once spent has reached the allocation.
+    pub fn remaining_micro_usd(&self) -> u64 {
+        self.allocated_micro_usd.saturating_sub(self.spent_micro_usd)
+    }
+
+    /// Whether spend has reached the allocation.
+    pub fn is_exhausted(&self) -> bool {
+        self.spent_micro_usd >= self.allocated_micro_usd
+    }
+}
+
+/// The budget of `transfer`, if one has been opened.
+pub(crate) fn load(conn: &Connection, transfer: &str) -> Result<Option<Budget>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT allocated_micro_usd, rate_micro_usd_per_cpu_second, spent_micro_usd
+             FROM budgets WHERE transfer_id = ?1",
+        )?
+        .query_row([transfer], |r| {
+            Ok(Budget {
+                allocated_micro_usd: r.get(0)?,
+                rate_micro_usd_per_cpu_second: r.get(1)?,
+                spent_micro_usd: r.get(2)?,
+            })
+        })
+        .optional()?)
+}

@@ -1,0 +1,195 @@
+//! Opening the database: pragmas, migrations and the [`Store`] handle.
+//!
+//! Durability is deliberate: the database runs in WAL mode with `synchronous=FULL`, so every
+//! committed transaction has been fsynced before the call that made it returns. A consumed
+//! transfer token or an activation must survive a power loss — otherwise a replayed token could
+//! succeed twice, or an orchestrator could stop its source loop after seeing `active` for a
+//! transfer the database then forgets. Each state transition is one `BEGIN IMMEDIATE`
+//! transaction, so it costs at most one fsync of the WAL.
+//!
+//! Migrations are the files `store/sql/NNNN_*.sql`, applied in order inside one immediate
+//! transaction and recorded in `PRAGMA user_version` (the pattern of Mozilla's
+//! application-services). A database whose version is newer than this build knows is refused.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+
+use crate::clock::{Clock, SystemClock, Timestamp};
+use crate::error::{Error, Result};
+use crate::token::TokenKey;
+
+/// The schema migrations, in order; the database's `user_version` is how many have run.
+const MIGRATIONS: &[&str] = &[include_str!("../sql/0001_transfers.sql")];
+
+/// How long a connection waits for another writer before failing with `SQLITE_BUSY`.
+///
+/// Writers hold the lock for one short transaction; five seconds covers a deep queue of them
+/// on a slow disk while still surfacing a wedged writer.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A connection to ahp's system of record, with its clock and (optionally) the transfer-token key.
+///
+/// A `Store` is one SQLite connection: `Send`, not `Sync`. Open one per thread, or funnel writes
+/// through one owner; SQLite serializes writers either way.
+#[derive(Debug)]
+pub struct Store {
+    pub(crate) conn: Connection,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) token_key: Option<TokenKey>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::SchemaTooNew`] if the file was written by a newer ahp; [`Error::Sqlite`] if it
+    /// cannot be opened or is not a database.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))?;
+        Self::setup(conn)
+    }
+
+    /// A fresh private in-memory database, for tests.
+    ///
+    /// # Errors
+    ///
+    /// Only if SQLite itself fails.
+    pub fn open_in_memory() -> Result<Self> {
+        Self::setup(Connection::open_in_memory()?)
+    }
+
+    fn setup(mut conn: Connection) -> Result<Self> {
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        migrate(&mut conn)?;
+        Ok(Self {
+            conn,
+            clock: Arc::new(SystemClock),
+            token_key: None,
+        })
+    }
+
+    /// Uses `clock` for every timestamp and deadline from now on.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Verifies transfer tokens with `key` (needed by `provision_runtime` and `begin_activation`).
+    pub fn with_token_key(mut self, key: TokenKey) -> Self {
+        self.token_key = Some(key);
+        self
+    }
+
+    /// The current time by this store's clock.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// The database's schema version (`PRAGMA user_version`).
+    ///
+    /// # Errors
+    ///
+    /// Only if SQLite fails.
+    pub fn schema_version(&self) -> Result<i64> {
+        Ok(self.conn.pragma_query_value(None, "user_version", |r| r.get(0))?)
+    }
+
+    /// The newest schema version this build knows.
+    pub fn supported_schema_version() -> i64 {
+        MIGRATIONS.len() as i64
+    }
+
+    /// The raw connection, bypassing every invariant: for diagnostics and tests only.
+    #[doc(hidden)]
+    pub fn connection(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+
+    /// Starts a `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so a writer
+    /// waits on `busy_timeout` instead of failing on upgrade.
+    pub(crate) fn immediate(&mut self) -> Result<Transaction<'_>> {
+        Ok(self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?)
+    }
+}
+
+fn migrate(conn: &mut Connection) -> Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    let supported = MIGRATIONS.len() as i64;
+    if found > supported {
+        return Err(Error::SchemaTooNew { found, supported });
+    }
+    for sql in &MIGRATIONS[usize::try_from(found).unwrap_or(0)..] {
+        tx.execute_batch(sql)?;
+    }
+    if found != supported {
+        tx.pragma_update(None, "user_version", supported)?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opens_migrates_and_reopens_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ahp.db");
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), Store::supported_schema_version());
+        let mode: String = store
+            .conn
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let sync: i64 = store
+            .conn
+            .pragma_query_value(None, "synchronous", |r| r.get(0))
+            .unwrap();
+        assert_eq!(sync, 2, "synchronous=FULL");
+        let fk: i64 = store
+            .conn
+            .pragma_query_value(None, "foreign_keys", |r| r.get(0))
+            .unwrap();
+        assert_eq!(fk, 1);
+        drop(store);
+        let again = Store::open(&path).unwrap();
+        assert_eq!(again.schema_version().unwrap(), Store::supported_schema_version());
+    }
+
+    #[test]
+    fn refuses_a_newer_schema_and_leaves_it_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ahp.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.pragma_update(None, "user_version", 999).unwrap();
+        }
+        let err = Store::open(&path).unwrap_err();
+        assert!(
+            matches!(err, Error::SchemaTooNew { found: 999, supported } if supported == Store::supported_schema_version())
+        );
+        assert!(err.to_string().contains("newer than this build supports"));
+        let conn = Connection::open(&path).unwrap();
+        let v: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+        assert_eq!(v, 999);
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_schema WHERE type = 'table'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(tables, 0);
+    }
+}

@@ -1,0 +1,113 @@
+//! The store's error type.
+//!
+//! Every failure a caller can act on has its own variant: bad input names the field, a refused
+//! transition names the operation and the current state, a refused token says why. SQLite and
+//! I/O failures pass through unchanged; an I/O error on commit is never retried here, because
+//! after a failed fsync SQLite cannot say what reached the disk.
+
+use crate::state::{Operation, Phase};
+use crate::token::TokenRefusal;
+
+/// The store's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything a store operation can fail with. Any error means the operation changed nothing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An input from outside broke a documented rule or bound.
+    #[error("invalid {field}: {reason}")]
+    InvalidInput {
+        /// The offending field, in the caller's vocabulary (e.g. `messageHistory[3].role`).
+        field: String,
+        /// What rule it broke, including the bound where there is one.
+        reason: String,
+    },
+
+    /// No transfer with this id exists.
+    #[error("transfer {0} not found")]
+    TransferNotFound(String),
+
+    /// The operation has no edge out of the transfer's current state.
+    #[error("cannot {operation} transfer {transfer}: it is {phase}")]
+    InvalidTransition {
+        /// The transfer.
+        transfer: String,
+        /// What was attempted.
+        operation: Operation,
+        /// Where the transfer is.
+        phase: Phase,
+    },
+
+    /// `activate` while another activation of the same transfer is still running.
+    #[error("cannot activate transfer {transfer}: an activation is already in progress")]
+    ActivationInProgress {
+        /// The transfer.
+        transfer: String,
+    },
+
+    /// `push_state` was given a checksum that is not the snapshot's.
+    #[error("checksum mismatch for transfer {transfer}: snapshot has {expected}, caller sent {given}")]
+    ChecksumMismatch {
+        /// The transfer.
+        transfer: String,
+        /// The checksum `snapshot_state` computed.
+        expected: String,
+        /// The checksum the caller sent.
+        given: String,
+    },
+
+    /// A transfer token was refused; see [`TokenRefusal`] for why.
+    #[error("transfer token refused: {0}")]
+    Token(#[from] TokenRefusal),
+
+    /// The operation needs a transfer-token key and none was configured on this [`Store`](crate::Store).
+    #[error("no transfer-token key is configured on this store")]
+    NoTokenKey,
+
+    /// The token key (secret) is unusable.
+    #[error("transfer-token key: {0}")]
+    TokenKey(String),
+
+    /// The database was written by a newer ahp with a schema this build does not know.
+    #[error("database schema version {found} is newer than this build supports ({supported}); upgrade ahp")]
+    SchemaTooNew {
+        /// `PRAGMA user_version` of the database.
+        found: i64,
+        /// The newest version this build can migrate to.
+        supported: i64,
+    },
+
+    /// A row holds a value this build cannot interpret (e.g. an unknown status). Fails closed.
+    #[error("corrupt row in {table}: {reason}")]
+    CorruptRow {
+        /// The table read.
+        table: &'static str,
+        /// What was wrong.
+        reason: String,
+    },
+
+    /// SQLite failed.
+    #[error("database: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+
+    /// A file operation (database directory, key file) failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// An [`Error::InvalidInput`] for `field`.
+    pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self::InvalidInput {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! `ahp-store` — ahp's system of record.
+//!
+//! Plain synchronous Rust over SQLite (rusqlite): no async runtime, no wasmtime, no MCP. Every
+//! state transition of a transfer lives here, so the MCP tools, the CLI, the sandbox and the
+//! demo all call the same functions — there is one state machine, not three.
+//!
+//! - [`Store`] opens and migrates the database ([`db`]).
+//! - Transfers: [`Store::snapshot_state`], [`Store::provision_runtime`], [`Store::push_state`],
+//!   [`Store::begin_activation`] / [`Store::complete_activation`] / [`Store::fail_activation`],
+//!   [`Store::report_usage`], [`Store::get_status`], [`Store::terminate`], and the reapers
+//!   [`Store::reap_insolvent`] and [`Store::reap_expired`]. The allowed edges are the pure
+//!   function [`transition`].
+//! - [`Tier`]s and their ceilings ([`TIER_LIMITS`]), [`Budget`]s in integer micro-USD,
+//!   single-use transfer tokens ([`issue_transfer_token`]), the audit log ([`Event`]).
+//!
+//! ```
+//! use ahp_store::*;
+//! # fn main() -> Result<()> {
+//! let key = TokenKey::random();
+//! let mut store = Store::open_in_memory()?.with_token_key(key.clone());
+//! let snapshot = SnapshotInput {
+//!     source_host: "laptop".into(),
+//!     system_prompt: "You forecast inventory.".into(),
+//!     message_history: vec![Message { role: "user".into(), content: "hi".into() }],
+//!     tool_state: serde_json::json!({}),
+//!     mcp_config: vec![],
+//! };
+//! let t = store.snapshot_state(&snapshot)?;
+//! let token = issue_transfer_token(&key, &t.id, TokenScope::ProvisionRuntime, store.now(), DEFAULT_TOKEN_TTL)?;
+//! let t = store.provision_runtime(&t.id, Tier::Nano, 1_000_000, "forecaster", &token)?;
+//! assert_eq!(t.status, TransferStatus::Provisioned);
+//! // A token is single-use.
+//! assert!(matches!(
+//!     store.provision_runtime(&t.id, Tier::Nano, 1_000_000, "forecaster", &token),
+//!     Err(Error::InvalidTransition { .. })
+//! ));
+//! # Ok(()) }
+//! ```
+
+pub mod budget;
+pub mod clock;
+pub mod db;
+pub mod error;
+pub mod event;
+pub mod id;
+pub mod lifecycle;
+pub mod reap;
+pub mod snapshot;
+pub mod state;
+pub mod tier;
+pub mod token;
+pub mod transfer;
+
+pub use budget::{Budget, MAX_BUDGET_MICRO_USD, MAX_USAGE_REPORT_MICRO_USD};
+pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use db::Store;
+pub use error::{Error, Result};
+pub use event::{Event, EventKind};
+pub use lifecycle::{DEFAULT_USAGE_KIND, UsageReport};
+pub use reap::{DEFAULT_GRACE_PERIOD, DEFAULT_TRANSFER_TTL};
+pub use snapshot::{McpServer, Message, SnapshotInput};
+pub use state::{Operation, Phase, TransferStatus, transition};
+pub use tier::{FUEL_PER_CPU_SECOND, TIER_LIMITS, Tier, TierLimits};
+pub use token::{DEFAULT_TOKEN_TTL, TokenKey, TokenRefusal, TokenScope, issue_transfer_token};
+pub use transfer::{Transfer, TransferStatusReport};

@@ -1,0 +1,220 @@
+//! Transfers as stored: the row type, its queries, and the checks on ids a caller sends.
+//!
+//! The operations that move a transfer between states live in [`lifecycle`](crate::lifecycle);
+//! this file only reads.
+
+use rusqlite::{Connection, OptionalExtension, Row};
+use serde::Serialize;
+
+use crate::budget::{self, Budget};
+use crate::clock::Timestamp;
+use crate::db::Store;
+use crate::error::{Error, Result};
+use crate::event::{self, Event};
+use crate::id;
+use crate::snapshot::{McpServer, Message, SnapshotInput};
+use crate::state::{Phase, TransferStatus};
+use crate::tier::Tier;
+
+/// Prefix of every transfer id.
+pub const TRANSFER_ID_PREFIX: &str = "tr_";
+/// Most transfers one [`Store::list_transfers`] call returns.
+pub const MAX_LIST_LIMIT: usize = 1000;
+
+/// A transfer, without its snapshot content (see [`Store::snapshot`] for that).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Transfer {
+    /// `tr_…`.
+    pub id: String,
+    /// Where it is in its life.
+    pub status: TransferStatus,
+    /// Whether an activation is in progress (only ever true while `pushed`).
+    pub activating: bool,
+    /// Where the session came from.
+    pub source_host: String,
+    /// SHA-256 of the snapshot's canonical JSON.
+    pub checksum: String,
+    /// Messages in the snapshot's history.
+    pub message_count: u64,
+    /// The destination's tier, once provisioned.
+    pub tier: Option<Tier>,
+    /// The guest component (digest or name) to run, once provisioned.
+    pub component: Option<String>,
+    /// When the snapshot was stored.
+    pub created_at: Timestamp,
+    /// When anything about the transfer last changed.
+    pub updated_at: Timestamp,
+    /// When it became `active`.
+    pub activated_at: Option<Timestamp>,
+    /// When it became `insolvent` (the grace period runs from here).
+    pub insolvent_at: Option<Timestamp>,
+    /// When it was terminated or expired.
+    pub ended_at: Option<Timestamp>,
+    /// Why it was terminated or expired.
+    pub end_reason: Option<String>,
+}
+
+impl Transfer {
+    /// The phase [`transition`](crate::transition) works on.
+    pub fn phase(&self) -> Phase {
+        Phase {
+            status: self.status,
+            activating: self.activating,
+        }
+    }
+}
+
+/// What `get_status` returns: the transfer, its budget and its whole audit log in order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TransferStatusReport {
+    /// The transfer.
+    pub transfer: Transfer,
+    /// Its budget, once provisioned.
+    pub budget: Option<Budget>,
+    /// Every event, oldest first.
+    pub events: Vec<Event>,
+}
+
+pub(crate) const TRANSFER_COLUMNS: &str = "id, status, activation_started_at, source_host, checksum, \
+     message_count, tier, component, created_at, updated_at, activated_at, insolvent_at, ended_at, end_reason";
+
+fn corrupt(reason: impl Into<String>) -> Error {
+    Error::CorruptRow {
+        table: "transfers",
+        reason: reason.into(),
+    }
+}
+
+fn ts(v: Option<i64>) -> Option<Timestamp> {
+    v.map(Timestamp::from_micros)
+}
+
+/// Reads a row selected with [`TRANSFER_COLUMNS`]. Unknown statuses or tiers fail closed.
+pub(crate) fn from_row(r: &Row<'_>) -> Result<Transfer> {
+    let id: String = r.get(0)?;
+    let status: String = r.get(1)?;
+    let status = status.parse().map_err(|e| corrupt(format!("{id}: {e}")))?;
+    let tier: Option<String> = r.get(6)?;
+    let tier = tier
+        .map(|t| t.parse::<Tier>())
+        .transpose()
+        .map_err(|e| corrupt(format!("{id}: {e}")))?;
+    let message_count: i64 = r.get(5)?;
+    Ok(Transfer {
+        status,
+        activating: r.get::<_, Option<i64>>(2)?.is_some(),
+        source_host: r.get(3)?,
+        checksum: r.get(4)?,
+        message_count: u64::try_from(message_count).map_err(|_| corrupt(format!("{id}: negative message_count")))?,
+        tier,
+        component: r.get(7)?,
+        created_at: Timestamp::from_micros(r.get(8)?),
+        updated_at: Timestamp::from_micros(r.get(9)?),
+        activated_at: ts(r.get(10)?),
+        insolvent_at: ts(r.get(11)?),
+        ended_at: ts(r.get(12)?),
+        end_reason: r.get(13)?,
+        id,
+    })
+}
+
+/// Checks that `transfer` has the shape of a transfer id.
+pub(crate) fn check_id(transfer: &str) -> Result<()> {
+    if id::is_well_formed(transfer, TRANSFER_ID_PREFIX) {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            "transferId",
+            "is not a transfer id (tr_ followed by 24 hex digits)",
+        ))
+    }
+}
+
+/// Loads `transfer`, or [`Error::TransferNotFound`].
+pub(crate) fn load(conn: &Connection, transfer: &str) -> Result<Transfer> {
+    check_id(transfer)?;
+    let sql = format!("SELECT {TRANSFER_COLUMNS} FROM transfers WHERE id = ?1");
+    conn.prepare_cached(&sql)?
+        .query_row([transfer], |r| Ok(from_row(r)))
+        .optional()?
+        .unwrap_or_else(|| Err(Error::TransferNotFound(transfer.to_owned())))
+}
+
+impl Store {
+    /// One transfer.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for a malformed id, [`Error::TransferNotFound`],
+    /// [`Error::CorruptRow`] for a row this build cannot read.
+    pub fn transfer(&self, transfer: &str) -> Result<Transfer> {
+        load(&self.conn, transfer)
+    }
+
+    /// `get_status`: the transfer, its budget and its full event log, oldest event first.
+    ///
+    /// # Errors
+    ///
+    /// As [`transfer`](Self::transfer).
+    pub fn get_status(&self, transfer: &str) -> Result<TransferStatusReport> {
+        Ok(TransferStatusReport {
+            transfer: load(&self.conn, transfer)?,
+            budget: budget::load(&self.conn, transfer)?,
+            events: event::list(&self.conn, transfer)?,
+        })
+    }
+
+    /// The snapshot a transfer carries, as `snapshot_state` received it.
+    ///
+    /// # Errors
+    ///
+    /// As [`transfer`](Self::transfer); [`Error::CorruptRow`] if stored JSON does not parse.
+    pub fn snapshot(&self, transfer: &str) -> Result<SnapshotInput> {
+        check_id(transfer)?;
+        let row = self
+            .conn
+            .prepare_cached(
+                "SELECT source_host, system_prompt, message_history, tool_state, mcp_config
+                 FROM transfers WHERE id = ?1",
+            )?
+            .query_row([transfer], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                ))
+            })
+            .optional()?
+            .ok_or_else(|| Error::TransferNotFound(transfer.to_owned()))?;
+        let (source_host, system_prompt, history, tool_state, mcp) = row;
+        let bad = |what: &str, e: serde_json::Error| corrupt(format!("{transfer}: {what}: {e}"));
+        Ok(SnapshotInput {
+            source_host,
+            system_prompt,
+            message_history: serde_json::from_str::<Vec<Message>>(&history).map_err(|e| bad("message_history", e))?,
+            tool_state: serde_json::from_str(&tool_state).map_err(|e| bad("tool_state", e))?,
+            mcp_config: serde_json::from_str::<Vec<McpServer>>(&mcp).map_err(|e| bad("mcp_config", e))?,
+        })
+    }
+
+    /// The newest transfers first, optionally only those with `status`; at most `limit`
+    /// (capped at [`MAX_LIST_LIMIT`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CorruptRow`] for a row this build cannot read.
+    pub fn list_transfers(&self, status: Option<TransferStatus>, limit: usize) -> Result<Vec<Transfer>> {
+        let sql = format!(
+            "SELECT {TRANSFER_COLUMNS} FROM transfers WHERE ?1 IS NULL OR status = ?1
+             ORDER BY created_at DESC, id LIMIT ?2"
+        );
+        let limit = i64::try_from(limit.min(MAX_LIST_LIMIT)).unwrap_or(0);
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map((status.map(TransferStatus::as_str), limit), |r| Ok(from_row(r)))?;
+        rows.map(|r| r?).collect()
+    }
+}
