@@ -1,0 +1,694 @@
+//! The transfer state machine through the real store: every (phase × operation) pair, tokens,
+//! the reapers, concurrency. Each refused operation must leave the database byte-for-byte
+//! unchanged.
+
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use ahp_store::*;
+use rusqlite::MAIN_DB;
+use serde_json::json;
+
+const START: Timestamp = Timestamp::from_micros(1_796_039_139_000_000);
+const BUDGET: u64 = 1_000;
+
+struct Fixture {
+    store: Store,
+    key: TokenKey,
+    clock: ManualClock,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let key = TokenKey::random();
+        let clock = ManualClock::new(START);
+        let store = Store::open_in_memory()
+            .unwrap()
+            .with_clock(Arc::new(clock.clone()))
+            .with_token_key(key.clone());
+        Self { store, key, clock }
+    }
+
+    fn token(&self, transfer: &str, scope: TokenScope) -> String {
+        issue_transfer_token(&self.key, transfer, scope, self.clock.now(), DEFAULT_TOKEN_TTL).unwrap()
+    }
+
+    fn bytes(&mut self) -> Vec<u8> {
+        self.store.connection().serialize(MAIN_DB).unwrap().to_vec()
+    }
+
+    /// A new transfer driven into `phase` through the public operations.
+    fn transfer_in(&mut self, phase: Phase) -> String {
+        use TransferStatus as S;
+        let t = self.store.snapshot_state(&snapshot()).unwrap().id;
+        let rank = |s: S| S::ALL.iter().position(|x| *x == s).unwrap();
+        let target = rank(phase.status);
+        if phase.status == S::Expired {
+            // Expired is reached only through the reaper.
+            self.clock.advance(Duration::from_secs(10));
+            let expired = self
+                .store
+                .reap_expired(self.clock.now(), Duration::from_secs(1))
+                .unwrap();
+            assert!(expired.contains(&t));
+            return t;
+        }
+        if target >= rank(S::Provisioned) && phase.status != S::Terminated {
+            let tok = self.token(&t, TokenScope::ProvisionRuntime);
+            self.store
+                .provision_runtime(&t, Tier::Nano, BUDGET, "forecaster", &tok)
+                .unwrap();
+        }
+        if target >= rank(S::Pushed) && phase.status != S::Terminated {
+            self.store.push_state(&t, None).unwrap();
+        }
+        if phase.activating || (target >= rank(S::Active) && phase.status != S::Terminated) {
+            let tok = self.token(&t, TokenScope::Activate);
+            self.store.begin_activation(&t, &tok).unwrap();
+        }
+        if target >= rank(S::Active) && phase.status != S::Terminated {
+            self.store.complete_activation(&t).unwrap();
+        }
+        if phase.status == S::Insolvent {
+            self.store.report_usage(&t, BUDGET, "compute").unwrap();
+        }
+        if phase.status == S::Terminated {
+            self.store.terminate(&t, "operator request").unwrap();
+        }
+        assert_eq!(self.store.transfer(&t).unwrap().phase(), phase);
+        t
+    }
+
+    /// Applies `op` to `t` through the store's public API, the way a caller would.
+    fn apply(&mut self, t: &str, op: Operation) -> Result<()> {
+        let now = self.clock.now();
+        match op {
+            Operation::Provision => {
+                let tok = self.token(t, TokenScope::ProvisionRuntime);
+                self.store
+                    .provision_runtime(t, Tier::Small, BUDGET, "forecaster", &tok)
+                    .map(drop)
+            }
+            Operation::Push => self.store.push_state(t, None).map(drop),
+            Operation::BeginActivation => {
+                let tok = self.token(t, TokenScope::Activate);
+                self.store.begin_activation(t, &tok).map(drop)
+            }
+            Operation::CompleteActivation => self.store.complete_activation(t).map(drop),
+            Operation::FailActivation => self.store.fail_activation(t, "resume returned an error").map(drop),
+            Operation::ReportUsage { exhausts_budget } => {
+                let amount = if exhausts_budget { BUDGET } else { 1 };
+                self.store.report_usage(t, amount, "compute").map(drop)
+            }
+            Operation::Terminate => self.store.terminate(t, "operator request").map(drop),
+            Operation::ReapInsolvent => {
+                let ended = self
+                    .store
+                    .reap_insolvent(now.saturating_add(DEFAULT_GRACE_PERIOD), Duration::ZERO)?;
+                refuse_if_empty(t, op, ended, &self.store)
+            }
+            Operation::Expire => {
+                let ended = self
+                    .store
+                    .reap_expired(now.saturating_add(Duration::from_secs(1)), Duration::ZERO)?;
+                refuse_if_empty(t, op, ended, &self.store)
+            }
+        }
+    }
+}
+
+/// A sweep does not fail on a transfer it does not apply to; it just leaves it. Report that as
+/// the refusal the state machine predicts, so all operations can be checked the same way.
+fn refuse_if_empty(t: &str, op: Operation, ended: Vec<String>, store: &Store) -> Result<()> {
+    if ended.iter().any(|id| id == t) {
+        Ok(())
+    } else {
+        let phase = store.transfer(t)?.phase();
+        Err(Error::InvalidTransition {
+            transfer: t.to_owned(),
+            operation: op,
+            phase,
+        })
+    }
+}
+
+fn snapshot() -> SnapshotInput {
+    SnapshotInput {
+        source_host: "laptop-7".into(),
+        system_prompt: "You forecast inventory.".into(),
+        message_history: vec![Message {
+            role: "user".into(),
+            content: "Forecast SKU-1.".into(),
+        }],
+        tool_state: json!({ "inventory": { "SKU-1": 40 } }),
+        mcp_config: vec![McpServer {
+            server: "https://inventory.example.com/mcp".into(),
+            cred_ref: "inventory-api".into(),
+        }],
+    }
+}
+
+fn expected_event(op: Operation, from: Phase, to: Phase) -> EventKind {
+    match op {
+        Operation::Provision => EventKind::RuntimeProvisioned,
+        Operation::Push => EventKind::StatePushed,
+        Operation::BeginActivation => EventKind::ActivationStarted,
+        Operation::CompleteActivation => EventKind::Activated,
+        Operation::FailActivation => EventKind::ActivationFailed,
+        Operation::ReportUsage { .. }
+            if from.status == TransferStatus::Active && to.status == TransferStatus::Insolvent =>
+        {
+            EventKind::Insolvent
+        }
+        Operation::ReportUsage { .. } => EventKind::UsageReported,
+        Operation::Terminate | Operation::ReapInsolvent => EventKind::Terminated,
+        Operation::Expire => EventKind::Expired,
+    }
+}
+
+#[test]
+fn every_phase_and_operation_pair_follows_the_state_machine() {
+    let mut allowed = 0;
+    for phase in Phase::ALL {
+        for op in Operation::ALL {
+            let mut f = Fixture::new();
+            let t = f.transfer_in(phase);
+            let events_before = f.store.get_status(&t).unwrap().events.len();
+            f.clock.advance(Duration::from_secs(1));
+            let before = f.bytes();
+            let result = f.apply(&t, op);
+            match transition(phase, op) {
+                Ok(to) => {
+                    allowed += 1;
+                    result.unwrap_or_else(|e| panic!("{op} from {phase} should succeed: {e}"));
+                    let status = f.store.get_status(&t).unwrap();
+                    assert_eq!(status.transfer.phase(), to, "{op} from {phase}");
+                    assert!(
+                        status.events.len() > events_before,
+                        "{op} from {phase} appended no event"
+                    );
+                    assert_eq!(
+                        status.events.last().unwrap().kind,
+                        expected_event(op, phase, to),
+                        "{op} from {phase}"
+                    );
+                }
+                Err(refusal) => {
+                    let err = result.expect_err(&format!("{op} from {phase} should be refused"));
+                    match (refusal, &err) {
+                        (state::Refusal::ActivationInProgress, Error::ActivationInProgress { transfer }) => {
+                            assert_eq!(transfer, &t)
+                        }
+                        (
+                            state::Refusal::NotAllowed,
+                            Error::InvalidTransition {
+                                transfer,
+                                operation,
+                                phase: p,
+                            },
+                        ) => {
+                            assert_eq!(
+                                (transfer.as_str(), operation.as_str(), *p),
+                                (t.as_str(), op.as_str(), phase)
+                            );
+                            let msg = err.to_string();
+                            assert!(
+                                msg.contains(op.as_str()) && msg.contains(phase.status.as_str()),
+                                "{msg}"
+                            );
+                        }
+                        _ => panic!("{op} from {phase}: unexpected error {err:?}"),
+                    }
+                    assert!(
+                        f.bytes() == before,
+                        "{op} from {phase} was refused but changed the database"
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(allowed, 22);
+}
+
+#[test]
+fn a_full_lifecycle_logs_every_step_in_order() {
+    let mut f = Fixture::new();
+    let staged = f.store.snapshot_state(&snapshot()).unwrap();
+    assert_eq!(staged.checksum, snapshot().checksum());
+    let t = staged.id;
+    let tok = f.token(&t, TokenScope::ProvisionRuntime);
+    f.store
+        .provision_runtime(&t, Tier::Nano, 100, "forecaster", &tok)
+        .unwrap();
+    f.store.push_state(&t, Some(&staged.checksum.to_uppercase())).unwrap();
+    let tok = f.token(&t, TokenScope::Activate);
+    let begun = f.store.begin_activation(&t, &tok).unwrap();
+    assert_eq!(
+        (begun.tier, begun.component.as_deref()),
+        (Some(Tier::Nano), Some("forecaster"))
+    );
+    f.store.report_usage(&t, 30, "compute").unwrap();
+    f.store.complete_activation(&t).unwrap();
+    let r = f.store.report_usage(&t, 60, "model_tokens").unwrap();
+    assert_eq!(
+        (r.transfer.status, r.budget.remaining_micro_usd()),
+        (TransferStatus::Active, 10)
+    );
+    f.clock.advance(Duration::from_secs(5));
+    let r = f.store.report_usage(&t, 25, "model_tokens").unwrap();
+    assert_eq!(r.transfer.status, TransferStatus::Insolvent);
+    assert_eq!(r.transfer.insolvent_at, Some(f.clock.now()));
+    assert_eq!((r.budget.spent_micro_usd, r.budget.remaining_micro_usd()), (115, 0));
+    // Late metering during the grace period is recorded, the status stays.
+    let r = f.store.report_usage(&t, 1, "compute").unwrap();
+    assert_eq!(
+        (r.transfer.status, r.budget.spent_micro_usd),
+        (TransferStatus::Insolvent, 116)
+    );
+    let status = f.store.get_status(&t).unwrap();
+    let kinds: Vec<_> = status.events.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "snapshot_created",
+            "runtime_provisioned",
+            "state_pushed",
+            "activation_started",
+            "usage_reported",
+            "activated",
+            "usage_reported",
+            "usage_reported",
+            "insolvent",
+            "usage_reported"
+        ]
+    );
+    assert!(
+        status
+            .events
+            .windows(2)
+            .all(|w| w[0].id < w[1].id && w[0].at <= w[1].at)
+    );
+    assert_eq!(status.events[2].detail["checksumVerified"], json!(true));
+    assert_eq!(status.events[1].detail["rateMicroUsdPerCpuSecond"], json!(20));
+    assert_eq!(status.budget.unwrap().allocated_micro_usd, 100);
+    assert_eq!(f.store.snapshot(&t).unwrap(), snapshot());
+}
+
+#[test]
+fn failed_activation_burns_the_token_and_a_retry_needs_a_new_one() {
+    let mut f = Fixture::new();
+    let t = f.transfer_in(Phase::settled(TransferStatus::Pushed));
+    let tok = f.token(&t, TokenScope::Activate);
+    f.store.begin_activation(&t, &tok).unwrap();
+    let t2 = f.store.fail_activation(&t, "guest trapped: fuel exhausted").unwrap();
+    assert_eq!(t2.phase(), Phase::settled(TransferStatus::Pushed));
+    assert!(matches!(
+        f.store.begin_activation(&t, &tok),
+        Err(Error::Token(TokenRefusal::Replayed))
+    ));
+    let fresh = f.token(&t, TokenScope::Activate);
+    f.store.begin_activation(&t, &fresh).unwrap();
+    f.store.complete_activation(&t).unwrap();
+    let events = f.store.get_status(&t).unwrap().events;
+    let failed = events.iter().find(|e| e.kind == EventKind::ActivationFailed).unwrap();
+    assert_eq!(failed.detail["reason"], json!("guest trapped: fuel exhausted"));
+}
+
+#[test]
+fn bad_tokens_are_refused_and_change_nothing() {
+    let mut f = Fixture::new();
+    let t = f.store.snapshot_state(&snapshot()).unwrap().id;
+    let other = f.store.snapshot_state(&snapshot()).unwrap().id;
+    let good = f.token(&t, TokenScope::ProvisionRuntime);
+    let forged = {
+        let mut k = TokenKey::random();
+        std::mem::swap(&mut k, &mut f.key);
+        let tok = f.token(&t, TokenScope::ProvisionRuntime);
+        std::mem::swap(&mut k, &mut f.key);
+        tok
+    };
+    let expired = issue_transfer_token(
+        &f.key,
+        &t,
+        TokenScope::ProvisionRuntime,
+        f.clock.now().saturating_sub(Duration::from_secs(301)),
+        DEFAULT_TOKEN_TTL,
+    )
+    .unwrap();
+    let cases = [
+        (forged, TokenRefusal::BadSignature),
+        (good[..good.len() - 2].to_owned(), TokenRefusal::Malformed),
+        (expired, TokenRefusal::Expired),
+        (f.token(&t, TokenScope::Activate), TokenRefusal::WrongScope),
+        (
+            f.token(&other, TokenScope::ProvisionRuntime),
+            TokenRefusal::WrongTransfer,
+        ),
+    ];
+    for (tok, refusal) in cases {
+        let before = f.bytes();
+        let err = f
+            .store
+            .provision_runtime(&t, Tier::Nano, BUDGET, "forecaster", &tok)
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Token(r) if r == refusal),
+            "{refusal:?}: got {err:?}"
+        );
+        assert!(f.bytes() == before, "{refusal:?} changed the database");
+    }
+    f.store
+        .provision_runtime(&t, Tier::Nano, BUDGET, "forecaster", &good)
+        .unwrap();
+    // Presenting it again is refused (the state moved on) and changes nothing.
+    let before = f.bytes();
+    let again = f
+        .store
+        .provision_runtime(&t, Tier::Nano, BUDGET, "forecaster", &good)
+        .unwrap_err();
+    assert!(matches!(again, Error::InvalidTransition { .. }), "{again:?}");
+    assert!(f.bytes() == before);
+
+    // No key configured: refused, nothing changes.
+    let mut keyless = Store::open_in_memory().unwrap();
+    let t = keyless.snapshot_state(&snapshot()).unwrap().id;
+    let tok = f.token(&t, TokenScope::ProvisionRuntime);
+    assert!(matches!(
+        keyless.provision_runtime(&t, Tier::Nano, BUDGET, "forecaster", &tok),
+        Err(Error::NoTokenKey)
+    ));
+    assert_eq!(keyless.transfer(&t).unwrap().status, TransferStatus::Staged);
+}
+
+#[test]
+fn a_replayed_activate_token_is_refused_even_where_the_edge_is_open() {
+    let mut f = Fixture::new();
+    let t = f.transfer_in(Phase::settled(TransferStatus::Pushed));
+    let tok = f.token(&t, TokenScope::Activate);
+    f.store.begin_activation(&t, &tok).unwrap();
+    f.store.fail_activation(&t, "resume failed").unwrap();
+    let before = f.bytes();
+    assert!(matches!(
+        f.store.begin_activation(&t, &tok),
+        Err(Error::Token(TokenRefusal::Replayed))
+    ));
+    assert!(f.bytes() == before);
+}
+
+#[test]
+fn sixteen_connections_racing_one_token_exactly_one_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("race.db");
+    let key = TokenKey::random();
+    let mut store = Store::open(&path).unwrap().with_token_key(key.clone());
+    let t = store.snapshot_state(&snapshot()).unwrap().id;
+    let tok = issue_transfer_token(&key, &t, TokenScope::ProvisionRuntime, store.now(), DEFAULT_TOKEN_TTL).unwrap();
+    let barrier = Arc::new(Barrier::new(16));
+    let handles: Vec<_> = (0..16)
+        .map(|_| {
+            let (path, key, t, tok, barrier) = (path.clone(), key.clone(), t.clone(), tok.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let mut s = Store::open(&path).unwrap().with_token_key(key);
+                barrier.wait();
+                s.provision_runtime(&t, Tier::Nano, BUDGET, "forecaster", &tok)
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let wins = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(wins, 1, "{results:?}");
+    for r in results.iter().filter_map(|r| r.as_ref().err()) {
+        // Losers see either the consumed token or the state it moved the transfer to.
+        assert!(
+            matches!(
+                r,
+                Error::Token(TokenRefusal::Replayed) | Error::InvalidTransition { .. }
+            ),
+            "{r:?}"
+        );
+    }
+    let used: i64 = store
+        .connection()
+        .query_row("SELECT count(*) FROM used_transfer_tokens", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(used, 1);
+    let status = store.get_status(&t).unwrap();
+    assert_eq!(
+        status
+            .events
+            .iter()
+            .filter(|e| e.kind == EventKind::RuntimeProvisioned)
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn insolvency_reaper_waits_for_the_grace_period_and_runs_once() {
+    let mut f = Fixture::new();
+    let insolvent = f.transfer_in(Phase::settled(TransferStatus::Insolvent));
+    let active = f.transfer_in(Phase::settled(TransferStatus::Active));
+    let grace = Duration::from_secs(60);
+    f.clock.advance(grace - Duration::from_micros(1));
+    assert!(f.store.reap_insolvent(f.clock.now(), grace).unwrap().is_empty());
+    assert_eq!(f.store.transfer(&insolvent).unwrap().status, TransferStatus::Insolvent);
+    f.clock.advance(Duration::from_micros(1));
+    assert_eq!(
+        f.store.reap_insolvent(f.clock.now(), grace).unwrap(),
+        vec![insolvent.clone()]
+    );
+    let t = f.store.transfer(&insolvent).unwrap();
+    assert_eq!(
+        (t.status, t.ended_at),
+        (TransferStatus::Terminated, Some(f.clock.now()))
+    );
+    assert!(t.end_reason.unwrap().contains("grace period"));
+    assert!(
+        f.store.reap_insolvent(f.clock.now(), grace).unwrap().is_empty(),
+        "second run is a no-op"
+    );
+    assert_eq!(f.store.transfer(&active).unwrap().status, TransferStatus::Active);
+    let terminated = f.store.get_status(&insolvent).unwrap().events;
+    assert_eq!(terminated.iter().filter(|e| e.kind == EventKind::Terminated).count(), 1);
+}
+
+#[test]
+fn expiry_reaper_ends_only_unactivated_transfers_past_the_ttl() {
+    let mut f = Fixture::new();
+    let staged = f.transfer_in(Phase::settled(TransferStatus::Staged));
+    let provisioned = f.transfer_in(Phase::settled(TransferStatus::Provisioned));
+    let activating = f.transfer_in(Phase {
+        status: TransferStatus::Pushed,
+        activating: true,
+    });
+    let active = f.transfer_in(Phase::settled(TransferStatus::Active));
+    let ttl = Duration::from_secs(3600);
+    f.clock.advance(ttl - Duration::from_secs(1));
+    let young = f.transfer_in(Phase::settled(TransferStatus::Pushed));
+    assert!(f.store.reap_expired(f.clock.now(), ttl).unwrap().is_empty());
+    f.clock.advance(Duration::from_secs(1));
+    let mut ended = f.store.reap_expired(f.clock.now(), ttl).unwrap();
+    ended.sort();
+    let mut expected = vec![staged.clone(), provisioned, activating.clone()];
+    expected.sort();
+    assert_eq!(ended, expected);
+    assert!(
+        f.store.reap_expired(f.clock.now(), ttl).unwrap().is_empty(),
+        "second run is a no-op"
+    );
+    assert_eq!(f.store.transfer(&active).unwrap().status, TransferStatus::Active);
+    assert_eq!(f.store.transfer(&young).unwrap().status, TransferStatus::Pushed);
+    let a = f.store.transfer(&activating).unwrap();
+    assert_eq!((a.status, a.activating), (TransferStatus::Expired, false));
+    // The activation that was in progress can no longer complete.
+    assert!(matches!(
+        f.store.complete_activation(&activating),
+        Err(Error::InvalidTransition { .. })
+    ));
+}
+
+#[test]
+fn concurrent_sweeps_end_each_transfer_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sweep.db");
+    let mut store = Store::open(&path).unwrap();
+    let ids: Vec<_> = (0..40).map(|_| store.snapshot_state(&snapshot()).unwrap().id).collect();
+    let later = store.now().saturating_add(Duration::from_secs(10));
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                Store::open(&path)
+                    .unwrap()
+                    .reap_expired(later, Duration::from_secs(1))
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut all: Vec<String> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    all.sort();
+    let mut ids = ids;
+    ids.sort();
+    assert_eq!(all, ids, "every transfer expired exactly once across the sweeps");
+    let events: i64 = store
+        .connection()
+        .query_row("SELECT count(*) FROM usage_events WHERE type = 'expired'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(events, 40);
+}
+
+#[test]
+fn bad_inputs_are_refused_before_anything_is_written() {
+    let mut f = Fixture::new();
+    let t = f.store.snapshot_state(&snapshot()).unwrap().id;
+    let tok = f.token(&t, TokenScope::ProvisionRuntime);
+    let before = f.bytes();
+    let field = |e: Error| match e {
+        Error::InvalidInput { field, .. } => field,
+        other => panic!("expected InvalidInput, got {other:?}"),
+    };
+    assert_eq!(
+        field(
+            f.store
+                .provision_runtime(&t, Tier::Nano, 0, "forecaster", &tok)
+                .unwrap_err()
+        ),
+        "budgetMicroUsd"
+    );
+    assert_eq!(
+        field(
+            f.store
+                .provision_runtime(&t, Tier::Nano, MAX_BUDGET_MICRO_USD + 1, "forecaster", &tok)
+                .unwrap_err()
+        ),
+        "budgetMicroUsd"
+    );
+    assert_eq!(
+        field(
+            f.store
+                .provision_runtime(&t, Tier::Nano, 1, "Bad Name", &tok)
+                .unwrap_err()
+        ),
+        "component"
+    );
+    assert_eq!(
+        field(
+            f.store
+                .provision_runtime(&t, Tier::Nano, 1, "sha256:abc", &tok)
+                .unwrap_err()
+        ),
+        "component"
+    );
+    assert_eq!(
+        field(
+            f.store
+                .provision_runtime(&t, Tier::Nano, 1, &"c".repeat(65), &tok)
+                .unwrap_err()
+        ),
+        "component"
+    );
+    assert_eq!(field(f.store.push_state(&t, Some("xyz")).unwrap_err()), "checksum");
+    assert_eq!(
+        field(f.store.report_usage(&t, 0, "compute").unwrap_err()),
+        "amountMicroUsd"
+    );
+    assert_eq!(
+        field(
+            f.store
+                .report_usage(&t, MAX_USAGE_REPORT_MICRO_USD + 1, "compute")
+                .unwrap_err()
+        ),
+        "amountMicroUsd"
+    );
+    assert_eq!(field(f.store.report_usage(&t, 1, "Model Tokens").unwrap_err()), "kind");
+    assert_eq!(field(f.store.terminate(&t, " ").unwrap_err()), "reason");
+    assert_eq!(field(f.store.terminate(&t, &"r".repeat(1025)).unwrap_err()), "reason");
+    assert_eq!(
+        field(f.store.transfer("agt_0123456789abcdef01234567").unwrap_err()),
+        "transferId"
+    );
+    let mut bad = snapshot();
+    bad.tool_state = json!([]);
+    assert_eq!(field(f.store.snapshot_state(&bad).unwrap_err()), "toolState");
+    assert!(f.bytes() == before);
+    // At the limits they pass.
+    f.store
+        .provision_runtime(&t, Tier::Nano, MAX_BUDGET_MICRO_USD, &"c".repeat(64), &tok)
+        .unwrap();
+    f.store.terminate(&t, &"r".repeat(1024)).unwrap();
+    assert!(matches!(
+        f.store.transfer("tr_ffffffffffffffffffffffff"),
+        Err(Error::TransferNotFound(id)) if id == "tr_ffffffffffffffffffffffff"
+    ));
+}
+
+#[test]
+fn a_push_with_the_wrong_checksum_is_refused() {
+    let mut f = Fixture::new();
+    let t = f.transfer_in(Phase::settled(TransferStatus::Provisioned));
+    let before = f.bytes();
+    let err = f.store.push_state(&t, Some(&"0".repeat(64))).unwrap_err();
+    assert!(matches!(err, Error::ChecksumMismatch { .. }), "{err:?}");
+    assert!(f.bytes() == before);
+}
+
+#[test]
+fn an_unknown_status_in_the_database_fails_closed() {
+    let mut f = Fixture::new();
+    let t = f.store.snapshot_state(&snapshot()).unwrap().id;
+    f.store
+        .connection()
+        .execute("UPDATE transfers SET status = 'zombie' WHERE id = ?1", [&t])
+        .unwrap();
+    assert!(matches!(
+        f.store.transfer(&t),
+        Err(Error::CorruptRow { table: "transfers", .. })
+    ));
+    assert!(matches!(f.store.terminate(&t, "x"), Err(Error::CorruptRow { .. })));
+}
+
+#[test]
+fn host_events_are_recorded_but_transition_events_are_not_forgeable() {
+    let mut f = Fixture::new();
+    let t = f.store.snapshot_state(&snapshot()).unwrap().id;
+    f.store
+        .record_event(&t, EventKind::CredentialDenied, json!({ "credRef": "../etc" }))
+        .unwrap();
+    assert!(matches!(
+        f.store.record_event(&t, EventKind::Activated, json!({})),
+        Err(Error::InvalidInput { .. })
+    ));
+    let huge = json!({ "x": "y".repeat(5000) });
+    assert!(matches!(
+        f.store.record_event(&t, EventKind::CeilingExceeded, huge),
+        Err(Error::InvalidInput { .. })
+    ));
+    assert!(matches!(
+        f.store
+            .record_event("tr_ffffffffffffffffffffffff", EventKind::CeilingExceeded, json!({})),
+        Err(Error::TransferNotFound(_))
+    ));
+    let events = f.store.get_status(&t).unwrap().events;
+    assert_eq!(events.last().unwrap().kind, EventKind::CredentialDenied);
+}
+
+#[test]
+fn no_column_holds_a_secret() {
+    let mut f = Fixture::new();
+    let cols: Vec<String> = f
+        .store
+        .connection()
+        .prepare("SELECT m.name || '.' || p.name FROM sqlite_schema m JOIN pragma_table_info(m.name) p WHERE m.type = 'table'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    for c in &cols {
+        for word in ["secret", "password", "api_key", "credential_value"] {
+            assert!(!c.contains(word), "column {c} looks like it holds a secret");
+        }
+    }
+}
