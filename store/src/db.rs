@@ -170,6 +170,33 @@ mod tests {
     }
 
     #[test]
+    fn upgrades_a_database_of_every_older_schema_keeping_its_rows() {
+        for version in 1..=MIGRATIONS.len() {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("old.db");
+            {
+                // A fixture database as an older build left it: only the first `version` migrations.
+                let conn = Connection::open(&path).unwrap();
+                for sql in &MIGRATIONS[..version] {
+                    conn.execute_batch(sql).unwrap();
+                }
+                conn.pragma_update(None, "user_version", version as i64).unwrap();
+                conn.execute(
+                    "INSERT INTO transfers (id, status, source_host, system_prompt, message_history, message_count,
+                                            tool_state, mcp_config, checksum, created_at, updated_at)
+                     VALUES ('tr_000000000000000000000001', 'staged', 'h', '', '[]', 0, '{}', '[]', 'c', 1, 1)",
+                    [],
+                )
+                .unwrap();
+            }
+            let store = Store::open(&path).unwrap();
+            assert_eq!(store.schema_version().unwrap(), Store::supported_schema_version());
+            let t = store.transfer("tr_000000000000000000000001").unwrap();
+            assert_eq!(t.status, crate::TransferStatus::Staged);
+        }
+    }
+
+    #[test]
     fn refuses_a_newer_schema_and_leaves_it_alone() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ahp.db");

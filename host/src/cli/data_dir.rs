@@ -1,0 +1,57 @@
+//! The data directory: where the database, the token key, the vault and the component cache live.
+
+use std::path::{Path, PathBuf};
+
+use ahp_store::{Store, TokenKey};
+use anyhow::Context;
+
+/// Environment variable naming the data directory when `--data-dir` is not given.
+pub(crate) const DATA_DIR_ENV: &str = "AHP_DATA_DIR";
+/// The database file inside the data directory.
+pub(crate) const DATABASE_FILE: &str = "ahp.db";
+
+/// A resolved, existing data directory.
+#[derive(Debug, Clone)]
+pub(crate) struct DataDir(PathBuf);
+
+impl DataDir {
+    /// `--data-dir`, else `$AHP_DATA_DIR`, else the platform data directory; created if missing.
+    pub(crate) fn resolve(flag: Option<PathBuf>) -> anyhow::Result<Self> {
+        let path = match flag.or_else(|| std::env::var_os(DATA_DIR_ENV).map(PathBuf::from)) {
+            Some(p) => p,
+            None => dirs::data_dir()
+                .context("no platform data directory; pass --data-dir or set AHP_DATA_DIR")?
+                .join("ahp"),
+        };
+        Self::at(path)
+    }
+
+    /// Uses `path`, creating it (mode 0700 on Unix) if it does not exist.
+    pub(crate) fn at(path: PathBuf) -> anyhow::Result<Self> {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder
+            .create(&path)
+            .with_context(|| format!("creating data directory {}", path.display()))?;
+        Ok(Self(path))
+    }
+
+    /// The directory.
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// The transfer-token key: `$AHP_TRANSFER_TOKEN_SECRET`, else the key file (created if missing).
+    pub(crate) fn token_key(&self) -> anyhow::Result<TokenKey> {
+        Ok(TokenKey::from_env_or_file(&self.0)?)
+    }
+
+    /// Opens (and migrates) the database, with the token key configured.
+    pub(crate) fn open_store(&self) -> anyhow::Result<Store> {
+        let path = self.0.join(DATABASE_FILE);
+        let store = Store::open(&path).with_context(|| format!("opening {}", path.display()))?;
+        Ok(store.with_token_key(self.token_key()?))
+    }
+}

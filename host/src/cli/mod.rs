@@ -1,0 +1,64 @@
+//! The command line: argument parsing and dispatch to one file per command group.
+
+mod data_dir;
+mod demo;
+mod reap;
+mod table;
+mod token;
+mod transfer;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+pub(crate) use data_dir::DataDir;
+
+/// ahp moves running AI agent sessions between hosts and keeps them running, metered and
+/// contained, in WebAssembly sandboxes.
+#[derive(Debug, Parser)]
+#[command(name = "ahp", version, about, long_about = None)]
+pub(crate) struct Cli {
+    /// Directory holding the database, the compiled-component cache, the vault and the
+    /// transfer-token key file [default: $AHP_DATA_DIR, else the platform data directory,
+    /// e.g. ~/.local/share/ahp].
+    #[arg(long, global = true, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one transfer's whole life on a fresh database and print each step.
+    Demo(demo::DemoArgs),
+    /// Mint transfer tokens (never available over MCP).
+    #[command(subcommand)]
+    Token(token::TokenCommand),
+    /// Inspect and end transfers.
+    #[command(subcommand)]
+    Transfer(transfer::TransferCommand),
+    /// Run both reapers once and print what they changed (for cron).
+    Reap(reap::ReapArgs),
+}
+
+/// Runs the parsed command.
+pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Demo(args) => demo::run(cli.data_dir, args),
+        command => {
+            let dir = DataDir::resolve(cli.data_dir)?;
+            match command {
+                Command::Token(c) => token::run(&dir, c),
+                Command::Transfer(c) => transfer::run(&dir, c),
+                Command::Reap(args) => reap::run(&dir, args),
+                Command::Demo(_) => unreachable!("handled above"),
+            }
+        }
+    }
+}
+
+/// Parses a human duration such as `5m`, `90s` or `1h 30m`.
+pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 90s, 5m, 1h)"))
+}

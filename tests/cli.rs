@@ -1,0 +1,212 @@
+//! The `ahp` command line: the demo, tokens, transfers and the reaper, on a real data directory.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use ahp_store::{McpServer, Message, SnapshotInput, Store, TransferStatus};
+
+fn ahp(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ahp"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(args)
+        .env_remove("AHP_TRANSFER_TOKEN_SECRET")
+        .env_remove("AHP_DATA_DIR")
+        .output()
+        .expect("run ahp")
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(o.status.success(), "ahp failed: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+/// A staged transfer created through the library on the data directory's database.
+fn staged(dir: &Path) -> String {
+    let mut store = Store::open(dir.join("ahp.db")).unwrap();
+    let snap = SnapshotInput {
+        source_host: "laptop-7".into(),
+        system_prompt: "p".into(),
+        message_history: vec![Message {
+            role: "user".into(),
+            content: "hi".into(),
+        }],
+        tool_state: serde_json::json!({}),
+        mcp_config: vec![McpServer {
+            server: "https://inv.example/mcp".into(),
+            cred_ref: "inv".into(),
+        }],
+    };
+    store.snapshot_state(&snap).unwrap().id
+}
+
+#[test]
+fn demo_runs_the_whole_lifecycle_and_ends_terminated() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = stdout(&ahp(dir.path(), &["demo", "--grace", "10ms"]));
+    for step in [
+        "snapshot_state",
+        "provision_runtime",
+        "push_state",
+        "activate",
+        "report_usage",
+        "reap_insolvent",
+    ] {
+        assert!(out.contains(step), "demo output lacks {step}:\n{out}");
+    }
+    assert!(out.contains("[narrative]"));
+    let store = Store::open(dir.path().join("ahp.db")).unwrap();
+    let all = store.list_transfers(None, 10).unwrap();
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].status, TransferStatus::Terminated);
+    let kinds: Vec<_> = store
+        .get_status(&all[0].id)
+        .unwrap()
+        .events
+        .iter()
+        .map(|e| e.kind.to_string())
+        .collect();
+    assert_eq!(kinds.first().map(String::as_str), Some("snapshot_created"));
+    assert_eq!(&kinds[kinds.len() - 2..], ["insolvent", "terminated"]);
+}
+
+#[test]
+fn token_issue_prints_only_a_token_that_the_store_accepts_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // The first command creates the key file; the transfer is created after it exists.
+    let t = staged(dir.path());
+    let out = stdout(&ahp(
+        dir.path(),
+        &["token", "issue", "--transfer", &t, "--scope", "provision_runtime"],
+    ));
+    let token = out.trim_end_matches('\n');
+    assert!(!token.contains('\n') && token.starts_with("ahp1."), "{out:?}");
+    let key = ahp_store::TokenKey::from_env_or_file(dir.path()).unwrap();
+    let mut store = Store::open(dir.path().join("ahp.db")).unwrap().with_token_key(key);
+    store
+        .provision_runtime(&t, ahp_store::Tier::Nano, 10, "forecaster", token)
+        .unwrap();
+    assert!(
+        store
+            .provision_runtime(&t, ahp_store::Tier::Nano, 10, "forecaster", token)
+            .is_err()
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("transfer-token.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}
+
+#[test]
+fn token_issue_refuses_bad_input_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = staged(dir.path());
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["token", "issue", "--transfer", &t, "--scope", "terminate"],
+            "invalid value 'terminate'",
+        ),
+        (
+            &["token", "issue", "--transfer", &t, "--scope", "activate", "--ttl", "2h"],
+            "ttl",
+        ),
+        (
+            &[
+                "token",
+                "issue",
+                "--transfer",
+                &t,
+                "--scope",
+                "activate",
+                "--ttl",
+                "soon",
+            ],
+            "--ttl",
+        ),
+        (
+            &[
+                "token",
+                "issue",
+                "--transfer",
+                "tr_ffffffffffffffffffffffff",
+                "--scope",
+                "activate",
+            ],
+            "not found",
+        ),
+    ];
+    for (args, needle) in cases {
+        let o = ahp(dir.path(), args);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(o.stdout.is_empty(), "{args:?} printed to stdout");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    let short = Command::new(env!("CARGO_BIN_EXE_ahp"))
+        .args([
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "token",
+            "issue",
+            "--transfer",
+            &t,
+            "--scope",
+            "activate",
+        ])
+        .env("AHP_TRANSFER_TOKEN_SECRET", "too-short")
+        .output()
+        .unwrap();
+    assert!(!short.status.success());
+    assert!(String::from_utf8_lossy(&short.stderr).contains("at least 32"));
+}
+
+#[test]
+fn transfers_can_be_listed_shown_and_terminated() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = staged(dir.path());
+    let list = stdout(&ahp(dir.path(), &["transfer", "list"]));
+    assert!(
+        list.lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with(&t) && l.contains("staged")),
+        "{list}"
+    );
+    assert_eq!(
+        stdout(&ahp(dir.path(), &["transfer", "list", "--status", "active"]))
+            .lines()
+            .count(),
+        1
+    );
+    let show = stdout(&ahp(dir.path(), &["transfer", "show", &t]));
+    assert!(show.contains("snapshot_created"), "{show}");
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&ahp(dir.path(), &["transfer", "show", &t, "--json"]))).unwrap();
+    assert_eq!(json["transfer"]["status"], "staged");
+    assert_eq!(json["events"][0]["kind"], "snapshot_created");
+
+    let out = stdout(&ahp(
+        dir.path(),
+        &["transfer", "terminate", &t, "--reason", "operator request"],
+    ));
+    assert_eq!(out.trim(), format!("{t} terminated"));
+    let again = ahp(dir.path(), &["transfer", "terminate", &t, "--reason", "again"]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("it is terminated"));
+    let bad = ahp(dir.path(), &["transfer", "list", "--limit", "0"]);
+    assert!(!bad.status.success());
+}
+
+#[test]
+fn reap_prints_what_it_ended_and_nothing_the_second_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = staged(dir.path());
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let out = stdout(&ahp(dir.path(), &["reap", "--ttl", "10ms"]));
+    assert_eq!(out.trim(), format!("{t} expired (not activated within the TTL)"));
+    assert_eq!(stdout(&ahp(dir.path(), &["reap", "--ttl", "10ms"])), "");
+}

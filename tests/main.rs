@@ -1,0 +1,5 @@
+//! End-to-end tests: they drive the real `ahp` binary the way an operator or orchestrator does.
+//!
+//! One integration binary; its modules are the table of contents.
+
+mod cli;
