@@ -3,3 +3,4 @@
 //! One integration binary; its modules are the table of contents.
 
 mod cli;
+mod mcp_stdio;

@@ -1,4 +1,9 @@
-//! `ahp-host` — the ahp host: the `ahp` command today; the sandbox, vault, metering and MCP
-//! server as their issues land. All state changes go through [`ahp_store`].
+//! `ahp-host` — the ahp host: `activate` around a destination, the MCP server, and (as its
+//! issue lands) the wasmtime sandbox. All state changes go through [`ahp_store`].
+
+pub mod activation;
+pub mod error;
+pub mod mcp;
 
 pub use ahp_store as store;
+pub use error::{Error, Result};

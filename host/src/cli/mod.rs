@@ -3,6 +3,7 @@
 mod data_dir;
 mod demo;
 mod reap;
+mod serve;
 mod table;
 mod token;
 mod transfer;
@@ -40,6 +41,8 @@ enum Command {
     Transfer(transfer::TransferCommand),
     /// Run both reapers once and print what they changed (for cron).
     Reap(reap::ReapArgs),
+    /// Serve the MCP transfer tools (and run the reapers on an interval).
+    Serve(serve::ServeArgs),
 }
 
 /// Runs the parsed command.
@@ -52,6 +55,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
                 Command::Token(c) => token::run(&dir, c),
                 Command::Transfer(c) => transfer::run(&dir, c),
                 Command::Reap(args) => reap::run(&dir, args),
+                Command::Serve(args) => serve::run(&dir, args),
                 Command::Demo(_) => unreachable!("handled above"),
             }
         }

@@ -1,0 +1,193 @@
+//! The six transfer tools of the Handoff Protocol, named as in the seed.
+//!
+//! Each tool converts its arguments and calls the store (on a blocking thread: every state
+//! change is an fsynced SQLite commit). Bad input and refused transitions come back as tool
+//! errors (`isError: true`) with the store's message and change nothing. No tool mints a token,
+//! terminates a transfer or reveals a secret.
+
+use std::sync::{Arc, Mutex};
+
+use ahp_store::{DEFAULT_USAGE_KIND, Store};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
+
+use super::schema::*;
+use crate::activation::{Destination, activate};
+
+/// The transfer MCP server: the store and the destination that `activate` resumes guests in.
+#[derive(Clone)]
+pub struct TransferTools {
+    store: Arc<Mutex<Store>>,
+    destination: Arc<dyn Destination>,
+    tool_router: ToolRouter<Self>,
+}
+
+impl std::fmt::Debug for TransferTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransferTools").finish_non_exhaustive()
+    }
+}
+
+impl TransferTools {
+    /// Tools over `store`, activating guests in `destination`.
+    pub fn new(store: Arc<Mutex<Store>>, destination: Arc<dyn Destination>) -> Self {
+        Self {
+            store,
+            destination,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    /// Runs `f` on the store on a blocking thread; its error becomes the tool error message.
+    async fn with_store<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Store, &dyn Destination) -> Result<T, String> + Send + 'static,
+    ) -> Result<T, String> {
+        let store = self.store.clone();
+        let destination = self.destination.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = store
+                .lock()
+                .map_err(|_| "the store is unavailable after an earlier panic".to_owned())?;
+            f(&mut guard, destination.as_ref())
+        })
+        .await
+        .map_err(|e| format!("internal error: {e}"))?
+    }
+}
+
+#[tool_router]
+impl TransferTools {
+    /// Capture a session snapshot as a new transfer (status `staged`) and return its checksum.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn snapshot_state(
+        &self,
+        Parameters(args): Parameters<SnapshotStateArgs>,
+    ) -> Result<Json<TransferResult>, String> {
+        self.with_store(move |s, _| {
+            let t = s.snapshot_state(&args.into()).map_err(|e| e.to_string())?;
+            Ok(Json(TransferResult::from(&t)))
+        })
+        .await
+    }
+
+    /// Size the destination by tier and open its budget (status `provisioned`). Requires a
+    /// single-use `provision_runtime` token for the transfer.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn provision_runtime(
+        &self,
+        Parameters(a): Parameters<ProvisionRuntimeArgs>,
+    ) -> Result<Json<TransferResult>, String> {
+        self.with_store(move |s, _| {
+            let t = s
+                .provision_runtime(
+                    &a.transfer_id,
+                    a.tier.into(),
+                    a.budget_micro_usd,
+                    &a.component,
+                    &a.token,
+                )
+                .map_err(|e| e.to_string())?;
+            Ok(Json(TransferResult::from(&t)))
+        })
+        .await
+    }
+
+    /// Stage the snapshot for the destination (status `pushed`), verifying the checksum if given.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn push_state(&self, Parameters(a): Parameters<PushStateArgs>) -> Result<Json<TransferResult>, String> {
+        self.with_store(move |s, _| {
+            let t = s
+                .push_state(&a.transfer_id, a.checksum.as_deref())
+                .map_err(|e| e.to_string())?;
+            Ok(Json(TransferResult::from(&t)))
+        })
+        .await
+    }
+
+    /// Resume the guest at the destination; returns status `active` only after the guest's
+    /// resume succeeded — the irreversible step: stop the source loop only after seeing it.
+    /// Requires a single-use `activate` token for the transfer.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn activate(&self, Parameters(a): Parameters<ActivateArgs>) -> Result<Json<TransferResult>, String> {
+        self.with_store(move |s, d| {
+            let t = activate(s, d, &a.transfer_id, &a.token).map_err(|e| e.to_string())?;
+            Ok(Json(TransferResult::from(&t)))
+        })
+        .await
+    }
+
+    /// Add metered spend to the transfer's budget; at the allocation an active transfer becomes
+    /// `insolvent` and its grace period starts.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn report_usage(&self, Parameters(a): Parameters<ReportUsageArgs>) -> Result<Json<UsageResult>, String> {
+        self.with_store(move |s, _| {
+            let kind = a.kind.as_deref().unwrap_or(DEFAULT_USAGE_KIND);
+            let r = s
+                .report_usage(&a.transfer_id, a.amount_micro_usd, kind)
+                .map_err(|e| e.to_string())?;
+            Ok(Json(UsageResult {
+                transfer_id: r.transfer.id.clone(),
+                status: r.transfer.status.to_string(),
+                budget: r.budget.into(),
+            }))
+        })
+        .await
+    }
+
+    /// Read a transfer, its budget and its full audit log in order.
+    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    async fn get_status(&self, Parameters(a): Parameters<GetStatusArgs>) -> Result<Json<StatusResult>, String> {
+        self.with_store(move |s, _| {
+            let r = s.get_status(&a.transfer_id).map_err(|e| e.to_string())?;
+            Ok(Json(StatusResult {
+                transfer_id: r.transfer.id.clone(),
+                status: r.transfer.status.to_string(),
+                transfer: TransferResult::from(&r.transfer),
+                budget: r.budget.map(Into::into),
+                events: r.events.iter().map(Into::into).collect(),
+            }))
+        })
+        .await
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for TransferTools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("ahp", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Moves a running agent session to a metered, sandboxed destination: snapshot_state → \
+                 provision_runtime (token) → push_state → activate (token) → report_usage; get_status reads. \
+                 Tokens are minted by the operator (`ahp token issue`), never by a tool.",
+            )
+    }
+}
