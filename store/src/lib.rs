@@ -12,6 +12,8 @@
 //!   function [`transition`].
 //! - [`Tier`]s and their ceilings ([`TIER_LIMITS`]), [`Budget`]s in integer micro-USD,
 //!   single-use transfer tokens ([`issue_transfer_token`]), the audit log ([`Event`]).
+//! - The durable conversation domain — agents, endpoints, conversations, inboxes, wakes — in
+//!   [`conversation`].
 //!
 //! ```
 //! use ahp_store::*;
@@ -39,6 +41,7 @@
 
 pub mod budget;
 pub mod clock;
+pub mod conversation;
 pub mod db;
 pub mod error;
 pub mod event;

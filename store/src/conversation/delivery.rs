@@ -1,0 +1,194 @@
+//! Deliveries: the agent inbox.
+//!
+//! Every message creates one delivery per recipient agent — even for an agent with no endpoint;
+//! a later endpoint reads and consumes it. A delivery has its own monotonic `delivery_order`
+//! (the inbox cursor), and is `queued` until the agent consumes it. Consume is desired-state
+//! idempotent and resolves only inside the acting agent's own inbox. Consuming a delivery never
+//! consumes a wake, and consuming a wake never consumes a delivery.
+
+use std::fmt;
+use std::str::FromStr;
+
+use rusqlite::{Connection, OptionalExtension, Row, Transaction};
+use serde::{Deserialize, Serialize};
+
+use super::bounds;
+use super::endpoint::{self, AgentActor};
+use super::error::{Error, Result};
+use super::idempotency::Mutation;
+use super::message::{self, MESSAGE_COLUMNS, Message};
+use super::principal::{Caller, Scope};
+use crate::clock::Timestamp;
+use crate::db::Store;
+
+/// Whether the recipient has processed a delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryState {
+    /// Waiting in the inbox.
+    Queued,
+    /// The agent said it processed it.
+    Consumed,
+}
+
+impl DeliveryState {
+    /// Every state.
+    pub const ALL: [DeliveryState; 2] = [Self::Queued, Self::Consumed];
+
+    /// The stored and serialized name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Consumed => "consumed",
+        }
+    }
+}
+
+impl fmt::Display for DeliveryState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for DeliveryState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| format!("unknown delivery state {s:?}"))
+    }
+}
+
+/// One inbox entry: a message, as delivered to one agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delivery {
+    /// The inbox cursor: strictly increasing in the order deliveries were created.
+    pub delivery_order: u64,
+    /// The recipient.
+    pub recipient_agent_id: String,
+    /// Queued or consumed.
+    pub state: DeliveryState,
+    /// When it was queued.
+    pub created_at: Timestamp,
+    /// When it was consumed.
+    pub consumed_at: Option<Timestamp>,
+    /// The message.
+    pub message: Message,
+}
+
+const DELIVERY_COLUMNS: &str = "d.delivery_order, d.recipient_agent_id, d.state, d.created_at, d.consumed_at";
+
+fn from_row(r: &Row<'_>) -> Result<Delivery> {
+    let order: i64 = r.get(0)?;
+    let state: String = r.get(2)?;
+    let state = state
+        .parse()
+        .map_err(|e| Error::corrupt("deliveries", format!("delivery {order}: {e}")))?;
+    Ok(Delivery {
+        delivery_order: u64::try_from(order).map_err(|_| Error::corrupt("deliveries", "negative order"))?,
+        recipient_agent_id: r.get(1)?,
+        state,
+        created_at: Timestamp::from_micros(r.get(3)?),
+        consumed_at: r.get::<_, Option<i64>>(4)?.map(Timestamp::from_micros),
+        message: message::from_row_at(r, 5)?,
+    })
+}
+
+/// Queues `message` for `recipient`; returns its delivery order.
+pub(crate) fn queue(tx: &Transaction<'_>, message: &str, recipient: &str, now: Timestamp) -> Result<u64> {
+    tx.prepare_cached(
+        "INSERT INTO deliveries (message_id, recipient_agent_id, state, created_at) VALUES (?1, ?2, 'queued', ?3)",
+    )?
+    .execute((message, recipient, now.as_micros()))?;
+    Ok(tx.last_insert_rowid() as u64)
+}
+
+fn load(conn: &Connection, agent: &str, message: &str) -> Result<Delivery> {
+    let sql = format!(
+        "SELECT {DELIVERY_COLUMNS}, {MESSAGE_COLUMNS} FROM deliveries d JOIN messages m ON m.id = d.message_id
+         WHERE d.recipient_agent_id = ?1 AND d.message_id = ?2"
+    );
+    conn.prepare_cached(&sql)?
+        .query_row((agent, message), |r| Ok(from_row(r)))
+        .optional()?
+        .unwrap_or_else(|| Err(Error::MessageNotFound(message.to_owned())))
+}
+
+impl Store {
+    /// The acting agent's inbox after the exclusive cursor `after_order`, oldest first, at most
+    /// `limit`; with `queued_only`, consumed deliveries are skipped. Reading consumes nothing.
+    ///
+    /// # Errors
+    ///
+    /// The endpoint admission errors; [`Error::InvalidInput`] for a bad limit;
+    /// [`Error::MissingScope`] without `communication:read`.
+    pub fn read_inbox(
+        &mut self,
+        caller: &Caller,
+        actor: &AgentActor,
+        after_order: u64,
+        limit: usize,
+        queued_only: bool,
+    ) -> Result<Vec<Delivery>> {
+        caller.require(Scope::Read)?;
+        actor.validate()?;
+        bounds::page_limit(limit)?;
+        self.admitted(|s| {
+            let now = s.now();
+            endpoint::admit(&s.conn, caller, actor, now)?;
+            let sql = format!(
+                "SELECT {DELIVERY_COLUMNS}, {MESSAGE_COLUMNS} FROM deliveries d JOIN messages m ON m.id = d.message_id
+                 WHERE d.recipient_agent_id = ?1 AND d.delivery_order > ?2 AND (?3 = 0 OR d.state = 'queued')
+                 ORDER BY d.delivery_order LIMIT ?4"
+            );
+            let mut stmt = s.conn.prepare_cached(&sql)?;
+            let rows = stmt.query_map(
+                (
+                    &actor.agent,
+                    i64::try_from(after_order).unwrap_or(i64::MAX),
+                    queued_only,
+                    limit as i64,
+                ),
+                |r| Ok(from_row(r)),
+            )?;
+            rows.map(|r| r?).collect()
+        })
+    }
+
+    /// Marks the acting agent's delivery of `message` consumed. Desired-state idempotent: an
+    /// already consumed delivery is returned with `state_changed = false`. Never touches a wake.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MessageNotFound`] if the message was not delivered to this agent (or does not
+    /// exist); the endpoint admission errors; [`Error::MissingScope`].
+    pub fn consume_delivery(
+        &mut self,
+        caller: &Caller,
+        actor: &AgentActor,
+        message: &str,
+    ) -> Result<Mutation<Delivery>> {
+        caller.require(Scope::Manage)?;
+        actor.validate()?;
+        message::check_id(message)?;
+        self.admitted(|s| {
+            let now = s.now();
+            let tx = s.begin_immediate()?;
+            endpoint::admit(&tx, caller, actor, now)?;
+            let d = load(&tx, &actor.agent, message)?;
+            if d.state == DeliveryState::Consumed {
+                return Ok(Mutation::unchanged(d));
+            }
+            tx.prepare_cached(
+                "UPDATE deliveries SET state = 'consumed', consumed_at = ?3
+                 WHERE recipient_agent_id = ?1 AND message_id = ?2 AND state = 'queued'",
+            )?
+            .execute((&actor.agent, message, now.as_micros()))?;
+            let d = load(&tx, &actor.agent, message)?;
+            tx.commit()?;
+            Ok(Mutation::changed(d))
+        })
+    }
+}

@@ -1,0 +1,451 @@
+//! Agent endpoints: a principal-bound attachment of a host or client to an agent, with a
+//! controller generation and a bounded lease.
+//!
+//! Attaching gives the agent its next controller generation and replaces whatever endpoint was
+//! attached before (an agent has one controller at a time). The lease is renewed by the host;
+//! nothing runs on a timer: an elapsed lease is *materialized* as `expired` lazily, the next time
+//! an operation is admitted through that endpoint (or on replacement or takeover). Detach is
+//! desired-state idempotent and withdraws only the exact endpoint named, never its successor.
+//! Retiring an endpoint by any path reconciles its wake attempts: a claim not yet past the
+//! dispatch fence goes back to pending, a dispatched one becomes `delivery_unknown`.
+//!
+//! `wake_capable` is set only by [`Store::register_wake_carrier`], a host-side call; attach input
+//! cannot declare it. Every agent-acting operation is admitted through [`AgentActor`]: the exact
+//! current endpoint id and generation, bound to the caller's principal and the agent.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, Row, Transaction};
+use serde::{Deserialize, Serialize};
+
+use super::agent::{self, check_id as check_agent_id};
+use super::bounds::{self, MAX_ENDPOINT_LEASE, MIN_ENDPOINT_LEASE};
+use super::error::{Error, Result};
+use super::idempotency::{Check, IdempotencyKey, Mutation, Operation, validate_key};
+use super::principal::{Caller, Scope};
+use super::wake;
+use crate::clock::Timestamp;
+use crate::db::Store;
+use crate::id::new_id;
+
+/// Prefix of every endpoint id.
+pub const ENDPOINT_ID_PREFIX: &str = "ep_";
+
+/// Where an endpoint is in its life. Only `attached` admits operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndpointState {
+    /// The agent's current controller (while its lease lasts).
+    Attached,
+    /// Withdrawn by its principal.
+    Detached,
+    /// Its lease ran out (recorded lazily).
+    Expired,
+    /// A newer endpoint was attached to the same agent.
+    Replaced,
+}
+
+impl EndpointState {
+    /// Every state.
+    pub const ALL: [EndpointState; 4] = [Self::Attached, Self::Detached, Self::Expired, Self::Replaced];
+
+    /// The stored and serialized name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Attached => "attached",
+            Self::Detached => "detached",
+            Self::Expired => "expired",
+            Self::Replaced => "replaced",
+        }
+    }
+}
+
+impl fmt::Display for EndpointState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for EndpointState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| format!("unknown endpoint state {s:?}"))
+    }
+}
+
+/// An endpoint as its principal sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Endpoint {
+    /// `ep_…`.
+    pub id: String,
+    /// The agent it controls.
+    pub agent_id: String,
+    /// Its controller generation: the agent's attach count when it was attached.
+    pub generation: u64,
+    /// Its stored state (an attached endpoint whose lease has passed is not live; see [`Endpoint::is_live`]).
+    pub state: EndpointState,
+    /// When the lease runs out unless renewed.
+    pub lease_expires_at: Timestamp,
+    /// Whether its host registered a wake carrier for it.
+    pub wake_capable: bool,
+    /// When it was attached.
+    pub attached_at: Timestamp,
+    /// When it last changed.
+    pub updated_at: Timestamp,
+    /// When it stopped being attached.
+    pub ended_at: Option<Timestamp>,
+}
+
+impl Endpoint {
+    /// Whether it is attached with an unexpired lease at `now`.
+    pub fn is_live(&self, now: Timestamp) -> bool {
+        self.state == EndpointState::Attached && now < self.lease_expires_at
+    }
+}
+
+/// The exact identity an agent acts under: agent, current endpoint and controller generation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AgentActor {
+    /// `agt_…`.
+    pub agent: String,
+    /// `ep_…`, the agent's current endpoint.
+    pub endpoint: String,
+    /// That endpoint's controller generation.
+    pub generation: u64,
+}
+
+impl AgentActor {
+    /// The actor for `endpoint` as attached.
+    pub fn of(endpoint: &Endpoint) -> Self {
+        Self {
+            agent: endpoint.agent_id.clone(),
+            endpoint: endpoint.id.clone(),
+            generation: endpoint.generation,
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        check_agent_id(&self.agent)?;
+        check_id(&self.endpoint)
+    }
+}
+
+const ENDPOINT_COLUMNS: &str =
+    "id, agent_id, generation, state, lease_expires_at, wake_capable, attached_at, updated_at, ended_at";
+
+fn from_row(r: &Row<'_>) -> Result<Endpoint> {
+    let id: String = r.get(0)?;
+    let state: String = r.get(3)?;
+    let state = state
+        .parse()
+        .map_err(|e| Error::corrupt("agent_endpoints", format!("{id}: {e}")))?;
+    let generation: i64 = r.get(2)?;
+    Ok(Endpoint {
+        agent_id: r.get(1)?,
+        generation: u64::try_from(generation)
+            .map_err(|_| Error::corrupt("agent_endpoints", format!("{id}: generation")))?,
+        state,
+        lease_expires_at: Timestamp::from_micros(r.get(4)?),
+        wake_capable: r.get::<_, i64>(5)? == 1,
+        attached_at: Timestamp::from_micros(r.get(6)?),
+        updated_at: Timestamp::from_micros(r.get(7)?),
+        ended_at: r.get::<_, Option<i64>>(8)?.map(Timestamp::from_micros),
+        id,
+    })
+}
+
+pub(crate) fn check_id(endpoint: &str) -> Result<()> {
+    bounds::id("endpointId", endpoint, ENDPOINT_ID_PREFIX)
+}
+
+/// Loads `endpoint` of `agent` attached by `caller`; anything else is [`Error::EndpointNotFound`].
+fn load_scoped(conn: &Connection, caller: &Caller, agent: &str, endpoint: &str) -> Result<Endpoint> {
+    let sql =
+        format!("SELECT {ENDPOINT_COLUMNS} FROM agent_endpoints WHERE id = ?1 AND agent_id = ?2 AND principal = ?3");
+    conn.prepare_cached(&sql)?
+        .query_row((endpoint, agent, caller.principal().as_str()), |r| Ok(from_row(r)))
+        .optional()?
+        .unwrap_or_else(|| Err(Error::EndpointNotFound(endpoint.to_owned())))
+}
+
+fn load(conn: &Connection, endpoint: &str) -> Result<Endpoint> {
+    let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM agent_endpoints WHERE id = ?1");
+    conn.prepare_cached(&sql)?
+        .query_row([endpoint], |r| Ok(from_row(r)))
+        .optional()?
+        .unwrap_or_else(|| Err(Error::EndpointNotFound(endpoint.to_owned())))
+}
+
+/// Admits an agent-acting operation: the caller owns the agent, the endpoint is that agent's,
+/// bound to the caller, attached, of the given generation, and its lease has not run out.
+/// Checks run in that order, so nothing about a foreign resource is revealed.
+///
+/// An elapsed lease yields [`Error::EndpointExpired`]; run the operation through
+/// [`Store::admitted`] so that the expiry is then recorded.
+pub(crate) fn admit(conn: &Connection, caller: &Caller, actor: &AgentActor, now: Timestamp) -> Result<Endpoint> {
+    agent::load_owned(conn, caller.principal(), &actor.agent)?;
+    let ep = load_scoped(conn, caller, &actor.agent, &actor.endpoint)?;
+    if ep.state != EndpointState::Attached {
+        return Err(Error::EndpointNotCurrent {
+            endpoint: ep.id,
+            state: ep.state,
+        });
+    }
+    if ep.generation != actor.generation {
+        return Err(Error::StaleGeneration {
+            endpoint: ep.id,
+            given: actor.generation,
+            current: ep.generation,
+        });
+    }
+    if now >= ep.lease_expires_at {
+        return Err(Error::EndpointExpired { endpoint: ep.id });
+    }
+    Ok(ep)
+}
+
+/// Moves `endpoint` out of `attached` into `to` and reconciles its wake attempts. Returns
+/// whether it was attached.
+pub(crate) fn retire(tx: &Transaction<'_>, endpoint: &str, to: EndpointState, now: Timestamp) -> Result<bool> {
+    let changed = tx
+        .prepare_cached(
+            "UPDATE agent_endpoints SET state = ?2, wake_capable = 0, ended_at = ?3, updated_at = ?3
+             WHERE id = ?1 AND state = 'attached'",
+        )?
+        .execute((endpoint, to.as_str(), now.as_micros()))?;
+    if changed == 1 {
+        wake::reconcile_endpoint(tx, endpoint, now)?;
+    }
+    Ok(changed == 1)
+}
+
+/// Records the expiry of every attached endpoint whose lease has passed (used at takeover).
+pub(crate) fn materialize_all_expired(tx: &Transaction<'_>, now: Timestamp) -> Result<u64> {
+    let ids: Vec<String> = tx
+        .prepare_cached("SELECT id FROM agent_endpoints WHERE state = 'attached' AND lease_expires_at <= ?1")?
+        .query_map([now.as_micros()], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    for id in &ids {
+        retire(tx, id, EndpointState::Expired, now)?;
+    }
+    Ok(ids.len() as u64)
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AttachRequest<'a> {
+    agent: &'a str,
+    lease_micros: u128,
+}
+
+impl Store {
+    /// Runs `op`; if it was refused because an endpoint's lease had run out, records that expiry
+    /// (reconciling the endpoint's wake attempts) before returning the refusal.
+    pub(crate) fn admitted<T>(&mut self, op: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        match op(self) {
+            Err(Error::EndpointExpired { endpoint }) => {
+                let now = self.now();
+                let tx = self.begin_immediate()?;
+                let changed = tx
+                    .prepare_cached("SELECT 1 FROM agent_endpoints WHERE id = ?1 AND lease_expires_at <= ?2")?
+                    .exists((&endpoint, now.as_micros()))?;
+                if changed {
+                    retire(&tx, &endpoint, EndpointState::Expired, now)?;
+                }
+                tx.commit()?;
+                Err(Error::EndpointExpired { endpoint })
+            }
+            other => other,
+        }
+    }
+
+    /// Attaches a new endpoint for `agent`, bound to the caller, with the agent's next controller
+    /// generation and a lease of `lease`. An endpoint attached before is replaced (or recorded
+    /// as expired, if its lease had run out) and its wake attempts reconciled. The new endpoint
+    /// is not wake-capable until its host calls [`Store::register_wake_carrier`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AgentNotFound`] unless the caller owns the agent; [`Error::InvalidInput`] for a
+    /// lease outside [`MIN_ENDPOINT_LEASE`]..=[`MAX_ENDPOINT_LEASE`] or a bad key;
+    /// [`Error::IdempotencyConflict`]; [`Error::MissingScope`].
+    pub fn attach_endpoint(
+        &mut self,
+        caller: &Caller,
+        agent: &str,
+        lease: Duration,
+        idempotency_key: &str,
+    ) -> Result<Mutation<Endpoint>> {
+        caller.require(Scope::Manage)?;
+        check_agent_id(agent)?;
+        bounds::lease("lease", lease, MIN_ENDPOINT_LEASE, MAX_ENDPOINT_LEASE)?;
+        validate_key(idempotency_key)?;
+        let request = AttachRequest {
+            agent,
+            lease_micros: lease.as_micros(),
+        };
+        let check = Check::new(
+            Operation::AttachEndpoint,
+            &IdempotencyKey::from(idempotency_key),
+            &request,
+        );
+        let now = self.now();
+        let tx = self.begin_immediate()?;
+        if let Some(id) = check.replay(&tx, caller.principal())? {
+            return Ok(Mutation::replayed(load_scoped(&tx, caller, agent, &id)?));
+        }
+        let a = agent::load_owned(&tx, caller.principal(), agent)?;
+        let previous: Option<(String, i64)> = tx
+            .prepare_cached(
+                "SELECT id, lease_expires_at FROM agent_endpoints WHERE agent_id = ?1 AND state = 'attached'",
+            )?
+            .query_row([agent], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        if let Some((prev, lease_end)) = previous {
+            let to = if lease_end <= now.as_micros() {
+                EndpointState::Expired
+            } else {
+                EndpointState::Replaced
+            };
+            retire(&tx, &prev, to, now)?;
+        }
+        let generation = a.controller_generation + 1;
+        let changed = tx
+            .prepare_cached(
+                "UPDATE agents SET controller_generation = ?2 WHERE id = ?1 AND controller_generation = ?3",
+            )?
+            .execute((agent, generation as i64, a.controller_generation as i64))?;
+        if changed != 1 {
+            return Err(Error::corrupt(
+                "agents",
+                format!("{agent} generation moved under its own write transaction"),
+            ));
+        }
+        let id = new_id(ENDPOINT_ID_PREFIX);
+        tx.prepare_cached(
+            "INSERT INTO agent_endpoints (id, agent_id, principal, generation, state, lease_expires_at, attached_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, 'attached', ?5, ?6, ?6)",
+        )?
+        .execute((
+            &id,
+            agent,
+            caller.principal().as_str(),
+            generation as i64,
+            now.saturating_add(lease).as_micros(),
+            now.as_micros(),
+        ))?;
+        check.record(&tx, caller.principal(), &id, now)?;
+        let ep = load(&tx, &id)?;
+        tx.commit()?;
+        Ok(Mutation::changed(ep))
+    }
+
+    /// Extends the lease of the actor's current endpoint to `lease` from now.
+    ///
+    /// # Errors
+    ///
+    /// The admission errors ([`Error::AgentNotFound`], [`Error::EndpointNotFound`],
+    /// [`Error::EndpointNotCurrent`], [`Error::StaleGeneration`], [`Error::EndpointExpired`]);
+    /// [`Error::InvalidInput`] for a lease out of bounds; [`Error::MissingScope`].
+    pub fn renew_endpoint(&mut self, caller: &Caller, actor: &AgentActor, lease: Duration) -> Result<Endpoint> {
+        caller.require(Scope::Manage)?;
+        actor.validate()?;
+        bounds::lease("lease", lease, MIN_ENDPOINT_LEASE, MAX_ENDPOINT_LEASE)?;
+        self.admitted(|s| {
+            let now = s.now();
+            let tx = s.begin_immediate()?;
+            admit(&tx, caller, actor, now)?;
+            tx.prepare_cached("UPDATE agent_endpoints SET lease_expires_at = ?2, updated_at = ?3 WHERE id = ?1")?
+                .execute((&actor.endpoint, now.saturating_add(lease).as_micros(), now.as_micros()))?;
+            let ep = load(&tx, &actor.endpoint)?;
+            tx.commit()?;
+            Ok(ep)
+        })
+    }
+
+    /// Detaches exactly `endpoint` of `agent`. Desired-state idempotent: an endpoint that is
+    /// already not attached (detached, replaced, expired) is returned unchanged. Works after the
+    /// lease ran out, too. Its wake attempts are reconciled.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AgentNotFound`] / [`Error::EndpointNotFound`] outside the caller's reach;
+    /// [`Error::MissingScope`].
+    pub fn detach_endpoint(&mut self, caller: &Caller, agent: &str, endpoint: &str) -> Result<Mutation<Endpoint>> {
+        caller.require(Scope::Manage)?;
+        check_agent_id(agent)?;
+        check_id(endpoint)?;
+        let now = self.now();
+        let tx = self.begin_immediate()?;
+        agent::load_owned(&tx, caller.principal(), agent)?;
+        let ep = load_scoped(&tx, caller, agent, endpoint)?;
+        if ep.state != EndpointState::Attached {
+            return Ok(Mutation::unchanged(ep));
+        }
+        retire(&tx, endpoint, EndpointState::Detached, now)?;
+        let ep = load(&tx, endpoint)?;
+        tx.commit()?;
+        Ok(Mutation::changed(ep))
+    }
+
+    /// One endpoint of an agent the caller owns, as stored.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AgentNotFound`] / [`Error::EndpointNotFound`]; [`Error::MissingScope`].
+    pub fn get_endpoint(&self, caller: &Caller, agent: &str, endpoint: &str) -> Result<Endpoint> {
+        caller.require(Scope::Read)?;
+        check_agent_id(agent)?;
+        check_id(endpoint)?;
+        agent::load_owned(&self.conn, caller.principal(), agent)?;
+        load_scoped(&self.conn, caller, agent, endpoint)
+    }
+
+    /// Host-side: records that this host holds a wake carrier for the exact endpoint and
+    /// generation, making it `wake_capable`. Never reachable from attach input or from a model.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EndpointNotFound`] if no such endpoint of that agent exists;
+    /// [`Error::EndpointNotCurrent`], [`Error::StaleGeneration`] or [`Error::EndpointExpired`]
+    /// unless it is the live current endpoint.
+    pub fn register_wake_carrier(&mut self, agent: &str, endpoint: &str, generation: u64) -> Result<Endpoint> {
+        check_agent_id(agent)?;
+        check_id(endpoint)?;
+        self.admitted(|s| {
+            let now = s.now();
+            let tx = s.begin_immediate()?;
+            let ep = load(&tx, endpoint)?;
+            if ep.agent_id != agent {
+                return Err(Error::EndpointNotFound(endpoint.to_owned()));
+            }
+            if ep.state != EndpointState::Attached {
+                return Err(Error::EndpointNotCurrent {
+                    endpoint: ep.id,
+                    state: ep.state,
+                });
+            }
+            if ep.generation != generation {
+                return Err(Error::StaleGeneration {
+                    endpoint: ep.id,
+                    given: generation,
+                    current: ep.generation,
+                });
+            }
+            if now >= ep.lease_expires_at {
+                return Err(Error::EndpointExpired { endpoint: ep.id });
+            }
+            tx.prepare_cached("UPDATE agent_endpoints SET wake_capable = 1, updated_at = ?2 WHERE id = ?1")?
+                .execute((endpoint, now.as_micros()))?;
+            let ep = load(&tx, endpoint)?;
+            tx.commit()?;
+            Ok(ep)
+        })
+    }
+}

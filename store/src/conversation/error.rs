@@ -1,0 +1,187 @@
+//! The conversation domain's error type.
+//!
+//! Not-found variants are deliberately identical for "does not exist" and "exists but is outside
+//! your reach": every authoritative lookup is scoped by the caller's principal (and authorized
+//! parent) *before* any state is inspected, so a foreign id simply is not found, with the very
+//! same message. Once access is proven, own-resource diagnostics (a revision conflict, a stale
+//! generation, a closed conversation) are explicit. Any error means the operation changed
+//! nothing — except [`Error::EndpointExpired`], whose only effect is to record the expiry that
+//! had already happened.
+
+use super::endpoint::EndpointState;
+use super::principal::Scope;
+use super::wake::{AttemptState, WakeState};
+
+/// The conversation domain's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything a conversation operation can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An input from outside broke a documented rule or bound.
+    #[error("invalid {field}: {reason}")]
+    InvalidInput {
+        /// The offending field.
+        field: &'static str,
+        /// What rule it broke, including the bound where there is one.
+        reason: String,
+    },
+
+    /// The caller's credentials do not carry the scope this operation needs.
+    #[error("missing scope {0}")]
+    MissingScope(Scope),
+
+    /// No agent with this id is within the caller's reach.
+    #[error("agent {0} not found")]
+    AgentNotFound(String),
+
+    /// No endpoint with this id is within the caller's reach.
+    #[error("endpoint {0} not found")]
+    EndpointNotFound(String),
+
+    /// No conversation with this id is within the caller's reach.
+    #[error("conversation {0} not found")]
+    ConversationNotFound(String),
+
+    /// No message with this id is within the authorized conversation (or inbox).
+    #[error("message {0} not found")]
+    MessageNotFound(String),
+
+    /// No wake with this id belongs to the acting agent.
+    #[error("wake {0} not found")]
+    WakeNotFound(String),
+
+    /// No wake delivery attempt with this id belongs to the acting endpoint.
+    #[error("wake attempt {0} not found")]
+    AttemptNotFound(String),
+
+    /// An agent-card update named a profile revision that is no longer current.
+    #[error("agent {agent} is at profile revision {current}, not {expected}; re-read it and retry")]
+    RevisionConflict {
+        /// The agent.
+        agent: String,
+        /// The revision the caller based its update on.
+        expected: u64,
+        /// The current revision.
+        current: u64,
+    },
+
+    /// The endpoint is no longer attached (detached, replaced or expired).
+    #[error("endpoint {endpoint} is {state}, not attached")]
+    EndpointNotCurrent {
+        /// The endpoint.
+        endpoint: String,
+        /// Its state.
+        state: EndpointState,
+    },
+
+    /// The caller named a controller generation that is not the endpoint's.
+    #[error("endpoint {endpoint} has controller generation {current}, not {given}")]
+    StaleGeneration {
+        /// The endpoint.
+        endpoint: String,
+        /// The generation the caller sent.
+        given: u64,
+        /// The endpoint's generation.
+        current: u64,
+    },
+
+    /// The endpoint's lease ran out; the expiry has now been recorded. Attach a new endpoint.
+    #[error("endpoint {endpoint} lease expired; attach a new endpoint")]
+    EndpointExpired {
+        /// The endpoint.
+        endpoint: String,
+    },
+
+    /// Wake delivery needs an endpoint the host has registered as wake-capable.
+    #[error("endpoint {0} is not registered as wake-capable by its host")]
+    NotWakeCapable(String),
+
+    /// The conversation is closed to new messages and participants.
+    #[error("conversation {0} is closed")]
+    ConversationClosed(String),
+
+    /// The idempotency key was already used by this principal for a different request.
+    #[error("idempotency key already used for a different {operation} request")]
+    IdempotencyConflict {
+        /// The operation the key belongs to.
+        operation: &'static str,
+    },
+
+    /// A documented bound on the number of something was reached.
+    #[error("limit reached: at most {limit} {what}")]
+    LimitReached {
+        /// What is counted.
+        what: &'static str,
+        /// The bound.
+        limit: u64,
+    },
+
+    /// The wake is not in a state that allows the operation (e.g. a reply identity or consume
+    /// before the dispatch fence).
+    #[error("cannot {operation} wake {wake}: it is {state}")]
+    WakeState {
+        /// The wake.
+        wake: String,
+        /// What was attempted.
+        operation: &'static str,
+        /// Where the wake is.
+        state: WakeState,
+    },
+
+    /// The wake attempt is not in a state that allows the operation.
+    #[error("cannot {operation} wake attempt {attempt}: it is {state}")]
+    AttemptState {
+        /// The attempt.
+        attempt: String,
+        /// What was attempted.
+        operation: &'static str,
+        /// Where the attempt is.
+        state: AttemptState,
+    },
+
+    /// The attempt's claim lease ran out before the dispatch fence; the wake is pending again.
+    #[error("wake attempt {0} claim expired before dispatch; the wake is pending again")]
+    ClaimExpired(String),
+
+    /// `consume_wake` named a wake whose dispatched attempt does not match every given field.
+    #[error("wake {wake} cannot be consumed: {reason}")]
+    ConsumeRefused {
+        /// The wake.
+        wake: String,
+        /// Which field did not match.
+        reason: &'static str,
+    },
+
+    /// A row holds a value this build cannot interpret (e.g. an unknown lifecycle). Fails closed.
+    #[error("corrupt row in {table}: {reason}")]
+    CorruptRow {
+        /// The table read.
+        table: &'static str,
+        /// What was wrong.
+        reason: String,
+    },
+
+    /// SQLite failed (including a commit whose fsync failed: never retried here).
+    #[error("database: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+impl Error {
+    /// An [`Error::InvalidInput`] for `field`.
+    pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
+        Self::InvalidInput {
+            field,
+            reason: reason.into(),
+        }
+    }
+
+    /// An [`Error::CorruptRow`] for `table`.
+    pub(crate) fn corrupt(table: &'static str, reason: impl Into<String>) -> Self {
+        Self::CorruptRow {
+            table,
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! Messages: the append-only transcript, and `post_message` — the one transaction that appends a
+//! message, allocates its seq, queues a delivery for every other agent participant, coalesces or
+//! creates each recipient's wake, updates the conversation and records idempotency, or does none
+//! of it.
+//!
+//! Each conversation owns a monotonic `next_seq`; messages are unique by `(conversation, seq)`,
+//! so the seqs of a conversation are exactly `1..=n`. Transcript reads take an exclusive
+//! `after_seq` cursor and never consume anything. Every message records its author's provenance:
+//! the human participant, or the agent with the exact endpoint and generation it posted through.
+//! A reply target is resolved only inside the already-authorized conversation.
+
+use rusqlite::{Connection, OptionalExtension, Row, Transaction};
+use serde::Serialize;
+
+use super::bounds::{self, MAX_MESSAGE_BODY_BYTES, MAX_MESSAGES_PER_CONVERSATION};
+use super::conversation::{self, Acting, ConversationState};
+use super::delivery;
+use super::error::{Error, Result};
+use super::idempotency::{Check, IdempotencyKey, Mutation, Operation};
+use super::principal::{Caller, Scope};
+use super::wake;
+use crate::clock::Timestamp;
+use crate::db::Store;
+use crate::id::new_id;
+
+/// Prefix of every message id.
+pub const MESSAGE_ID_PREFIX: &str = "msg_";
+
+/// Who wrote a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Author {
+    /// The conversation's human participant.
+    Human,
+    /// An agent participant, through the exact endpoint and generation it posted with.
+    #[serde(rename_all = "camelCase")]
+    Agent {
+        /// `agt_…`.
+        agent_id: String,
+        /// `ep_…`.
+        endpoint_id: String,
+        /// The endpoint's controller generation at the time.
+        generation: u64,
+    },
+}
+
+/// One transcript entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Message {
+    /// `msg_…`.
+    pub id: String,
+    /// The conversation it belongs to.
+    pub conversation_id: String,
+    /// Its position in the conversation, from 1, without gaps.
+    pub seq: u64,
+    /// Who wrote it.
+    pub author: Author,
+    /// Its text.
+    pub body: String,
+    /// The message it replies to, in the same conversation.
+    pub reply_to: Option<String>,
+    /// When it was posted.
+    pub created_at: Timestamp,
+}
+
+/// What `post_message` takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewMessage {
+    /// `cv_…`.
+    pub conversation: String,
+    /// Who posts: the human participant, or an agent through its current endpoint.
+    pub acting: Acting,
+    /// 1 to [`MAX_MESSAGE_BODY_BYTES`] bytes.
+    pub body: String,
+    /// A message of the same conversation this one answers.
+    pub reply_to: Option<String>,
+    /// What makes a retry safe.
+    pub idempotency: IdempotencyKey,
+}
+
+/// The canonical request hashed for idempotency: deliberately without the endpoint and
+/// generation, so that an exact retry recovers the original message across a replacement.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PostRequest<'a> {
+    conversation: &'a str,
+    author_agent: Option<&'a str>,
+    body: &'a str,
+    reply_to: Option<&'a str>,
+}
+
+pub(crate) const MESSAGE_COLUMNS: &str = "m.id, m.conversation_id, m.seq, m.author_kind, m.author_agent_id, m.author_endpoint_id, m.author_generation, m.body, m.reply_to, m.created_at";
+
+/// Reads a message selected with [`MESSAGE_COLUMNS`] starting at column `at`.
+pub(crate) fn from_row_at(r: &Row<'_>, at: usize) -> Result<Message> {
+    let id: String = r.get(at)?;
+    let kind: String = r.get(at + 3)?;
+    let author = match kind.as_str() {
+        "human" => Author::Human,
+        "agent" => {
+            let generation: Option<i64> = r.get(at + 6)?;
+            match (
+                r.get::<_, Option<String>>(at + 4)?,
+                r.get::<_, Option<String>>(at + 5)?,
+                generation,
+            ) {
+                (Some(agent_id), Some(endpoint_id), Some(g)) if g >= 1 => Author::Agent {
+                    agent_id,
+                    endpoint_id,
+                    generation: g as u64,
+                },
+                _ => {
+                    return Err(Error::corrupt(
+                        "messages",
+                        format!("{id}: agent author without provenance"),
+                    ));
+                }
+            }
+        }
+        other => {
+            return Err(Error::corrupt(
+                "messages",
+                format!("{id}: unknown author kind {other:?}"),
+            ));
+        }
+    };
+    let seq: i64 = r.get(at + 2)?;
+    Ok(Message {
+        conversation_id: r.get(at + 1)?,
+        seq: u64::try_from(seq).map_err(|_| Error::corrupt("messages", format!("{id}: seq")))?,
+        author,
+        body: r.get(at + 7)?,
+        reply_to: r.get(at + 8)?,
+        created_at: Timestamp::from_micros(r.get(at + 9)?),
+        id,
+    })
+}
+
+fn load_in(conn: &Connection, conversation: &str, message: &str) -> Result<Message> {
+    let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?1 AND m.conversation_id = ?2");
+    conn.prepare_cached(&sql)?
+        .query_row((message, conversation), |r| Ok(from_row_at(r, 0)))
+        .optional()?
+        .unwrap_or_else(|| Err(Error::MessageNotFound(message.to_owned())))
+}
+
+pub(crate) fn check_id(message: &str) -> Result<()> {
+    bounds::id("messageId", message, MESSAGE_ID_PREFIX)
+}
+
+impl NewMessage {
+    fn validate(&self) -> Result<()> {
+        self.acting.validate()?;
+        conversation::check_id(&self.conversation)?;
+        bounds::text("body", &self.body, MAX_MESSAGE_BODY_BYTES, false)?;
+        if let Some(r) = &self.reply_to {
+            check_id(r)?;
+        }
+        self.idempotency.validate()?;
+        if matches!(self.idempotency, IdempotencyKey::WakeReply { .. }) && self.acting == Acting::Human {
+            return Err(Error::invalid(
+                "idempotency",
+                "a wake-reply identity is only for agent-authored messages",
+            ));
+        }
+        Ok(())
+    }
+
+    fn request(&self) -> PostRequest<'_> {
+        PostRequest {
+            conversation: &self.conversation,
+            author_agent: match &self.acting {
+                Acting::Human => None,
+                Acting::Agent(a) => Some(&a.agent),
+            },
+            body: &self.body,
+            reply_to: self.reply_to.as_deref(),
+        }
+    }
+}
+
+impl Store {
+    /// Posts a message. In one `BEGIN IMMEDIATE` transaction: checks for an exact replay (before
+    /// any endpoint or lifecycle check, so a committed post can be recovered after its endpoint
+    /// went away), authorizes the author, appends the message with the conversation's next seq,
+    /// queues one delivery for every agent participant other than the author, coalesces each
+    /// recipient's pending wake (or creates one), and records the idempotency key.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`]; [`Error::IdempotencyConflict`] for a reused key with a different
+    /// request; [`Error::ConversationNotFound`] outside the caller's reach; the endpoint admission
+    /// errors for an agent author; [`Error::ConversationClosed`]; [`Error::MessageNotFound`] for a
+    /// reply target outside the conversation; [`Error::WakeNotFound`] / [`Error::WakeState`] for a
+    /// wake-reply identity whose wake is not the author's or has not crossed the dispatch fence;
+    /// [`Error::LimitReached`] past [`MAX_MESSAGES_PER_CONVERSATION`]; [`Error::MissingScope`].
+    pub fn post_message(&mut self, caller: &Caller, new: &NewMessage) -> Result<Mutation<Message>> {
+        caller.require(Scope::Manage)?;
+        new.validate()?;
+        let check = Check::new(Operation::PostMessage, &new.idempotency, &new.request());
+        self.admitted(|s| {
+            let now = s.now();
+            let tx = s.begin_immediate()?;
+            if let Some(id) = check.replay(&tx, caller.principal())? {
+                return Ok(Mutation::replayed(load_in(&tx, &new.conversation, &id)?));
+            }
+            let message = append(&tx, caller, new, now)?;
+            check.record(&tx, caller.principal(), &message.id, now)?;
+            tx.commit()?;
+            Ok(Mutation::changed(message))
+        })
+    }
+
+    /// Transcript entries of a conversation with seq greater than `after_seq`, oldest first, at
+    /// most `limit`. Reading consumes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ConversationNotFound`] outside the caller's reach; endpoint admission errors when
+    /// acting as an agent; [`Error::InvalidInput`] for a bad limit; [`Error::MissingScope`]
+    /// without `communication:read`.
+    pub fn read_transcript(
+        &mut self,
+        caller: &Caller,
+        acting: &Acting,
+        conversation: &str,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<Message>> {
+        caller.require(Scope::Read)?;
+        acting.validate()?;
+        conversation::check_id(conversation)?;
+        bounds::page_limit(limit)?;
+        self.admitted(|s| {
+            let now = s.now();
+            conversation::authorize(&s.conn, caller, acting, conversation, now)?;
+            let sql = format!(
+                "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.conversation_id = ?1 AND m.seq > ?2 ORDER BY m.seq LIMIT ?3"
+            );
+            let mut stmt = s.conn.prepare_cached(&sql)?;
+            let rows = stmt.query_map(
+                (conversation, i64::try_from(after_seq).unwrap_or(i64::MAX), limit as i64),
+                |r| Ok(from_row_at(r, 0)),
+            )?;
+            rows.map(|r| r?).collect()
+        })
+    }
+}
+
+/// The body of `post_message` after the replay check: authorize, append, deliver, wake.
+fn append(tx: &Transaction<'_>, caller: &Caller, new: &NewMessage, now: Timestamp) -> Result<Message> {
+    let (conv, ep) = conversation::authorize(tx, caller, &new.acting, &new.conversation, now)?;
+    if let (IdempotencyKey::WakeReply { wake, .. }, Some(ep)) = (&new.idempotency, &ep) {
+        wake::check_reply_identity(tx, &ep.agent_id, wake)?;
+    }
+    if conv.state != ConversationState::Open {
+        return Err(Error::ConversationClosed(conv.id));
+    }
+    let seq = conv.next_seq;
+    if seq > MAX_MESSAGES_PER_CONVERSATION {
+        return Err(Error::LimitReached {
+            what: "messages per conversation",
+            limit: MAX_MESSAGES_PER_CONVERSATION,
+        });
+    }
+    if let Some(target) = &new.reply_to {
+        load_in(tx, &conv.id, target)?;
+    }
+    let id = new_id(MESSAGE_ID_PREFIX);
+    let (kind, agent, endpoint, generation) = match &ep {
+        None => ("human", None, None, None),
+        Some(ep) => (
+            "agent",
+            Some(ep.agent_id.as_str()),
+            Some(ep.id.as_str()),
+            Some(ep.generation as i64),
+        ),
+    };
+    tx.prepare_cached(
+        "INSERT INTO messages (id, conversation_id, seq, author_kind, author_principal, author_agent_id,
+                               author_endpoint_id, author_generation, body, reply_to, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )?
+    .execute((
+        &id,
+        &conv.id,
+        seq as i64,
+        kind,
+        caller.principal().as_str(),
+        agent,
+        endpoint,
+        generation,
+        &new.body,
+        &new.reply_to,
+        now.as_micros(),
+    ))?;
+    let advanced = tx
+        .prepare_cached(
+            "UPDATE conversations SET next_seq = next_seq + 1, last_message_at = ?3, updated_at = ?3
+             WHERE id = ?1 AND next_seq = ?2",
+        )?
+        .execute((&conv.id, seq as i64, now.as_micros()))?;
+    if advanced != 1 {
+        return Err(Error::corrupt(
+            "conversations",
+            format!("{} seq moved under its own write transaction", conv.id),
+        ));
+    }
+    for recipient in conversation::agent_ids(tx, &conv.id)? {
+        if Some(recipient.as_str()) == agent {
+            continue;
+        }
+        let order = delivery::queue(tx, &id, &recipient, now)?;
+        wake::coalesce(tx, &recipient, order, now)?;
+    }
+    load_in(tx, &conv.id, &id)
+}

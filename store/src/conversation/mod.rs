@@ -1,0 +1,100 @@
+//! The durable conversation domain (seed 2): how humans and agents talk, durably.
+//!
+//! One file per concept:
+//!
+//! - [`principal`]: communication principals (hashed subjects) and the two independent scopes;
+//! - [`agent`]: `agt_…` identities with a revision-checked Agent Card;
+//! - [`endpoint`]: principal-bound attachments with controller generations and leases;
+//! - [`conversation`]: conversations, the human participant and agent participants;
+//! - [`message`]: the append-only transcript and `post_message`;
+//! - [`delivery`]: the per-recipient inbox;
+//! - [`wake`]: coalesced wake intents, wake delivery attempts and the dispatch fence;
+//! - [`reconcile`]: what a successor host runs at takeover;
+//! - [`idempotency`]: principal-scoped replay of create and post operations;
+//! - [`bounds`]: every limit, documented;
+//! - [`error`]: the domain's [`Error`].
+//!
+//! Every operation is a method on [`Store`](crate::Store) taking the [`Caller`]: it checks the
+//! scope, validates its input before any transaction, then runs one `BEGIN IMMEDIATE`
+//! transaction. Authorization is existence-hiding: lookups are scoped by principal and
+//! authorized parent first, so a foreign id gets the same not-found error as a missing one.
+//! Lifecycle strings read from the database parse into closed enums, and an unknown value fails
+//! closed before any authorization decision is made on it.
+//!
+//! ```
+//! use std::time::Duration;
+//! use ahp_store::Store;
+//! use ahp_store::conversation::*;
+//! # fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
+//! let mut store = Store::open_in_memory()?;
+//! let alice = Caller::full("account:alice")?;
+//! let card = AgentCard {
+//!     handle: "forecaster".into(),
+//!     display_name: "Forecaster".into(),
+//!     description: String::new(),
+//!     specialties: vec!["inventory".into()],
+//! };
+//! let agent = store.create_agent(&alice, &card, "create-1")?.value;
+//! let cv = store
+//!     .create_conversation(&alice, &NewConversation { title: "Q3".into(), agents: vec![agent.id.clone()] }, "cv-1")?
+//!     .value;
+//! let post = NewMessage {
+//!     conversation: cv.id.clone(),
+//!     acting: Acting::Human,
+//!     body: "How much stock for Q3?".into(),
+//!     reply_to: None,
+//!     idempotency: IdempotencyKey::Key("post-1".into()),
+//! };
+//! let first = store.post_message(&alice, &post)?;
+//! assert_eq!(first.value.seq, 1);
+//! // An exact retry returns the same message and changes nothing.
+//! let again = store.post_message(&alice, &post)?;
+//! assert!(again.replayed && !again.state_changed);
+//! assert_eq!(again.value.id, first.value.id);
+//! // The agent, once attached, finds it in its inbox.
+//! let ep = store.attach_endpoint(&alice, &agent.id, Duration::from_secs(60), "attach-1")?.value;
+//! let inbox = store.read_inbox(&alice, &AgentActor::of(&ep), 0, 10, true)?;
+//! assert_eq!(inbox.len(), 1);
+//! # Ok(()) }
+//! ```
+
+pub mod agent;
+pub mod bounds;
+// The domain is named after its central concept; `conversation::conversation` is that concept.
+#[allow(clippy::module_inception)]
+pub mod conversation;
+pub mod delivery;
+pub mod endpoint;
+pub mod error;
+pub mod idempotency;
+pub mod message;
+pub mod principal;
+pub mod reconcile;
+pub mod wake;
+
+#[cfg(test)]
+mod tests;
+
+pub use agent::{AGENT_ID_PREFIX, Agent, AgentCard};
+pub use conversation::{Acting, CONVERSATION_ID_PREFIX, Conversation, ConversationState, NewConversation};
+pub use delivery::{Delivery, DeliveryState};
+pub use endpoint::{AgentActor, ENDPOINT_ID_PREFIX, Endpoint, EndpointState};
+pub use error::{Error, Result};
+pub use idempotency::{IdempotencyKey, Mutation};
+pub use message::{Author, MESSAGE_ID_PREFIX, Message, NewMessage};
+pub use principal::{Caller, Principal, Scope};
+pub use reconcile::ReconcileReport;
+pub use wake::{
+    ATTEMPT_ID_PREFIX, AttemptState, DispatchOutcome, DispatchTicket, WAKE_ID_PREFIX, Wake, WakeAttempt, WakeClaim,
+    WakeState,
+};
+
+impl crate::Store {
+    /// Starts a `BEGIN IMMEDIATE` transaction for a conversation operation (the write lock is
+    /// taken up front, so a writer waits on `busy_timeout` instead of failing on upgrade).
+    pub(crate) fn begin_immediate(&mut self) -> Result<rusqlite::Transaction<'_>> {
+        Ok(self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?)
+    }
+}

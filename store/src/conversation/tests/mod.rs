@@ -1,0 +1,109 @@
+//! Cross-cutting tests of the conversation domain, through the public `Store` methods.
+//!
+//! - `agents`: agent cards and endpoints (generations, replacement, leases, detach);
+//! - `posting`: conversations, the post transaction, deliveries, fault injection, idempotency;
+//! - `wakes`: coalescing, claims, the dispatch fence, exact consume, reconciliation;
+//! - `hiding`: existence hiding and fail-closed lifecycle parsing;
+//! - `limits`: bounds at the limit and one past it;
+//! - `model`: a proptest model of random interleavings;
+//! - `concurrency`: sixteen writers on separate connections.
+
+mod agents;
+mod concurrency;
+mod hiding;
+mod limits;
+mod model;
+mod posting;
+mod wakes;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use crate::clock::{ManualClock, Timestamp};
+use crate::db::Store;
+
+/// Default endpoint lease in tests.
+pub(super) const LEASE: Duration = Duration::from_secs(600);
+/// Default claim lease in tests.
+pub(super) const CLAIM: Duration = Duration::from_secs(30);
+
+/// A store on a manual clock, with two principals.
+pub(super) struct World {
+    pub(super) store: Store,
+    pub(super) clock: ManualClock,
+    pub(super) alice: Caller,
+    pub(super) bob: Caller,
+    keys: u64,
+}
+
+pub(super) fn world() -> World {
+    let clock = ManualClock::new(Timestamp::from_micros(1_800_000_000_000_000));
+    let store = Store::open_in_memory().unwrap().with_clock(Arc::new(clock.clone()));
+    World {
+        store,
+        clock,
+        alice: Caller::full("account:alice").unwrap(),
+        bob: Caller::full("account:bob").unwrap(),
+        keys: 0,
+    }
+}
+
+pub(super) fn card(handle: &str) -> AgentCard {
+    AgentCard {
+        handle: handle.into(),
+        display_name: format!("Agent {handle}"),
+        description: "does things".into(),
+        specialties: vec!["testing".into()],
+    }
+}
+
+impl World {
+    pub(super) fn key(&mut self) -> String {
+        self.keys += 1;
+        format!("k-{}", self.keys)
+    }
+
+    pub(super) fn agent(&mut self, who: &Caller) -> Agent {
+        let k = self.key();
+        self.store.create_agent(who, &card("helper"), &k).unwrap().value
+    }
+
+    /// A live, wake-capable endpoint for `agent`.
+    pub(super) fn attach(&mut self, who: &Caller, agent: &Agent) -> AgentActor {
+        let k = self.key();
+        let ep = self.store.attach_endpoint(who, &agent.id, LEASE, &k).unwrap().value;
+        self.store
+            .register_wake_carrier(&ep.agent_id, &ep.id, ep.generation)
+            .unwrap();
+        AgentActor::of(&ep)
+    }
+
+    pub(super) fn conversation(&mut self, who: &Caller, agents: &[&Agent]) -> Conversation {
+        let k = self.key();
+        let new = NewConversation {
+            title: "test".into(),
+            agents: agents.iter().map(|a| a.id.clone()).collect(),
+        };
+        self.store.create_conversation(who, &new, &k).unwrap().value
+    }
+
+    pub(super) fn new_post(&mut self, cv: &Conversation, acting: Acting, body: &str) -> NewMessage {
+        NewMessage {
+            conversation: cv.id.clone(),
+            acting,
+            body: body.into(),
+            reply_to: None,
+            idempotency: IdempotencyKey::Key(self.key()),
+        }
+    }
+
+    pub(super) fn post(&mut self, who: &Caller, cv: &Conversation, acting: Acting, body: &str) -> Result<Message> {
+        let p = self.new_post(cv, acting, body);
+        self.store.post_message(who, &p).map(|m| m.value)
+    }
+
+    pub(super) fn count(&mut self, sql: &str) -> i64 {
+        self.store.connection().query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+}
