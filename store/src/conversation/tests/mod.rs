@@ -27,6 +27,8 @@ use crate::db::Store;
 pub(super) const LEASE: Duration = Duration::from_secs(600);
 /// Default claim lease in tests.
 pub(super) const CLAIM: Duration = Duration::from_secs(30);
+/// The longest claim lease.
+pub(super) const MAX_CLAIM: Duration = bounds::MAX_CLAIM_LEASE;
 
 /// A store on a manual clock, with two principals.
 pub(super) struct World {
