@@ -381,8 +381,9 @@ impl Store {
         check_id(conversation)?;
         self.admitted(|s| {
             let now = s.now();
-            let (row, _) = authorize(&s.conn, caller, acting, conversation, now)?;
-            project(&s.conn, row)
+            let tx = s.begin_read()?;
+            let (row, _) = authorize(&tx, caller, acting, conversation, now)?;
+            project(&tx, row)
         })
     }
 
@@ -408,19 +409,19 @@ impl Store {
         }
         self.admitted(|s| {
             let now = s.now();
-            endpoint::admit(&s.conn, caller, actor, now)?;
+            let tx = s.begin_read()?;
+            endpoint::admit(&tx, caller, actor, now)?;
             let sql = format!(
                 "SELECT {COLUMNS} FROM conversations JOIN conversation_agents p ON p.conversation_id = id
                  WHERE p.agent_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3"
             );
-            let rows: Vec<Row0> = s
-                .conn
+            let rows: Vec<Row0> = tx
                 .prepare_cached(&sql)?
                 .query_map((&actor.agent, after.unwrap_or(""), limit as i64), |r| Ok(from_row(r)))?
                 .collect::<Result<Vec<_>, _>>()?
                 .into_iter()
                 .collect::<Result<_>>()?;
-            rows.into_iter().map(|r| project(&s.conn, r)).collect()
+            rows.into_iter().map(|r| project(&tx, r)).collect()
         })
     }
 

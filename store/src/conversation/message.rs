@@ -234,11 +234,12 @@ impl Store {
         bounds::page_limit(limit)?;
         self.admitted(|s| {
             let now = s.now();
-            conversation::authorize(&s.conn, caller, acting, conversation, now)?;
+            let tx = s.begin_read()?;
+            conversation::authorize(&tx, caller, acting, conversation, now)?;
             let sql = format!(
                 "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.conversation_id = ?1 AND m.seq > ?2 ORDER BY m.seq LIMIT ?3"
             );
-            let mut stmt = s.conn.prepare_cached(&sql)?;
+            let mut stmt = tx.prepare_cached(&sql)?;
             let rows = stmt.query_map(
                 (conversation, i64::try_from(after_seq).unwrap_or(i64::MAX), limit as i64),
                 |r| Ok(from_row_at(r, 0)),

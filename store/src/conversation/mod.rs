@@ -97,4 +97,12 @@ impl crate::Store {
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?)
     }
+
+    /// Starts a read transaction, so that a read's several statements see one snapshot. It is
+    /// rolled back when dropped (a lazily recorded expiry is written by its own transaction).
+    pub(crate) fn begin_read(&mut self) -> Result<rusqlite::Transaction<'_>> {
+        Ok(self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Deferred)?)
+    }
 }

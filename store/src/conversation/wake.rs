@@ -490,8 +490,8 @@ impl Store {
     }
 
     /// Records the carrier's outcome for a dispatched attempt: `accepted` or `delivery_unknown`.
-    /// Reporting the outcome the attempt already has is a no-op; changing a reported outcome
-    /// is refused.
+    /// Reporting the outcome the attempt already has, or any outcome after the agent consumed the
+    /// wake, is a no-op; changing a reported outcome is refused.
     ///
     /// # Errors
     ///
@@ -516,7 +516,8 @@ impl Store {
             let tx = s.begin_immediate()?;
             endpoint::admit(&tx, caller, actor, now)?;
             let a = load_attempt_for(&tx, &actor.endpoint, attempt)?;
-            if a.state == to {
+            // Same outcome again, or the agent already consumed the wake (it ran): nothing to record.
+            if a.state == to || a.state == AttemptState::Consumed {
                 return Ok(Mutation::unchanged(a));
             }
             if a.state != AttemptState::Dispatched {
@@ -628,11 +629,12 @@ impl Store {
         bounds::page_limit(limit)?;
         self.admitted(|s| {
             let now = s.now();
-            endpoint::admit(&s.conn, caller, actor, now)?;
+            let tx = s.begin_read()?;
+            endpoint::admit(&tx, caller, actor, now)?;
             let sql = format!(
                 "SELECT {WAKE_COLUMNS} FROM wakes WHERE agent_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"
             );
-            let mut stmt = s.conn.prepare_cached(&sql)?;
+            let mut stmt = tx.prepare_cached(&sql)?;
             let rows = stmt.query_map((&actor.agent, limit as i64), |r| Ok(wake_from_row(r)))?;
             rows.map(|r| r?).collect()
         })
@@ -649,11 +651,12 @@ impl Store {
         check_wake_id(wake)?;
         self.admitted(|s| {
             let now = s.now();
-            endpoint::admit(&s.conn, caller, actor, now)?;
-            load_for(&s.conn, &actor.agent, wake)?;
+            let tx = s.begin_read()?;
+            endpoint::admit(&tx, caller, actor, now)?;
+            load_for(&tx, &actor.agent, wake)?;
             let sql =
                 format!("SELECT {ATTEMPT_COLUMNS} FROM wake_attempts WHERE wake_id = ?1 ORDER BY claimed_at, rowid");
-            let mut stmt = s.conn.prepare_cached(&sql)?;
+            let mut stmt = tx.prepare_cached(&sql)?;
             let rows = stmt.query_map([wake], |r| Ok(attempt_from_row(r)))?;
             rows.map(|r| r?).collect()
         })

@@ -447,3 +447,20 @@ fn an_unknown_attempt_state_fails_closed() {
     assert!(err.to_string().contains("unknown wake attempt state \"teleported\""));
     assert_eq!(w.count("SELECT count(*) FROM wakes WHERE state = 'dispatched'"), 0);
 }
+
+#[test]
+fn a_late_finish_after_the_agent_consumed_changes_nothing() {
+    let (mut w, alice, _a, actor, cv) = setup();
+    w.post(&alice, &cv, Acting::Human, "x").unwrap();
+    let c = w.store.claim_wake(&alice, &actor, CLAIM).unwrap().unwrap();
+    let t = w.store.prepare_dispatch(&alice, &actor, &c.attempt.id).unwrap();
+    w.store
+        .consume_wake(&alice, &actor, &c.wake.id, &t.consume_token)
+        .unwrap();
+    let late = w
+        .store
+        .finish_dispatch(&alice, &actor, &c.attempt.id, DispatchOutcome::Unknown)
+        .unwrap();
+    assert!(!late.state_changed);
+    assert_eq!(late.value.state, AttemptState::Consumed);
+}
