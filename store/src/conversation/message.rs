@@ -315,5 +315,20 @@ fn append(tx: &Transaction<'_>, caller: &Caller, new: &NewMessage, now: Timestam
         let order = delivery::queue(tx, &id, &recipient, now)?;
         wake::coalesce(tx, &recipient, order, now)?;
     }
-    load_in(tx, &conv.id, &id)
+    Ok(Message {
+        id,
+        conversation_id: conv.id,
+        seq,
+        author: match ep {
+            None => Author::Human,
+            Some(ep) => Author::Agent {
+                agent_id: ep.agent_id,
+                endpoint_id: ep.id,
+                generation: ep.generation,
+            },
+        },
+        body: new.body.clone(),
+        reply_to: new.reply_to.clone(),
+        created_at: now,
+    })
 }

@@ -6,7 +6,8 @@
 //! - `hiding`: existence hiding and fail-closed lifecycle parsing;
 //! - `limits`: bounds at the limit and one past it;
 //! - `model`: a proptest model of random interleavings;
-//! - `concurrency`: sixteen writers on separate connections.
+//! - `concurrency`: sixteen writers on separate connections;
+//! - `upgrade`: migrating a database written before this domain existed.
 
 mod agents;
 mod concurrency;
@@ -14,6 +15,7 @@ mod hiding;
 mod limits;
 mod model;
 mod posting;
+mod upgrade;
 mod wakes;
 
 use std::sync::Arc;

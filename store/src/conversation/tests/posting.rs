@@ -235,7 +235,10 @@ fn agent_post_replays_after_its_endpoint_detached() {
     w.store.detach_endpoint(&alice, &a.id, &actor.endpoint).unwrap();
     let again = w.store.post_message(&alice, &post).unwrap();
     assert!(again.replayed);
-    assert_eq!(again.value.id, first.value.id);
+    assert_eq!(
+        again.value, first.value,
+        "the stored message is exactly what the post returned"
+    );
     // A new request through the detached endpoint is refused.
     let fresh = w.new_post(&cv, Acting::Agent(actor), "more");
     assert!(matches!(
