@@ -121,7 +121,7 @@ pub enum Error {
     /// The wake is not in a state that allows the operation (e.g. a reply identity or consume
     /// before the dispatch fence).
     #[error("cannot {operation} wake {wake}: it is {state}")]
-    WakeState {
+    InvalidWakeState {
         /// The wake.
         wake: String,
         /// What was attempted.
@@ -132,7 +132,7 @@ pub enum Error {
 
     /// The wake attempt is not in a state that allows the operation.
     #[error("cannot {operation} wake attempt {attempt}: it is {state}")]
-    AttemptState {
+    InvalidAttemptState {
         /// The attempt.
         attempt: String,
         /// What was attempted.

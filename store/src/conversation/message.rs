@@ -192,7 +192,7 @@ impl Store {
     /// [`Error::InvalidInput`]; [`Error::IdempotencyConflict`] for a reused key with a different
     /// request; [`Error::ConversationNotFound`] outside the caller's reach; the endpoint admission
     /// errors for an agent author; [`Error::ConversationClosed`]; [`Error::MessageNotFound`] for a
-    /// reply target outside the conversation; [`Error::WakeNotFound`] / [`Error::WakeState`] for a
+    /// reply target outside the conversation; [`Error::WakeNotFound`] / [`Error::InvalidWakeState`] for a
     /// wake-reply identity whose wake is not the author's or has not crossed the dispatch fence;
     /// [`Error::LimitReached`] past [`MAX_MESSAGES_PER_CONVERSATION`]; [`Error::MissingScope`].
     pub fn post_message(&mut self, caller: &Caller, new: &NewMessage) -> Result<Mutation<Message>> {

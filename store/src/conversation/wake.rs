@@ -302,7 +302,7 @@ pub(crate) fn check_reply_identity(tx: &Transaction<'_>, agent: &str, wake: &str
     let w = load_for(tx, agent, wake)?;
     match w.state {
         WakeState::Dispatched | WakeState::Consumed => Ok(()),
-        state => Err(Error::WakeState {
+        state => Err(Error::InvalidWakeState {
             wake: wake.to_owned(),
             operation: "reply under",
             state,
@@ -321,33 +321,35 @@ fn release(tx: &Transaction<'_>, attempt: &str, wake: &str, now: Timestamp) -> R
     Ok(())
 }
 
-/// Reconciles attempts matching `filter` (a SQL condition on `wake_attempts` with `?1` bound to
-/// `arg`): claimed ones are released, dispatched ones become `delivery_unknown`. Returns
-/// (released, marked unknown).
-fn reconcile_where(tx: &Transaction<'_>, filter: &str, arg: &str, now: Timestamp) -> Result<(u64, u64)> {
-    let sql = format!("SELECT id, wake_id FROM wake_attempts WHERE state = 'claimed' AND ({filter})");
+/// Reconciles the in-flight attempts bound to `endpoint`, or (with `None`) all of them: claimed
+/// ones are released, dispatched ones become `delivery_unknown`. Returns (released, unknown).
+fn reconcile_attempts(tx: &Transaction<'_>, endpoint: Option<&str>, now: Timestamp) -> Result<(u64, u64)> {
     let claimed: Vec<(String, String)> = tx
-        .prepare_cached(&sql)?
-        .query_map([arg], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .prepare_cached(
+            "SELECT id, wake_id FROM wake_attempts WHERE state = 'claimed' AND (?1 IS NULL OR endpoint_id = ?1)",
+        )?
+        .query_map([endpoint], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
     for (attempt, wake) in &claimed {
         release(tx, attempt, wake, now)?;
     }
-    let sql = format!(
-        "UPDATE wake_attempts SET state = 'delivery_unknown', finished_at = ?2 WHERE state = 'dispatched' AND ({filter})"
-    );
-    let unknown = tx.prepare_cached(&sql)?.execute((arg, now.as_micros()))?;
+    let unknown = tx
+        .prepare_cached(
+            "UPDATE wake_attempts SET state = 'delivery_unknown', finished_at = ?2
+             WHERE state = 'dispatched' AND (?1 IS NULL OR endpoint_id = ?1)",
+        )?
+        .execute((endpoint, now.as_micros()))?;
     Ok((claimed.len() as u64, unknown as u64))
 }
 
 /// Reconciles the attempts of an endpoint that stopped being current.
 pub(crate) fn reconcile_endpoint(tx: &Transaction<'_>, endpoint: &str, now: Timestamp) -> Result<(u64, u64)> {
-    reconcile_where(tx, "endpoint_id = ?1", endpoint, now)
+    reconcile_attempts(tx, Some(endpoint), now)
 }
 
 /// Reconciles every in-flight attempt (successor takeover).
 pub(crate) fn reconcile_all(tx: &Transaction<'_>, now: Timestamp) -> Result<(u64, u64)> {
-    reconcile_where(tx, "?1 = ?1", "", now)
+    reconcile_attempts(tx, None, now)
 }
 
 /// Releases the claims whose lease has passed, for one agent or (with `None`) all.
@@ -445,7 +447,7 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::ClaimExpired`] if the claim lease ran out (the wake is pending again);
-    /// [`Error::AttemptState`] unless the attempt is claimed (a retry after the fence is
+    /// [`Error::InvalidAttemptState`] unless the attempt is claimed (a retry after the fence is
     /// refused: finish it as [`DispatchOutcome::Unknown`]); [`Error::AttemptNotFound`] for an
     /// attempt not bound to this endpoint; the endpoint admission errors; [`Error::MissingScope`].
     pub fn prepare_dispatch(&mut self, caller: &Caller, actor: &AgentActor, attempt: &str) -> Result<DispatchTicket> {
@@ -458,7 +460,7 @@ impl Store {
             endpoint::admit(&tx, caller, actor, now)?;
             let a = load_attempt_for(&tx, &actor.endpoint, attempt)?;
             if a.state != AttemptState::Claimed {
-                return Err(Error::AttemptState {
+                return Err(Error::InvalidAttemptState {
                     attempt: a.id,
                     operation: "prepare dispatch of",
                     state: a.state,
@@ -495,7 +497,7 @@ impl Store {
     ///
     /// # Errors
     ///
-    /// [`Error::AttemptState`] unless the attempt is dispatched (or already has this outcome);
+    /// [`Error::InvalidAttemptState`] unless the attempt is dispatched (or already has this outcome);
     /// [`Error::AttemptNotFound`]; the endpoint admission errors; [`Error::MissingScope`].
     pub fn finish_dispatch(
         &mut self,
@@ -521,7 +523,7 @@ impl Store {
                 return Ok(Mutation::unchanged(a));
             }
             if a.state != AttemptState::Dispatched {
-                return Err(Error::AttemptState {
+                return Err(Error::InvalidAttemptState {
                     attempt: a.id,
                     operation: "finish",
                     state: a.state,
@@ -543,7 +545,7 @@ impl Store {
     ///
     /// # Errors
     ///
-    /// [`Error::WakeNotFound`] for a wake of another agent (or none); [`Error::WakeState`] before
+    /// [`Error::WakeNotFound`] for a wake of another agent (or none); [`Error::InvalidWakeState`] before
     /// the fence; [`Error::ConsumeRefused`] naming the field that did not match; the endpoint
     /// admission errors; [`Error::InvalidInput`] for a malformed token; [`Error::MissingScope`].
     pub fn consume_wake(
@@ -571,7 +573,7 @@ impl Store {
             endpoint::admit(&tx, caller, actor, now)?;
             let w = load_for(&tx, &actor.agent, wake)?;
             if matches!(w.state, WakeState::Pending | WakeState::Claimed) {
-                return Err(Error::WakeState {
+                return Err(Error::InvalidWakeState {
                     wake: w.id,
                     operation: "consume",
                     state: w.state,

@@ -152,7 +152,7 @@ fn post_fence_failure_is_delivery_unknown_and_never_redispatched() {
     // A retried prepare after the fence is refused: no second token, no second dispatch.
     assert!(matches!(
         w.store.prepare_dispatch(&alice, &actor, &c.attempt.id),
-        Err(Error::AttemptState {
+        Err(Error::InvalidAttemptState {
             state: AttemptState::Dispatched,
             ..
         })
@@ -165,7 +165,7 @@ fn post_fence_failure_is_delivery_unknown_and_never_redispatched() {
     assert!(matches!(
         w.store
             .finish_dispatch(&alice, &actor, &c.attempt.id, DispatchOutcome::Accepted),
-        Err(Error::AttemptState {
+        Err(Error::InvalidAttemptState {
             state: AttemptState::DeliveryUnknown,
             ..
         })
@@ -199,7 +199,7 @@ fn consume_with_any_one_field_wrong_is_refused() {
     // Not yet past the fence.
     assert!(matches!(
         w.store.consume_wake(&alice, &actor, &pending_before.id, &fake_token),
-        Err(Error::WakeState {
+        Err(Error::InvalidWakeState {
             state: WakeState::Pending,
             ..
         })
@@ -362,7 +362,7 @@ fn wake_reply_identity_needs_the_fence_and_replays_across_replacement() {
     // A pending wake cannot mint a reply identity.
     assert!(matches!(
         w.store.post_message(&alice, &reply(&actor, 0, "answer")),
-        Err(Error::WakeState {
+        Err(Error::InvalidWakeState {
             state: WakeState::Pending,
             ..
         })
