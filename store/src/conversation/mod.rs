@@ -85,8 +85,8 @@ pub use message::{Author, MESSAGE_ID_PREFIX, Message, NewMessage};
 pub use principal::{Caller, Principal, Scope};
 pub use reconcile::ReconcileReport;
 pub use wake::{
-    ATTEMPT_ID_PREFIX, AttemptState, DispatchOutcome, DispatchTicket, WAKE_ID_PREFIX, Wake, WakeAttempt, WakeClaim,
-    WakeState,
+    ATTEMPT_ID_PREFIX, AttemptEvent, AttemptState, DispatchOutcome, DispatchTicket, WAKE_ID_PREFIX, Wake, WakeAttempt,
+    WakeClaim, WakeEvent, WakeState,
 };
 
 impl crate::Store {

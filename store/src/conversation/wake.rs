@@ -112,6 +112,63 @@ closed_enum!(
     }
 );
 
+/// Something that moves a wake intent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WakeEvent {
+    /// A carrier claimed it.
+    Claim,
+    /// Its claim was released before the fence.
+    Release,
+    /// Its attempt crossed the dispatch fence.
+    Dispatch,
+    /// The agent consumed it.
+    Consume,
+}
+
+impl WakeState {
+    /// The state `event` moves a wake in this state to, or `None` when there is no such edge.
+    /// This is the wake state machine; every write is a compare-and-set along one of its edges.
+    pub const fn after(self, event: WakeEvent) -> Option<WakeState> {
+        match (self, event) {
+            (Self::Pending, WakeEvent::Claim) => Some(Self::Claimed),
+            (Self::Claimed, WakeEvent::Release) => Some(Self::Pending),
+            (Self::Claimed, WakeEvent::Dispatch) => Some(Self::Dispatched),
+            (Self::Dispatched, WakeEvent::Consume) => Some(Self::Consumed),
+            _ => None,
+        }
+    }
+}
+
+/// Something that moves a wake delivery attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AttemptEvent {
+    /// `prepare_dispatch`: cross the fence.
+    Dispatch,
+    /// Give up before the fence (claim expired, endpoint gone, takeover).
+    Release,
+    /// The carrier reported the host accepted the turn.
+    Accept,
+    /// The outcome after the fence cannot be confirmed (reported, or found at reconciliation).
+    Unknown,
+    /// The agent consumed the wake through this attempt.
+    Consume,
+}
+
+impl AttemptState {
+    /// The state `event` moves an attempt in this state to, or `None` when there is no such
+    /// edge. There is no edge back to `claimed` from anywhere: a fenced attempt is never retried.
+    pub const fn after(self, event: AttemptEvent) -> Option<AttemptState> {
+        match (self, event) {
+            (Self::Claimed, AttemptEvent::Dispatch) => Some(Self::Dispatched),
+            (Self::Claimed, AttemptEvent::Release) => Some(Self::Released),
+            (Self::Dispatched, AttemptEvent::Accept) => Some(Self::Accepted),
+            (Self::Dispatched, AttemptEvent::Unknown) => Some(Self::DeliveryUnknown),
+            (Self::Dispatched | Self::Accepted | Self::DeliveryUnknown, AttemptEvent::Consume) => Some(Self::Consumed),
+            _ => None,
+        }
+    }
+}
+
 /// A wake intent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -459,7 +516,7 @@ impl Store {
             let tx = s.begin_immediate()?;
             endpoint::admit(&tx, caller, actor, now)?;
             let a = load_attempt_for(&tx, &actor.endpoint, attempt)?;
-            if a.state != AttemptState::Claimed {
+            if a.state.after(AttemptEvent::Dispatch).is_none() {
                 return Err(Error::InvalidAttemptState {
                     attempt: a.id,
                     operation: "prepare dispatch of",
@@ -509,9 +566,9 @@ impl Store {
         caller.require(Scope::Manage)?;
         actor.validate()?;
         check_attempt_id(attempt)?;
-        let to = match outcome {
-            DispatchOutcome::Accepted => AttemptState::Accepted,
-            DispatchOutcome::Unknown => AttemptState::DeliveryUnknown,
+        let event = match outcome {
+            DispatchOutcome::Accepted => AttemptEvent::Accept,
+            DispatchOutcome::Unknown => AttemptEvent::Unknown,
         };
         self.admitted(|s| {
             let now = s.now();
@@ -519,16 +576,16 @@ impl Store {
             endpoint::admit(&tx, caller, actor, now)?;
             let a = load_attempt_for(&tx, &actor.endpoint, attempt)?;
             // Same outcome again, or the agent already consumed the wake (it ran): nothing to record.
-            if a.state == to || a.state == AttemptState::Consumed {
+            if AttemptState::Dispatched.after(event) == Some(a.state) || a.state == AttemptState::Consumed {
                 return Ok(Mutation::unchanged(a));
             }
-            if a.state != AttemptState::Dispatched {
+            let Some(to) = a.state.after(event) else {
                 return Err(Error::InvalidAttemptState {
                     attempt: a.id,
                     operation: "finish",
                     state: a.state,
                 });
-            }
+            };
             tx.prepare_cached(
                 "UPDATE wake_attempts SET state = ?2, finished_at = ?3 WHERE id = ?1 AND state = 'dispatched'",
             )?
@@ -572,7 +629,7 @@ impl Store {
             let tx = s.begin_immediate()?;
             endpoint::admit(&tx, caller, actor, now)?;
             let w = load_for(&tx, &actor.agent, wake)?;
-            if matches!(w.state, WakeState::Pending | WakeState::Claimed) {
+            if w.state != WakeState::Consumed && w.state.after(WakeEvent::Consume).is_none() {
                 return Err(Error::InvalidWakeState {
                     wake: w.id,
                     operation: "consume",
@@ -699,5 +756,74 @@ impl Store {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wake_edges_over_every_state_and_event() {
+        use WakeEvent as E;
+        use WakeState as S;
+        let events = [E::Claim, E::Release, E::Dispatch, E::Consume];
+        let edges = [
+            (S::Pending, E::Claim, S::Claimed),
+            (S::Claimed, E::Release, S::Pending),
+            (S::Claimed, E::Dispatch, S::Dispatched),
+            (S::Dispatched, E::Consume, S::Consumed),
+        ];
+        for &state in S::ALL {
+            for event in events {
+                let expect = edges
+                    .iter()
+                    .find(|(f, e, _)| *f == state && *e == event)
+                    .map(|(_, _, t)| *t);
+                assert_eq!(state.after(event), expect, "{state} on {event:?}");
+            }
+        }
+        // Nothing leads back to pending once the fence is crossed.
+        for event in events {
+            assert_ne!(S::Dispatched.after(event), Some(S::Pending));
+            assert_ne!(S::Consumed.after(event), Some(S::Pending));
+        }
+    }
+
+    #[test]
+    fn attempt_edges_over_every_state_and_event() {
+        use AttemptEvent as E;
+        use AttemptState as S;
+        let events = [E::Dispatch, E::Release, E::Accept, E::Unknown, E::Consume];
+        let edges = [
+            (S::Claimed, E::Dispatch, S::Dispatched),
+            (S::Claimed, E::Release, S::Released),
+            (S::Dispatched, E::Accept, S::Accepted),
+            (S::Dispatched, E::Unknown, S::DeliveryUnknown),
+            (S::Dispatched, E::Consume, S::Consumed),
+            (S::Accepted, E::Consume, S::Consumed),
+            (S::DeliveryUnknown, E::Consume, S::Consumed),
+        ];
+        for &state in S::ALL {
+            for event in events {
+                let expect = edges
+                    .iter()
+                    .find(|(f, e, _)| *f == state && *e == event)
+                    .map(|(_, _, t)| *t);
+                assert_eq!(state.after(event), expect, "{state} on {event:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn stored_names_round_trip_and_unknown_names_are_refused() {
+        for &s in WakeState::ALL {
+            assert_eq!(s.as_str().parse::<WakeState>().unwrap(), s);
+        }
+        for &s in AttemptState::ALL {
+            assert_eq!(s.as_str().parse::<AttemptState>().unwrap(), s);
+        }
+        assert!("Pending".parse::<WakeState>().is_err());
+        assert!("".parse::<AttemptState>().is_err());
     }
 }
