@@ -8,9 +8,10 @@
 //! nothing — except [`Error::EndpointExpired`], whose only effect is to record the expiry that
 //! had already happened.
 
+use super::attempt::AttemptState;
 use super::endpoint::EndpointState;
 use super::principal::Scope;
-use super::wake::{AttemptState, WakeState};
+use super::wake::WakeState;
 
 /// The conversation domain's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
