@@ -98,11 +98,15 @@ pub struct Wake {
     pub consumed_at: Option<Timestamp>,
 }
 
+/// The columns [`wake_from_row`] reads, in order.
 pub(crate) const WAKE_COLUMNS: &str = "id, agent_id, state, delivery_count, first_delivery_order, high_water_order, created_at, updated_at, dispatched_at, consumed_at";
+
+/// A stored count or order as `u64`; a negative one is a corrupt row.
 pub(crate) fn nonneg(table: &'static str, id: &str, v: i64) -> Result<u64> {
     u64::try_from(v).map_err(|_| Error::corrupt(table, format!("{id}: negative count")))
 }
 
+/// Reads a row selected with [`WAKE_COLUMNS`]. An unknown state fails closed.
 pub(crate) fn wake_from_row(r: &Row<'_>) -> Result<Wake> {
     let id: String = r.get(0)?;
     let state: String = r.get(2)?;
@@ -132,10 +136,12 @@ pub(crate) fn load_for(conn: &Connection, agent: &str, wake: &str) -> Result<Wak
         .unwrap_or_else(|| Err(Error::WakeNotFound(wake.to_owned())))
 }
 
+/// Checks a wake id's shape before any lookup.
 pub(crate) fn check_wake_id(wake: &str) -> Result<()> {
     bounds::id("wakeId", wake, WAKE_ID_PREFIX)
 }
 
+/// Loads `wake` without scoping: only for a wake already authorized in this transaction.
 pub(crate) fn load_wake(conn: &Connection, wake: &str) -> Result<Wake> {
     let sql = format!("SELECT {WAKE_COLUMNS} FROM wakes WHERE id = ?1");
     conn.prepare_cached(&sql)?
