@@ -12,8 +12,6 @@
 //!   function [`transition`].
 //! - [`Tier`]s and their ceilings ([`TIER_LIMITS`]), [`Budget`]s in integer micro-USD,
 //!   single-use transfer tokens ([`issue_transfer_token`]), the audit log ([`Event`]).
-//! - The durable conversation domain — agents, endpoints, conversations, inboxes, wakes — in
-//!   [`conversation`].
 //!
 //! ```
 //! use ahp_store::*;

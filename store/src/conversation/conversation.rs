@@ -381,8 +381,47 @@ impl Store {
         check_id(conversation)?;
         self.admitted(|s| {
             let now = s.now();
-            let (row, _) = authorize(&s.conn, caller, acting, conversation, now)?;
-            project(&s.conn, row)
+            let tx = s.begin_read()?;
+            let (row, _) = authorize(&tx, caller, acting, conversation, now)?;
+            project(&tx, row)
+        })
+    }
+
+    /// Conversations the acting agent participates in, ordered by id, after the exclusive cursor
+    /// `after`.
+    ///
+    /// # Errors
+    ///
+    /// The endpoint admission errors; [`Error::InvalidInput`] for a bad limit or cursor;
+    /// [`Error::MissingScope`] without `communication:read`.
+    pub fn list_agent_conversations(
+        &mut self,
+        caller: &Caller,
+        actor: &AgentActor,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Conversation>> {
+        caller.require(Scope::Read)?;
+        actor.validate()?;
+        bounds::page_limit(limit)?;
+        if let Some(a) = after {
+            check_id(a)?;
+        }
+        self.admitted(|s| {
+            let now = s.now();
+            let tx = s.begin_read()?;
+            endpoint::admit(&tx, caller, actor, now)?;
+            let sql = format!(
+                "SELECT {COLUMNS} FROM conversations JOIN conversation_agents p ON p.conversation_id = id
+                 WHERE p.agent_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3"
+            );
+            let rows: Vec<Row0> = tx
+                .prepare_cached(&sql)?
+                .query_map((&actor.agent, after.unwrap_or(""), limit as i64), |r| Ok(from_row(r)))?
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
+                .collect::<Result<_>>()?;
+            rows.into_iter().map(|r| project(&tx, r)).collect()
         })
     }
 

@@ -137,13 +137,14 @@ impl Store {
         bounds::page_limit(limit)?;
         self.admitted(|s| {
             let now = s.now();
-            endpoint::admit(&s.conn, caller, actor, now)?;
+            let tx = s.begin_read()?;
+            endpoint::admit(&tx, caller, actor, now)?;
             let sql = format!(
                 "SELECT {DELIVERY_COLUMNS}, {MESSAGE_COLUMNS} FROM deliveries d JOIN messages m ON m.id = d.message_id
                  WHERE d.recipient_agent_id = ?1 AND d.delivery_order > ?2 AND (?3 = 0 OR d.state = 'queued')
                  ORDER BY d.delivery_order LIMIT ?4"
             );
-            let mut stmt = s.conn.prepare_cached(&sql)?;
+            let mut stmt = tx.prepare_cached(&sql)?;
             let rows = stmt.query_map(
                 (
                     &actor.agent,

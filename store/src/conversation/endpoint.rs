@@ -21,11 +21,11 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction};
 use serde::{Deserialize, Serialize};
 
 use super::agent::{self, check_id as check_agent_id};
+use super::attempt;
 use super::bounds::{self, MAX_ENDPOINT_LEASE, MIN_ENDPOINT_LEASE};
 use super::error::{Error, Result};
 use super::idempotency::{Check, IdempotencyKey, Mutation, Operation, validate_key};
 use super::principal::{Caller, Scope};
-use super::wake;
 use crate::clock::Timestamp;
 use crate::db::Store;
 use crate::id::new_id;
@@ -220,7 +220,7 @@ pub(crate) fn retire(tx: &Transaction<'_>, endpoint: &str, to: EndpointState, no
         )?
         .execute((endpoint, to.as_str(), now.as_micros()))?;
     if changed == 1 {
-        wake::reconcile_endpoint(tx, endpoint, now)?;
+        attempt::reconcile_endpoint(tx, endpoint, now)?;
     }
     Ok(changed == 1)
 }

@@ -8,9 +8,10 @@
 //! nothing — except [`Error::EndpointExpired`], whose only effect is to record the expiry that
 //! had already happened.
 
+use super::attempt::AttemptState;
 use super::endpoint::EndpointState;
 use super::principal::Scope;
-use super::wake::{AttemptState, WakeState};
+use super::wake::WakeState;
 
 /// The conversation domain's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -121,7 +122,7 @@ pub enum Error {
     /// The wake is not in a state that allows the operation (e.g. a reply identity or consume
     /// before the dispatch fence).
     #[error("cannot {operation} wake {wake}: it is {state}")]
-    WakeState {
+    InvalidWakeState {
         /// The wake.
         wake: String,
         /// What was attempted.
@@ -132,7 +133,7 @@ pub enum Error {
 
     /// The wake attempt is not in a state that allows the operation.
     #[error("cannot {operation} wake attempt {attempt}: it is {state}")]
-    AttemptState {
+    InvalidAttemptState {
         /// The attempt.
         attempt: String,
         /// What was attempted.

@@ -192,7 +192,7 @@ impl Store {
     /// [`Error::InvalidInput`]; [`Error::IdempotencyConflict`] for a reused key with a different
     /// request; [`Error::ConversationNotFound`] outside the caller's reach; the endpoint admission
     /// errors for an agent author; [`Error::ConversationClosed`]; [`Error::MessageNotFound`] for a
-    /// reply target outside the conversation; [`Error::WakeNotFound`] / [`Error::WakeState`] for a
+    /// reply target outside the conversation; [`Error::WakeNotFound`] / [`Error::InvalidWakeState`] for a
     /// wake-reply identity whose wake is not the author's or has not crossed the dispatch fence;
     /// [`Error::LimitReached`] past [`MAX_MESSAGES_PER_CONVERSATION`]; [`Error::MissingScope`].
     pub fn post_message(&mut self, caller: &Caller, new: &NewMessage) -> Result<Mutation<Message>> {
@@ -234,11 +234,12 @@ impl Store {
         bounds::page_limit(limit)?;
         self.admitted(|s| {
             let now = s.now();
-            conversation::authorize(&s.conn, caller, acting, conversation, now)?;
+            let tx = s.begin_read()?;
+            conversation::authorize(&tx, caller, acting, conversation, now)?;
             let sql = format!(
                 "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.conversation_id = ?1 AND m.seq > ?2 ORDER BY m.seq LIMIT ?3"
             );
-            let mut stmt = s.conn.prepare_cached(&sql)?;
+            let mut stmt = tx.prepare_cached(&sql)?;
             let rows = stmt.query_map(
                 (conversation, i64::try_from(after_seq).unwrap_or(i64::MAX), limit as i64),
                 |r| Ok(from_row_at(r, 0)),
@@ -314,5 +315,20 @@ fn append(tx: &Transaction<'_>, caller: &Caller, new: &NewMessage, now: Timestam
         let order = delivery::queue(tx, &id, &recipient, now)?;
         wake::coalesce(tx, &recipient, order, now)?;
     }
-    load_in(tx, &conv.id, &id)
+    Ok(Message {
+        id,
+        conversation_id: conv.id,
+        seq,
+        author: match ep {
+            None => Author::Human,
+            Some(ep) => Author::Agent {
+                agent_id: ep.agent_id,
+                endpoint_id: ep.id,
+                generation: ep.generation,
+            },
+        },
+        body: new.body.clone(),
+        reply_to: new.reply_to.clone(),
+        created_at: now,
+    })
 }

@@ -8,7 +8,8 @@
 //! - [`conversation`]: conversations, the human participant and agent participants;
 //! - [`message`]: the append-only transcript and `post_message`;
 //! - [`delivery`]: the per-recipient inbox;
-//! - [`wake`]: coalesced wake intents, wake delivery attempts and the dispatch fence;
+//! - [`wake`]: coalesced wake intents;
+//! - [`attempt`]: wake delivery attempts and the dispatch fence;
 //! - [`reconcile`]: what a successor host runs at takeover;
 //! - [`idempotency`]: principal-scoped replay of create and post operations;
 //! - [`bounds`]: every limit, documented;
@@ -58,7 +59,46 @@
 //! # Ok(()) }
 //! ```
 
+// A closed lifecycle enum: its storage names, `Display`, and a `FromStr` that refuses (fails
+// closed on) any name this build does not know.
+macro_rules! closed_enum {
+    ($(#[$m:meta])* $name:ident, $what:literal, { $($(#[$vm:meta])* $v:ident = $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($(#[$vm])* $v),+ }
+
+        impl $name {
+            /// Every state.
+            pub const ALL: &'static [$name] = &[$(Self::$v),+];
+
+            /// The stored and serialized name.
+            pub const fn as_str(self) -> &'static str {
+                match self { $(Self::$v => $s),+ }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                Self::ALL
+                    .iter()
+                    .copied()
+                    .find(|st| st.as_str() == s)
+                    .ok_or_else(|| format!(concat!("unknown ", $what, " {:?}"), s))
+            }
+        }
+    };
+}
+
 pub mod agent;
+pub mod attempt;
 pub mod bounds;
 // The domain is named after its central concept; `conversation::conversation` is that concept.
 #[allow(clippy::module_inception)]
@@ -76,6 +116,9 @@ pub mod wake;
 mod tests;
 
 pub use agent::{AGENT_ID_PREFIX, Agent, AgentCard};
+pub use attempt::{
+    ATTEMPT_ID_PREFIX, AttemptEvent, AttemptState, DispatchOutcome, DispatchTicket, WakeAttempt, WakeClaim,
+};
 pub use conversation::{Acting, CONVERSATION_ID_PREFIX, Conversation, ConversationState, NewConversation};
 pub use delivery::{Delivery, DeliveryState};
 pub use endpoint::{AgentActor, ENDPOINT_ID_PREFIX, Endpoint, EndpointState};
@@ -84,10 +127,7 @@ pub use idempotency::{IdempotencyKey, Mutation};
 pub use message::{Author, MESSAGE_ID_PREFIX, Message, NewMessage};
 pub use principal::{Caller, Principal, Scope};
 pub use reconcile::ReconcileReport;
-pub use wake::{
-    ATTEMPT_ID_PREFIX, AttemptState, DispatchOutcome, DispatchTicket, WAKE_ID_PREFIX, Wake, WakeAttempt, WakeClaim,
-    WakeState,
-};
+pub use wake::{WAKE_ID_PREFIX, Wake, WakeEvent, WakeState};
 
 impl crate::Store {
     /// Starts a `BEGIN IMMEDIATE` transaction for a conversation operation (the write lock is
@@ -96,5 +136,13 @@ impl crate::Store {
         Ok(self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?)
+    }
+
+    /// Starts a read transaction, so that a read's several statements see one snapshot. It is
+    /// rolled back when dropped (a lazily recorded expiry is written by its own transaction).
+    pub(crate) fn begin_read(&mut self) -> Result<rusqlite::Transaction<'_>> {
+        Ok(self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Deferred)?)
     }
 }

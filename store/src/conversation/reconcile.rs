@@ -10,9 +10,9 @@
 
 use serde::Serialize;
 
+use super::attempt;
 use super::endpoint;
 use super::error::Result;
-use super::wake;
 use crate::db::Store;
 
 /// What a takeover reconciliation did.
@@ -50,7 +50,7 @@ impl Store {
             |r| r.get(0),
         )?;
         let expired_endpoints = endpoint::materialize_all_expired(&tx, now)?;
-        wake::reconcile_all(&tx, now)?;
+        attempt::reconcile_all(&tx, now)?;
         let cleared = tx.execute(
             "UPDATE agent_endpoints SET wake_capable = 0, updated_at = ?1 WHERE wake_capable = 1",
             [now.as_micros()],

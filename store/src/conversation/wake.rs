@@ -1,84 +1,35 @@
-//! Wake intents and wake delivery attempts, with the durable dispatch fence.
+//! Wake intents: "this agent should get another processing opportunity".
 //!
-//! A *wake* says "this agent should get another processing opportunity". Deliveries coalesce:
-//! an agent has at most one open wake (`pending`, or `claimed` by a carrier that has not yet
-//! dispatched), and each further delivery raises its high-water mark and count instead of
-//! creating another — a burst of fifty messages is one wake with count fifty.
-//!
-//! A wake reaches the agent through *attempts*, each bound to one endpoint and generation:
+//! Deliveries coalesce: an agent has at most one open wake (`pending`, or `claimed` by a carrier
+//! that has not yet crossed the dispatch fence), and each further delivery raises its high-water
+//! mark and count instead of creating another — a burst of fifty messages is one wake with count
+//! fifty. Every message and delivery stays independently durable; the wake only says that there
+//! is something to look at. A wake reaches its agent through the attempts of
+//! [`attempt`](super::attempt); once one has crossed the dispatch fence the wake is never pending
+//! again, and later deliveries make a new wake.
 //!
 //! ```text
-//! claim ──► claimed ──prepare_dispatch (the fence)──► dispatched ──finish──► accepted
-//!              │                                          │      └─finish─► delivery_unknown
-//!              └─ lease ran out / endpoint gone ─► released (wake pending again)
-//!                                        endpoint gone / takeover ─┘ ──────► delivery_unknown
+//! pending ──claim──► claimed ──dispatch (fence)──► dispatched ──consume──► consumed
+//!    ▲                  │
+//!    └─────release──────┘
 //! ```
-//!
-//! Before the fence, a failed or expired claim is *released* and the same wake is pending again.
-//! After the fence the carrier may have started a turn, so an unconfirmed outcome becomes
-//! `delivery_unknown` and is never redispatched automatically; only new deliveries make a new
-//! wake. [`Store::consume_wake`] is exact: wake id, target agent, current endpoint, generation
-//! and the opaque consume token minted at the fence must all match.
 
 use std::fmt;
 use std::str::FromStr;
-use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, Row, Transaction};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
-use super::bounds::{self, MAX_CLAIM_LEASE, MIN_CLAIM_LEASE};
+use super::bounds;
 use super::endpoint::{self, AgentActor};
 use super::error::{Error, Result};
-use super::idempotency::Mutation;
 use super::principal::{Caller, Scope};
 use crate::clock::Timestamp;
 use crate::db::Store;
-use crate::id::{new_id, random_bytes};
+use crate::id::new_id;
 
 /// Prefix of every wake id.
 pub const WAKE_ID_PREFIX: &str = "wk_";
-/// Prefix of every wake attempt id.
-pub const ATTEMPT_ID_PREFIX: &str = "wka_";
-/// Prefix of every consume token.
-pub const CONSUME_TOKEN_PREFIX: &str = "wct_";
-
-macro_rules! closed_enum {
-    ($(#[$m:meta])* $name:ident, $what:literal, { $($(#[$vm:meta])* $v:ident = $s:literal),+ $(,)? }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-        #[serde(rename_all = "snake_case")]
-        pub enum $name { $($(#[$vm])* $v),+ }
-
-        impl $name {
-            /// Every state.
-            pub const ALL: &'static [$name] = &[$(Self::$v),+];
-
-            /// The stored and serialized name.
-            pub const fn as_str(self) -> &'static str {
-                match self { $(Self::$v => $s),+ }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                Self::ALL
-                    .iter()
-                    .copied()
-                    .find(|st| st.as_str() == s)
-                    .ok_or_else(|| format!(concat!("unknown ", $what, " {:?}"), s))
-            }
-        }
-    };
-}
 
 closed_enum!(
     /// Where a wake intent is.
@@ -94,23 +45,32 @@ closed_enum!(
     }
 );
 
-closed_enum!(
-    /// Where a wake delivery attempt is.
-    AttemptState, "wake attempt state", {
-        /// Claimed, before the dispatch fence.
-        Claimed = "claimed",
-        /// Given up before the fence; its wake went back to pending.
-        Released = "released",
-        /// Crossed the dispatch fence; outcome not yet reported.
-        Dispatched = "dispatched",
-        /// The carrier reported that the host accepted the turn.
-        Accepted = "accepted",
-        /// After the fence, the outcome could not be confirmed. Never redispatched.
-        DeliveryUnknown = "delivery_unknown",
-        /// The agent consumed the wake through this attempt.
-        Consumed = "consumed",
+/// Something that moves a wake intent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WakeEvent {
+    /// A carrier claimed it.
+    Claim,
+    /// Its claim was released before the fence.
+    Release,
+    /// Its attempt crossed the dispatch fence.
+    Dispatch,
+    /// The agent consumed it.
+    Consume,
+}
+
+impl WakeState {
+    /// The state `event` moves a wake in this state to, or `None` when there is no such edge.
+    /// This is the wake state machine; every write is a compare-and-set along one of its edges.
+    pub const fn after(self, event: WakeEvent) -> Option<WakeState> {
+        match (self, event) {
+            (Self::Pending, WakeEvent::Claim) => Some(Self::Claimed),
+            (Self::Claimed, WakeEvent::Release) => Some(Self::Pending),
+            (Self::Claimed, WakeEvent::Dispatch) => Some(Self::Dispatched),
+            (Self::Dispatched, WakeEvent::Consume) => Some(Self::Consumed),
+            _ => None,
+        }
     }
-);
+}
 
 /// A wake intent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -138,71 +98,16 @@ pub struct Wake {
     pub consumed_at: Option<Timestamp>,
 }
 
-/// One attempt to deliver a wake through one endpoint and generation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WakeAttempt {
-    /// `wka_…`.
-    pub id: String,
-    /// The wake.
-    pub wake_id: String,
-    /// The endpoint it is bound to.
-    pub endpoint_id: String,
-    /// That endpoint's generation.
-    pub generation: u64,
-    /// Its state.
-    pub state: AttemptState,
-    /// When the claim lapses if the fence is not crossed.
-    pub claim_expires_at: Timestamp,
-    /// When it was claimed.
-    pub claimed_at: Timestamp,
-    /// When it crossed the fence.
-    pub dispatched_at: Option<Timestamp>,
-    /// When it was released, finished or consumed.
-    pub finished_at: Option<Timestamp>,
-}
+/// The columns [`wake_from_row`] reads, in order.
+pub(crate) const WAKE_COLUMNS: &str = "id, agent_id, state, delivery_count, first_delivery_order, high_water_order, created_at, updated_at, dispatched_at, consumed_at";
 
-/// What [`Store::claim_wake`] returns.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WakeClaim {
-    /// The wake, now `claimed`.
-    pub wake: Wake,
-    /// The new attempt.
-    pub attempt: WakeAttempt,
-}
-
-/// What [`Store::prepare_dispatch`] returns: the carrier hands `consume_token` to the agent's
-/// turn, which presents it to [`Store::consume_wake`]. The store keeps only its hash.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DispatchTicket {
-    /// The wake, now `dispatched`.
-    pub wake: Wake,
-    /// The attempt, now `dispatched`.
-    pub attempt: WakeAttempt,
-    /// Opaque, single-attempt: `wct_` and 64 hex digits.
-    pub consume_token: String,
-}
-
-/// What a carrier reports after the fence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DispatchOutcome {
-    /// The host accepted the turn.
-    Accepted,
-    /// The carrier cannot say whether the turn started.
-    Unknown,
-}
-
-const WAKE_COLUMNS: &str = "id, agent_id, state, delivery_count, first_delivery_order, high_water_order, created_at, updated_at, dispatched_at, consumed_at";
-const ATTEMPT_COLUMNS: &str =
-    "id, wake_id, endpoint_id, generation, state, claim_expires_at, claimed_at, dispatched_at, finished_at";
-
-fn nonneg(table: &'static str, id: &str, v: i64) -> Result<u64> {
+/// A stored count or order as `u64`; a negative one is a corrupt row.
+pub(crate) fn nonneg(table: &'static str, id: &str, v: i64) -> Result<u64> {
     u64::try_from(v).map_err(|_| Error::corrupt(table, format!("{id}: negative count")))
 }
 
-fn wake_from_row(r: &Row<'_>) -> Result<Wake> {
+/// Reads a row selected with [`WAKE_COLUMNS`]. An unknown state fails closed.
+pub(crate) fn wake_from_row(r: &Row<'_>) -> Result<Wake> {
     let id: String = r.get(0)?;
     let state: String = r.get(2)?;
     let state = state
@@ -222,27 +127,8 @@ fn wake_from_row(r: &Row<'_>) -> Result<Wake> {
     })
 }
 
-fn attempt_from_row(r: &Row<'_>) -> Result<WakeAttempt> {
-    let id: String = r.get(0)?;
-    let state: String = r.get(4)?;
-    let state = state
-        .parse()
-        .map_err(|e| Error::corrupt("wake_attempts", format!("{id}: {e}")))?;
-    Ok(WakeAttempt {
-        wake_id: r.get(1)?,
-        endpoint_id: r.get(2)?,
-        generation: nonneg("wake_attempts", &id, r.get(3)?)?,
-        state,
-        claim_expires_at: Timestamp::from_micros(r.get(5)?),
-        claimed_at: Timestamp::from_micros(r.get(6)?),
-        dispatched_at: r.get::<_, Option<i64>>(7)?.map(Timestamp::from_micros),
-        finished_at: r.get::<_, Option<i64>>(8)?.map(Timestamp::from_micros),
-        id,
-    })
-}
-
 /// Loads `wake` if it targets `agent`; otherwise [`Error::WakeNotFound`].
-fn load_for(conn: &Connection, agent: &str, wake: &str) -> Result<Wake> {
+pub(crate) fn load_for(conn: &Connection, agent: &str, wake: &str) -> Result<Wake> {
     let sql = format!("SELECT {WAKE_COLUMNS} FROM wakes WHERE id = ?1 AND agent_id = ?2");
     conn.prepare_cached(&sql)?
         .query_row((wake, agent), |r| Ok(wake_from_row(r)))
@@ -250,33 +136,18 @@ fn load_for(conn: &Connection, agent: &str, wake: &str) -> Result<Wake> {
         .unwrap_or_else(|| Err(Error::WakeNotFound(wake.to_owned())))
 }
 
-/// Loads `attempt` if it is bound to `endpoint`; otherwise [`Error::AttemptNotFound`].
-fn load_attempt_for(conn: &Connection, endpoint: &str, attempt: &str) -> Result<WakeAttempt> {
-    let sql = format!("SELECT {ATTEMPT_COLUMNS} FROM wake_attempts WHERE id = ?1 AND endpoint_id = ?2");
-    conn.prepare_cached(&sql)?
-        .query_row((attempt, endpoint), |r| Ok(attempt_from_row(r)))
-        .optional()?
-        .unwrap_or_else(|| Err(Error::AttemptNotFound(attempt.to_owned())))
-}
-
-fn check_wake_id(wake: &str) -> Result<()> {
+/// Checks a wake id's shape before any lookup.
+pub(crate) fn check_wake_id(wake: &str) -> Result<()> {
     bounds::id("wakeId", wake, WAKE_ID_PREFIX)
 }
 
-fn check_attempt_id(attempt: &str) -> Result<()> {
-    bounds::id("attemptId", attempt, ATTEMPT_ID_PREFIX)
-}
-
-fn token_hash(token: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(b"ahp:wake-consume-token:v1\0");
-    h.update(token.as_bytes());
-    hex::encode(h.finalize())
-}
-
-/// Constant-time equality of two equal-length hex digests.
-fn digest_eq(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Loads `wake` without scoping: only for a wake already authorized in this transaction.
+pub(crate) fn load_wake(conn: &Connection, wake: &str) -> Result<Wake> {
+    let sql = format!("SELECT {WAKE_COLUMNS} FROM wakes WHERE id = ?1");
+    conn.prepare_cached(&sql)?
+        .query_row([wake], |r| Ok(wake_from_row(r)))
+        .optional()?
+        .unwrap_or_else(|| Err(Error::WakeNotFound(wake.to_owned())))
 }
 
 /// Coalesces the delivery `order` into `agent`'s open wake, or creates a pending one.
@@ -302,7 +173,7 @@ pub(crate) fn check_reply_identity(tx: &Transaction<'_>, agent: &str, wake: &str
     let w = load_for(tx, agent, wake)?;
     match w.state {
         WakeState::Dispatched | WakeState::Consumed => Ok(()),
-        state => Err(Error::WakeState {
+        state => Err(Error::InvalidWakeState {
             wake: wake.to_owned(),
             operation: "reply under",
             state,
@@ -310,312 +181,7 @@ pub(crate) fn check_reply_identity(tx: &Transaction<'_>, agent: &str, wake: &str
     }
 }
 
-/// Releases `attempt` (claimed, before the fence) and returns its wake to pending.
-fn release(tx: &Transaction<'_>, attempt: &str, wake: &str, now: Timestamp) -> Result<()> {
-    tx.prepare_cached(
-        "UPDATE wake_attempts SET state = 'released', finished_at = ?2 WHERE id = ?1 AND state = 'claimed'",
-    )?
-    .execute((attempt, now.as_micros()))?;
-    tx.prepare_cached("UPDATE wakes SET state = 'pending', updated_at = ?2 WHERE id = ?1 AND state = 'claimed'")?
-        .execute((wake, now.as_micros()))?;
-    Ok(())
-}
-
-/// Reconciles attempts matching `filter` (a SQL condition on `wake_attempts` with `?1` bound to
-/// `arg`): claimed ones are released, dispatched ones become `delivery_unknown`. Returns
-/// (released, marked unknown).
-fn reconcile_where(tx: &Transaction<'_>, filter: &str, arg: &str, now: Timestamp) -> Result<(u64, u64)> {
-    let sql = format!("SELECT id, wake_id FROM wake_attempts WHERE state = 'claimed' AND ({filter})");
-    let claimed: Vec<(String, String)> = tx
-        .prepare_cached(&sql)?
-        .query_map([arg], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<Result<_, _>>()?;
-    for (attempt, wake) in &claimed {
-        release(tx, attempt, wake, now)?;
-    }
-    let sql = format!(
-        "UPDATE wake_attempts SET state = 'delivery_unknown', finished_at = ?2 WHERE state = 'dispatched' AND ({filter})"
-    );
-    let unknown = tx.prepare_cached(&sql)?.execute((arg, now.as_micros()))?;
-    Ok((claimed.len() as u64, unknown as u64))
-}
-
-/// Reconciles the attempts of an endpoint that stopped being current.
-pub(crate) fn reconcile_endpoint(tx: &Transaction<'_>, endpoint: &str, now: Timestamp) -> Result<(u64, u64)> {
-    reconcile_where(tx, "endpoint_id = ?1", endpoint, now)
-}
-
-/// Reconciles every in-flight attempt (successor takeover).
-pub(crate) fn reconcile_all(tx: &Transaction<'_>, now: Timestamp) -> Result<(u64, u64)> {
-    reconcile_where(tx, "?1 = ?1", "", now)
-}
-
-/// Releases the claims whose lease has passed, for one agent or (with `None`) all.
-fn release_expired(tx: &Transaction<'_>, agent: Option<&str>, now: Timestamp) -> Result<u64> {
-    let expired: Vec<(String, String)> = tx
-        .prepare_cached(
-            "SELECT id, wake_id FROM wake_attempts
-             WHERE state = 'claimed' AND claim_expires_at <= ?1 AND (?2 IS NULL OR agent_id = ?2)",
-        )?
-        .query_map((now.as_micros(), agent), |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<Result<_, _>>()?;
-    for (attempt, wake) in &expired {
-        release(tx, attempt, wake, now)?;
-    }
-    Ok(expired.len() as u64)
-}
-
-fn load_attempt(conn: &Connection, attempt: &str) -> Result<WakeAttempt> {
-    let sql = format!("SELECT {ATTEMPT_COLUMNS} FROM wake_attempts WHERE id = ?1");
-    conn.prepare_cached(&sql)?
-        .query_row([attempt], |r| Ok(attempt_from_row(r)))
-        .optional()?
-        .unwrap_or_else(|| Err(Error::AttemptNotFound(attempt.to_owned())))
-}
-
-fn load_wake(conn: &Connection, wake: &str) -> Result<Wake> {
-    let sql = format!("SELECT {WAKE_COLUMNS} FROM wakes WHERE id = ?1");
-    conn.prepare_cached(&sql)?
-        .query_row([wake], |r| Ok(wake_from_row(r)))
-        .optional()?
-        .unwrap_or_else(|| Err(Error::WakeNotFound(wake.to_owned())))
-}
-
 impl Store {
-    /// Claims the acting agent's pending wake for a delivery attempt through its current,
-    /// wake-capable endpoint, leased for `lease`. Expired claims of this agent are released
-    /// first. `Ok(None)` when nothing is pending (including a wake another attempt holds).
-    ///
-    /// # Errors
-    ///
-    /// The endpoint admission errors (a stale generation is refused);
-    /// [`Error::NotWakeCapable`]; [`Error::InvalidInput`] for a lease outside
-    /// [`MIN_CLAIM_LEASE`]..=[`MAX_CLAIM_LEASE`]; [`Error::MissingScope`].
-    pub fn claim_wake(&mut self, caller: &Caller, actor: &AgentActor, lease: Duration) -> Result<Option<WakeClaim>> {
-        caller.require(Scope::Manage)?;
-        actor.validate()?;
-        bounds::lease("lease", lease, MIN_CLAIM_LEASE, MAX_CLAIM_LEASE)?;
-        self.admitted(|s| {
-            let now = s.now();
-            let tx = s.begin_immediate()?;
-            let ep = endpoint::admit(&tx, caller, actor, now)?;
-            if !ep.wake_capable {
-                return Err(Error::NotWakeCapable(ep.id));
-            }
-            release_expired(&tx, Some(&actor.agent), now)?;
-            let sql = format!("SELECT {WAKE_COLUMNS} FROM wakes WHERE agent_id = ?1 AND state = 'pending'");
-            let pending = tx
-                .prepare_cached(&sql)?
-                .query_row([&actor.agent], |r| Ok(wake_from_row(r)))
-                .optional()?
-                .transpose()?;
-            let Some(w) = pending else {
-                tx.commit()?;
-                return Ok(None);
-            };
-            let attempt = new_id(ATTEMPT_ID_PREFIX);
-            tx.prepare_cached(
-                "INSERT INTO wake_attempts (id, wake_id, agent_id, endpoint_id, generation, state, claim_expires_at, claimed_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'claimed', ?6, ?7)",
-            )?
-            .execute((
-                &attempt,
-                &w.id,
-                &actor.agent,
-                &ep.id,
-                ep.generation as i64,
-                now.saturating_add(lease).as_micros(),
-                now.as_micros(),
-            ))?;
-            tx.prepare_cached("UPDATE wakes SET state = 'claimed', updated_at = ?2 WHERE id = ?1 AND state = 'pending'")?
-                .execute((&w.id, now.as_micros()))?;
-            let claim = WakeClaim {
-                wake: load_wake(&tx, &w.id)?,
-                attempt: load_attempt(&tx, &attempt)?,
-            };
-            tx.commit()?;
-            Ok(Some(claim))
-        })
-    }
-
-    /// Crosses the durable dispatch fence for a claimed attempt: from here on the wake is never
-    /// dispatched again. Returns the opaque consume token (only its hash is stored). Call it
-    /// immediately before handing the turn to the host.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::ClaimExpired`] if the claim lease ran out (the wake is pending again);
-    /// [`Error::AttemptState`] unless the attempt is claimed (a retry after the fence is
-    /// refused: finish it as [`DispatchOutcome::Unknown`]); [`Error::AttemptNotFound`] for an
-    /// attempt not bound to this endpoint; the endpoint admission errors; [`Error::MissingScope`].
-    pub fn prepare_dispatch(&mut self, caller: &Caller, actor: &AgentActor, attempt: &str) -> Result<DispatchTicket> {
-        caller.require(Scope::Manage)?;
-        actor.validate()?;
-        check_attempt_id(attempt)?;
-        self.admitted(|s| {
-            let now = s.now();
-            let tx = s.begin_immediate()?;
-            endpoint::admit(&tx, caller, actor, now)?;
-            let a = load_attempt_for(&tx, &actor.endpoint, attempt)?;
-            if a.state != AttemptState::Claimed {
-                return Err(Error::AttemptState {
-                    attempt: a.id,
-                    operation: "prepare dispatch of",
-                    state: a.state,
-                });
-            }
-            if now >= a.claim_expires_at {
-                release(&tx, &a.id, &a.wake_id, now)?;
-                tx.commit()?;
-                return Err(Error::ClaimExpired(a.id));
-            }
-            let token = format!("{CONSUME_TOKEN_PREFIX}{}", hex::encode(random_bytes::<32>()));
-            tx.prepare_cached(
-                "UPDATE wake_attempts SET state = 'dispatched', consume_token_hash = ?2, dispatched_at = ?3
-                 WHERE id = ?1 AND state = 'claimed'",
-            )?
-            .execute((&a.id, token_hash(&token), now.as_micros()))?;
-            tx.prepare_cached(
-                "UPDATE wakes SET state = 'dispatched', dispatched_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'claimed'",
-            )?
-            .execute((&a.wake_id, now.as_micros()))?;
-            let ticket = DispatchTicket {
-                wake: load_wake(&tx, &a.wake_id)?,
-                attempt: load_attempt(&tx, &a.id)?,
-                consume_token: token,
-            };
-            tx.commit()?;
-            Ok(ticket)
-        })
-    }
-
-    /// Records the carrier's outcome for a dispatched attempt: `accepted` or `delivery_unknown`.
-    /// Reporting the outcome the attempt already has is a no-op; changing a reported outcome
-    /// is refused.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::AttemptState`] unless the attempt is dispatched (or already has this outcome);
-    /// [`Error::AttemptNotFound`]; the endpoint admission errors; [`Error::MissingScope`].
-    pub fn finish_dispatch(
-        &mut self,
-        caller: &Caller,
-        actor: &AgentActor,
-        attempt: &str,
-        outcome: DispatchOutcome,
-    ) -> Result<Mutation<WakeAttempt>> {
-        caller.require(Scope::Manage)?;
-        actor.validate()?;
-        check_attempt_id(attempt)?;
-        let to = match outcome {
-            DispatchOutcome::Accepted => AttemptState::Accepted,
-            DispatchOutcome::Unknown => AttemptState::DeliveryUnknown,
-        };
-        self.admitted(|s| {
-            let now = s.now();
-            let tx = s.begin_immediate()?;
-            endpoint::admit(&tx, caller, actor, now)?;
-            let a = load_attempt_for(&tx, &actor.endpoint, attempt)?;
-            if a.state == to {
-                return Ok(Mutation::unchanged(a));
-            }
-            if a.state != AttemptState::Dispatched {
-                return Err(Error::AttemptState {
-                    attempt: a.id,
-                    operation: "finish",
-                    state: a.state,
-                });
-            }
-            tx.prepare_cached(
-                "UPDATE wake_attempts SET state = ?2, finished_at = ?3 WHERE id = ?1 AND state = 'dispatched'",
-            )?
-            .execute((&a.id, to.as_str(), now.as_micros()))?;
-            let a = load_attempt(&tx, &a.id)?;
-            tx.commit()?;
-            Ok(Mutation::changed(a))
-        })
-    }
-
-    /// Consumes a dispatched wake: the wake must target the acting agent, and its post-fence
-    /// attempt must be bound to the acting (current) endpoint and generation and have minted
-    /// `consume_token`. An exact retry after success is a no-op. Deliveries are untouched.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::WakeNotFound`] for a wake of another agent (or none); [`Error::WakeState`] before
-    /// the fence; [`Error::ConsumeRefused`] naming the field that did not match; the endpoint
-    /// admission errors; [`Error::InvalidInput`] for a malformed token; [`Error::MissingScope`].
-    pub fn consume_wake(
-        &mut self,
-        caller: &Caller,
-        actor: &AgentActor,
-        wake: &str,
-        consume_token: &str,
-    ) -> Result<Mutation<Wake>> {
-        caller.require(Scope::Manage)?;
-        actor.validate()?;
-        check_wake_id(wake)?;
-        let token_ok = consume_token
-            .strip_prefix(CONSUME_TOKEN_PREFIX)
-            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
-        if !token_ok {
-            return Err(Error::invalid(
-                "consumeToken",
-                format!("must be {CONSUME_TOKEN_PREFIX} followed by 64 lowercase hex digits"),
-            ));
-        }
-        self.admitted(|s| {
-            let now = s.now();
-            let tx = s.begin_immediate()?;
-            endpoint::admit(&tx, caller, actor, now)?;
-            let w = load_for(&tx, &actor.agent, wake)?;
-            if matches!(w.state, WakeState::Pending | WakeState::Claimed) {
-                return Err(Error::WakeState {
-                    wake: w.id,
-                    operation: "consume",
-                    state: w.state,
-                });
-            }
-            let sql = format!(
-                "SELECT {ATTEMPT_COLUMNS}, consume_token_hash FROM wake_attempts
-                 WHERE wake_id = ?1 AND consume_token_hash IS NOT NULL"
-            );
-            let (a, hash): (WakeAttempt, String) = tx
-                .prepare_cached(&sql)?
-                .query_row([&w.id], |r| Ok(attempt_from_row(r).map(|a| (a, r.get::<_, String>(9)))))
-                .optional()?
-                .ok_or_else(|| Error::corrupt("wakes", format!("{} is {} without a fenced attempt", w.id, w.state)))
-                .and_then(|r| {
-                    let (a, h) = r?;
-                    Ok((a, h?))
-                })?;
-            if a.endpoint_id != actor.endpoint || a.generation != actor.generation {
-                return Err(Error::ConsumeRefused {
-                    wake: w.id,
-                    reason: "it was dispatched through another endpoint or generation",
-                });
-            }
-            if !digest_eq(&hash, &token_hash(consume_token)) {
-                return Err(Error::ConsumeRefused {
-                    wake: w.id,
-                    reason: "the consume token does not match",
-                });
-            }
-            if w.state == WakeState::Consumed {
-                return Ok(Mutation::unchanged(w));
-            }
-            tx.prepare_cached("UPDATE wake_attempts SET state = 'consumed', finished_at = ?2 WHERE id = ?1")?
-                .execute((&a.id, now.as_micros()))?;
-            tx.prepare_cached(
-                "UPDATE wakes SET state = 'consumed', consumed_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'dispatched'",
-            )?
-            .execute((&w.id, now.as_micros()))?;
-            let w = load_wake(&tx, &w.id)?;
-            tx.commit()?;
-            Ok(Mutation::changed(w))
-        })
-    }
-
     /// The acting agent's wakes, newest first, at most `limit`.
     ///
     /// # Errors
@@ -628,49 +194,15 @@ impl Store {
         bounds::page_limit(limit)?;
         self.admitted(|s| {
             let now = s.now();
-            endpoint::admit(&s.conn, caller, actor, now)?;
+            let tx = s.begin_read()?;
+            endpoint::admit(&tx, caller, actor, now)?;
             let sql = format!(
                 "SELECT {WAKE_COLUMNS} FROM wakes WHERE agent_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"
             );
-            let mut stmt = s.conn.prepare_cached(&sql)?;
+            let mut stmt = tx.prepare_cached(&sql)?;
             let rows = stmt.query_map((&actor.agent, limit as i64), |r| Ok(wake_from_row(r)))?;
             rows.map(|r| r?).collect()
         })
-    }
-
-    /// The attempts of one of the acting agent's wakes, oldest first.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::WakeNotFound`]; the endpoint admission errors; [`Error::MissingScope`].
-    pub fn wake_attempts(&mut self, caller: &Caller, actor: &AgentActor, wake: &str) -> Result<Vec<WakeAttempt>> {
-        caller.require(Scope::Read)?;
-        actor.validate()?;
-        check_wake_id(wake)?;
-        self.admitted(|s| {
-            let now = s.now();
-            endpoint::admit(&s.conn, caller, actor, now)?;
-            load_for(&s.conn, &actor.agent, wake)?;
-            let sql =
-                format!("SELECT {ATTEMPT_COLUMNS} FROM wake_attempts WHERE wake_id = ?1 ORDER BY claimed_at, rowid");
-            let mut stmt = s.conn.prepare_cached(&sql)?;
-            let rows = stmt.query_map([wake], |r| Ok(attempt_from_row(r)))?;
-            rows.map(|r| r?).collect()
-        })
-    }
-
-    /// Host-side: releases every claim whose lease has passed back to its pending wake (claims
-    /// are also released lazily by [`Store::claim_wake`]). Returns how many were released.
-    ///
-    /// # Errors
-    ///
-    /// Only if SQLite fails.
-    pub fn release_expired_claims(&mut self) -> Result<u64> {
-        let now = self.now();
-        let tx = self.begin_immediate()?;
-        let n = release_expired(&tx, None, now)?;
-        tx.commit()?;
-        Ok(n)
     }
 
     /// Fault injection for tests: while on, every write to the `wakes` table on this connection
@@ -694,5 +226,45 @@ impl Store {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wake_edges_over_every_state_and_event() {
+        use WakeEvent as E;
+        use WakeState as S;
+        let events = [E::Claim, E::Release, E::Dispatch, E::Consume];
+        let edges = [
+            (S::Pending, E::Claim, S::Claimed),
+            (S::Claimed, E::Release, S::Pending),
+            (S::Claimed, E::Dispatch, S::Dispatched),
+            (S::Dispatched, E::Consume, S::Consumed),
+        ];
+        for &state in S::ALL {
+            for event in events {
+                let expect = edges
+                    .iter()
+                    .find(|(f, e, _)| *f == state && *e == event)
+                    .map(|(_, _, t)| *t);
+                assert_eq!(state.after(event), expect, "{state} on {event:?}");
+            }
+        }
+        // Nothing leads back to pending once the fence is crossed.
+        for event in events {
+            assert_ne!(S::Dispatched.after(event), Some(S::Pending));
+            assert_ne!(S::Consumed.after(event), Some(S::Pending));
+        }
+    }
+
+    #[test]
+    fn stored_names_round_trip_and_unknown_names_are_refused() {
+        for &s in WakeState::ALL {
+            assert_eq!(s.as_str().parse::<WakeState>().unwrap(), s);
+        }
+        assert!("Pending".parse::<WakeState>().is_err());
     }
 }

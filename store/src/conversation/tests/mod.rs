@@ -6,7 +6,8 @@
 //! - `hiding`: existence hiding and fail-closed lifecycle parsing;
 //! - `limits`: bounds at the limit and one past it;
 //! - `model`: a proptest model of random interleavings;
-//! - `concurrency`: sixteen writers on separate connections.
+//! - `concurrency`: sixteen writers on separate connections;
+//! - `upgrade`: migrating a database written before this domain existed.
 
 mod agents;
 mod concurrency;
@@ -14,6 +15,7 @@ mod hiding;
 mod limits;
 mod model;
 mod posting;
+mod upgrade;
 mod wakes;
 
 use std::sync::Arc;
@@ -27,6 +29,8 @@ use crate::db::Store;
 pub(super) const LEASE: Duration = Duration::from_secs(600);
 /// Default claim lease in tests.
 pub(super) const CLAIM: Duration = Duration::from_secs(30);
+/// The longest claim lease.
+pub(super) const MAX_CLAIM: Duration = bounds::MAX_CLAIM_LEASE;
 
 /// A store on a manual clock, with two principals.
 pub(super) struct World {

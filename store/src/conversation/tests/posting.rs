@@ -235,7 +235,10 @@ fn agent_post_replays_after_its_endpoint_detached() {
     w.store.detach_endpoint(&alice, &a.id, &actor.endpoint).unwrap();
     let again = w.store.post_message(&alice, &post).unwrap();
     assert!(again.replayed);
-    assert_eq!(again.value.id, first.value.id);
+    assert_eq!(
+        again.value, first.value,
+        "the stored message is exactly what the post returned"
+    );
     // A new request through the detached endpoint is refused.
     let fresh = w.new_post(&cv, Acting::Agent(actor), "more");
     assert!(matches!(
@@ -281,4 +284,27 @@ fn idempotency_keys_of_two_principals_are_independent() {
         w.count("SELECT count(*) FROM communication_idempotency WHERE key_hash = 'shared-key' OR key_hash = 'c'"),
         0
     );
+}
+
+#[test]
+fn an_agent_lists_only_the_conversations_it_participates_in() {
+    let mut w = world();
+    let alice = w.alice.clone();
+    let (a, b) = (w.agent(&alice), w.agent(&alice));
+    let with_a = w.conversation(&alice, &[&a]);
+    let _without = w.conversation(&alice, &[&b]);
+    let both = w.conversation(&alice, &[&a, &b]);
+    let actor = w.attach(&alice, &a);
+    let listed = w.store.list_agent_conversations(&alice, &actor, None, 10).unwrap();
+    let mut expect = vec![with_a.id.clone(), both.id.clone()];
+    expect.sort();
+    assert_eq!(listed.into_iter().map(|c| c.id).collect::<Vec<_>>(), expect);
+    let page = w
+        .store
+        .list_agent_conversations(&alice, &actor, Some(&expect[0]), 10)
+        .unwrap();
+    assert_eq!(page.len(), 1);
+    assert_eq!(page[0].id, expect[1]);
+    // Alice's own (human) listing has all three.
+    assert_eq!(w.store.list_conversations(&alice, None, 10).unwrap().len(), 3);
 }

@@ -152,7 +152,7 @@ fn post_fence_failure_is_delivery_unknown_and_never_redispatched() {
     // A retried prepare after the fence is refused: no second token, no second dispatch.
     assert!(matches!(
         w.store.prepare_dispatch(&alice, &actor, &c.attempt.id),
-        Err(Error::AttemptState {
+        Err(Error::InvalidAttemptState {
             state: AttemptState::Dispatched,
             ..
         })
@@ -165,7 +165,7 @@ fn post_fence_failure_is_delivery_unknown_and_never_redispatched() {
     assert!(matches!(
         w.store
             .finish_dispatch(&alice, &actor, &c.attempt.id, DispatchOutcome::Accepted),
-        Err(Error::AttemptState {
+        Err(Error::InvalidAttemptState {
             state: AttemptState::DeliveryUnknown,
             ..
         })
@@ -199,7 +199,7 @@ fn consume_with_any_one_field_wrong_is_refused() {
     // Not yet past the fence.
     assert!(matches!(
         w.store.consume_wake(&alice, &actor, &pending_before.id, &fake_token),
-        Err(Error::WakeState {
+        Err(Error::InvalidWakeState {
             state: WakeState::Pending,
             ..
         })
@@ -362,7 +362,7 @@ fn wake_reply_identity_needs_the_fence_and_replays_across_replacement() {
     // A pending wake cannot mint a reply identity.
     assert!(matches!(
         w.store.post_message(&alice, &reply(&actor, 0, "answer")),
-        Err(Error::WakeState {
+        Err(Error::InvalidWakeState {
             state: WakeState::Pending,
             ..
         })
@@ -392,4 +392,75 @@ fn wake_reply_identity_needs_the_fence_and_replays_across_replacement() {
         w.store.post_message(&alice, &reply(&other_actor, 5, "not mine")),
         Err(Error::WakeNotFound(_))
     ));
+}
+
+#[test]
+fn expiry_materialized_at_admission_reconciles_the_endpoints_attempts() {
+    let (mut w, alice, a, actor, cv) = setup();
+    let b = w.agent(&alice);
+    let actor_b = w.attach(&alice, &b);
+    w.store.add_agent_participant(&alice, &cv.id, &b.id).unwrap();
+    w.post(&alice, &cv, Acting::Human, "x").unwrap();
+    let ca = w.store.claim_wake(&alice, &actor, MAX_CLAIM).unwrap().unwrap();
+    let cb = w.store.claim_wake(&alice, &actor_b, MAX_CLAIM).unwrap().unwrap();
+    w.store.prepare_dispatch(&alice, &actor_b, &cb.attempt.id).unwrap();
+    // Both leases run out; each endpoint's expiry is recorded the next time it is used.
+    w.clock.advance(LEASE);
+    for (agent, act) in [(&a, &actor), (&b, &actor_b)] {
+        let err = w.store.list_wakes(&alice, act, 10).unwrap_err();
+        assert!(matches!(err, Error::EndpointExpired { .. }), "{err}");
+        let ep = w.store.get_endpoint(&alice, &agent.id, &act.endpoint).unwrap();
+        assert_eq!(ep.state, EndpointState::Expired);
+    }
+    let a2 = w.attach(&alice, &a);
+    let b2 = w.attach(&alice, &b);
+    assert_eq!(
+        attempt_states(&mut w, &alice, &a2, &ca.wake.id),
+        vec![AttemptState::Released]
+    );
+    assert_eq!(
+        attempt_states(&mut w, &alice, &b2, &cb.wake.id),
+        vec![AttemptState::DeliveryUnknown]
+    );
+}
+
+#[test]
+fn an_unknown_attempt_state_fails_closed() {
+    let (mut w, alice, _a, actor, cv) = setup();
+    w.post(&alice, &cv, Acting::Human, "x").unwrap();
+    let c = w.store.claim_wake(&alice, &actor, CLAIM).unwrap().unwrap();
+    w.store
+        .connection()
+        .execute("UPDATE wake_attempts SET state = 'teleported'", [])
+        .unwrap();
+    let err = w.store.prepare_dispatch(&alice, &actor, &c.attempt.id).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::CorruptRow {
+                table: "wake_attempts",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("unknown wake attempt state \"teleported\""));
+    assert_eq!(w.count("SELECT count(*) FROM wakes WHERE state = 'dispatched'"), 0);
+}
+
+#[test]
+fn a_late_finish_after_the_agent_consumed_changes_nothing() {
+    let (mut w, alice, _a, actor, cv) = setup();
+    w.post(&alice, &cv, Acting::Human, "x").unwrap();
+    let c = w.store.claim_wake(&alice, &actor, CLAIM).unwrap().unwrap();
+    let t = w.store.prepare_dispatch(&alice, &actor, &c.attempt.id).unwrap();
+    w.store
+        .consume_wake(&alice, &actor, &c.wake.id, &t.consume_token)
+        .unwrap();
+    let late = w
+        .store
+        .finish_dispatch(&alice, &actor, &c.attempt.id, DispatchOutcome::Unknown)
+        .unwrap();
+    assert!(!late.state_changed);
+    assert_eq!(late.value.state, AttemptState::Consumed);
 }
