@@ -3,4 +3,5 @@
 //! One integration binary; its modules are the table of contents.
 
 mod cli;
+mod mcp_http;
 mod mcp_stdio;

@@ -25,6 +25,7 @@ use crate::token::TokenKey;
 const MIGRATIONS: &[&str] = &[
     include_str!("../sql/0001_transfers.sql"),
     include_str!("../sql/0002_conversation.sql"),
+    include_str!("../sql/0003_principals.sql"),
 ];
 
 /// How long a connection waits for another writer before failing with `SQLITE_BUSY`.

@@ -2,6 +2,7 @@
 
 mod data_dir;
 mod demo;
+mod principal;
 mod reap;
 mod serve;
 mod table;
@@ -36,6 +37,9 @@ enum Command {
     /// Mint transfer tokens (never available over MCP).
     #[command(subcommand)]
     Token(token::TokenCommand),
+    /// Manage the API keys of the HTTP transport.
+    #[command(subcommand)]
+    Principal(principal::PrincipalCommand),
     /// Inspect and end transfers.
     #[command(subcommand)]
     Transfer(transfer::TransferCommand),
@@ -53,6 +57,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
             let dir = DataDir::resolve(cli.data_dir)?;
             match command {
                 Command::Token(c) => token::run(&dir, c),
+                Command::Principal(c) => principal::run(&dir, c),
                 Command::Transfer(c) => transfer::run(&dir, c),
                 Command::Reap(args) => reap::run(&dir, args),
                 Command::Serve(args) => serve::run(&dir, args),

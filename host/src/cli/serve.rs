@@ -1,20 +1,32 @@
-//! `ahp serve`: the MCP transfer server, plus the reapers on an interval.
+//! `ahp serve`: the MCP transfer server over stdio and/or HTTP, plus the reapers on an interval.
+//!
+//! With `--stdio` the server runs until the stdio client disconnects; with only `--http` it runs
+//! until SIGINT or SIGTERM. Logs go to stderr, never to the stdio MCP stream.
 
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ahp_host::activation::NoSandbox;
+use ahp_host::mcp::http::{self, Auth};
 use ahp_host::mcp::{TransferTools, serve_stdio};
 use ahp_store::Store;
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 use super::DataDir;
 
 #[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("transport").required(true).multiple(true).args(["stdio", "http"]))]
 pub(crate) struct ServeArgs {
-    /// Serve MCP over stdin/stdout (the local operator's transport).
-    #[arg(long, required = true)]
+    /// Serve MCP over stdin/stdout (the local operator's transport; full scopes).
+    #[arg(long)]
     stdio: bool,
+    /// Serve MCP over Streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:7070).
+    #[arg(long, value_name = "ADDR")]
+    http: Option<SocketAddr>,
+    /// HTTP authorization: bearer API keys of principals, or none (loopback addresses only).
+    #[arg(long, value_enum, default_value = "keys")]
+    auth: AuthArg,
     /// How often the reapers sweep.
     #[arg(long, default_value = "1m", value_parser = super::parse_duration)]
     reap_every: Duration,
@@ -26,18 +38,74 @@ pub(crate) struct ServeArgs {
     grace: Duration,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum AuthArg {
+    /// `Authorization: Bearer <api key>` of a principal (`ahp principal add`).
+    Keys,
+    /// No authorization: accepted only on a loopback address.
+    None,
+}
+
 pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
     anyhow::ensure!(!args.reap_every.is_zero(), "--reap-every must be longer than zero");
+    let auth = match (args.auth, args.http) {
+        (AuthArg::None, Some(addr)) if !addr.ip().is_loopback() => {
+            anyhow::bail!("--auth none is accepted only on a loopback address, not {addr}")
+        }
+        (AuthArg::None, Some(addr)) => {
+            tracing::warn!("serving {addr} with --auth none: any local process can call every tool");
+            Auth::None
+        }
+        _ => Auth::Keys,
+    };
     let store = Arc::new(Mutex::new(dir.open_store()?));
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
         let reaper = tokio::spawn(reap_forever(store.clone(), args.reap_every, args.ttl, args.grace));
-        let tools = TransferTools::new(store, Arc::new(NoSandbox));
-        let served = serve_stdio(tools).await;
+        let tools = TransferTools::new(store.clone(), Arc::new(NoSandbox));
+        let http_server = match args.http {
+            Some(addr) => {
+                let listener = tokio::net::TcpListener::bind(addr).await?;
+                let local = listener.local_addr()?;
+                eprintln!("ahp: MCP over HTTP at http://{local}/mcp");
+                let router = http::router(tools.clone(), store.clone(), auth, local);
+                Some(tokio::spawn(http::serve(listener, router, shutdown_signal())))
+            }
+            None => None,
+        };
+        let result = match (args.stdio, http_server) {
+            (true, server) => {
+                let served = serve_stdio(tools).await;
+                if let Some(s) = server {
+                    s.abort();
+                }
+                served
+            }
+            (false, Some(server)) => server.await.map_err(std::io::Error::other)?,
+            (false, None) => unreachable!("clap requires --stdio or --http"),
+        };
         reaper.abort();
-        served
+        result
     })?;
     Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { () = ctrl_c => {}, () = term => {} }
 }
 
 /// Sweeps both reapers every `every`, logging what they ended. Errors are logged, not fatal:

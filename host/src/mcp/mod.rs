@@ -1,5 +1,6 @@
-//! The MCP server orchestrators call: the transfer tools over stdio.
+//! The MCP server orchestrators call: the transfer tools over stdio and Streamable HTTP.
 
+pub mod http;
 pub mod schema;
 mod transfer_tools;
 
