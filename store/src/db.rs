@@ -22,7 +22,10 @@ use crate::error::{Error, Result};
 use crate::token::TokenKey;
 
 /// The schema migrations, in order; the database's `user_version` is how many have run.
-const MIGRATIONS: &[&str] = &[include_str!("../sql/0001_transfers.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../sql/0001_transfers.sql"),
+    include_str!("../sql/0003_sandbox.sql"),
+];
 
 /// How long a connection waits for another writer before failing with `SQLITE_BUSY`.
 ///
