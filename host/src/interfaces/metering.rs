@@ -71,7 +71,7 @@ fn report(
 fn budget(cx: &mut StoreContextMut<'_, SandboxState>) -> BudgetState {
     let fuel_left = cx.get_fuel().unwrap_or(0);
     let st = cx.data();
-    let b = st.db(|db| db.get_status(&st.transfer)).ok().and_then(|s| s.budget);
+    let b = st.db(|db| db.budget(&st.transfer)).ok().flatten();
     let (allocated, spent) = b.map_or((0, 0), |b| (b.allocated_micro_usd, b.spent_micro_usd));
     BudgetState {
         allocated_micro_usd: allocated,

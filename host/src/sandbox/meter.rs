@@ -8,6 +8,11 @@
 //! what the remaining budget still pays for, so spend reported by the guest mid-turn (model
 //! tokens) shrinks its CPU allowance at once.
 //!
+//! Measured limit (wasmtime 48): Cranelift keeps a function's fuel counter in a register and
+//! writes it back to the Store only around calls, so an epoch tick inside a call-free loop sees
+//! no fuel burnt and that loop is settled at the end of its turn. The budget bound below does
+//! not depend on ticks: fuel is granted only up to what the budget pays for.
+//!
 //! Charges are computed on the *cumulative* fuel of the sandbox (`ceil(total × rate)` minus what
 //! was already charged), so rounding never accumulates: compute spend exceeds the exact price
 //! of the fuel burnt by less than one micro-USD, and because the guest never holds fuel its
@@ -76,8 +81,8 @@ pub(crate) fn start_turn(cx: &mut StoreContextMut<'_, SandboxState>) -> wasmtime
     st.calls = Default::default();
     st.turn_started = std::time::Instant::now();
     let remaining = st
-        .db(|db| db.get_status(&st.transfer))
-        .map_or(0, |s| s.budget.map_or(0, |b| b.remaining_micro_usd()));
+        .db(|db| db.budget(&st.transfer))
+        .map_or(0, |b| b.map_or(0, |b| b.remaining_micro_usd()));
     st.meter.remaining_micro_usd = remaining;
     let fuel = st.limits.fuel_affordable(remaining).min(st.meter.turn_left());
     st.meter.level = fuel;
