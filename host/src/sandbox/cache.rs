@@ -49,9 +49,12 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     }
 }
 
-/// Writes `bytes` to `path` atomically: a reader sees the old file, the new one, or none.
+/// Writes `bytes` to `path` atomically: a reader sees the old file, the new one, or none. The
+/// temporary name is unique per process and call, so concurrent writers never share one.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
     std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
     std::fs::rename(&tmp, path).map_err(io(path))
 }
