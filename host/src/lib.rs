@@ -1,9 +1,24 @@
-//! `ahp-host` — the ahp host: `activate` around a destination, the MCP server, and (as its
-//! issue lands) the wasmtime sandbox. All state changes go through [`ahp_store`].
+//! `ahp-host` — the ahp host: the destination sandboxes, the vault and metering, `activate`,
+//! the MCP server, and the `ahp` command. All state changes go through [`ahp_store`].
+//!
+//! - [`sandbox`]: wasmtime sandboxes under tier ceilings, metered against the budget.
+//! - [`interfaces`]: the host side of each `ahp:agent` WIT interface.
+//! - [`vault`]: credential references to secrets.
+//! - [`mcp`]: the transfer tools over stdio and Streamable HTTP.
+//! - [`guests`]: paths of the example guest components built by `build.rs`.
+
+pub use ahp_store as store;
 
 pub mod activation;
 pub mod error;
+pub mod interfaces;
 pub mod mcp;
+pub mod sandbox;
+pub mod vault;
 
-pub use ahp_store as store;
 pub use error::{Error, Result};
+
+/// The example guest components (`examples/`), compiled for `wasm32-wasip2` by `build.rs`.
+pub mod guests {
+    include!(concat!(env!("OUT_DIR"), "/guests.rs"));
+}

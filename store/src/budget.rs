@@ -55,3 +55,16 @@ pub(crate) fn load(conn: &Connection, transfer: &str) -> Result<Option<Budget>> 
         })
         .optional()?)
 }
+
+impl crate::db::Store {
+    /// The budget of `transfer`, if one has been opened: the one-row read the sandbox does on
+    /// every turn (unlike [`get_status`](crate::db::Store::get_status), no event log).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidInput`] for a malformed id.
+    pub fn budget(&self, transfer: &str) -> Result<Option<Budget>> {
+        crate::transfer::check_id(transfer)?;
+        load(&self.conn, transfer)
+    }
+}

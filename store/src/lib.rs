@@ -10,6 +10,8 @@
 //!   [`Store::report_usage`], [`Store::get_status`], [`Store::terminate`], and the reapers
 //!   [`Store::reap_insolvent`] and [`Store::reap_expired`]. The allowed edges are the pure
 //!   function [`transition`].
+//! - The sandbox's durable state: the component registry ([`Store::register_component`]) and
+//!   checkpoints ([`Store::save_checkpoint`]).
 //! - [`Tier`]s and their ceilings ([`TIER_LIMITS`]), [`Budget`]s in integer micro-USD,
 //!   single-use transfer tokens ([`issue_transfer_token`]), the audit log ([`Event`]).
 //!
@@ -38,7 +40,9 @@
 //! ```
 
 pub mod budget;
+pub mod checkpoint;
 pub mod clock;
+pub mod component;
 pub mod conversation;
 pub mod db;
 pub mod error;
@@ -54,7 +58,9 @@ pub mod token;
 pub mod transfer;
 
 pub use budget::{Budget, MAX_BUDGET_MICRO_USD, MAX_USAGE_REPORT_MICRO_USD};
+pub use checkpoint::Checkpoint;
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use component::{ComponentRecord, MAX_COMPONENT_BYTES};
 pub use db::Store;
 pub use error::{Error, Result};
 pub use event::{Event, EventKind};

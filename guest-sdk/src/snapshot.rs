@@ -1,0 +1,138 @@
+//! The session this agent continues, as the source host snapshotted it.
+//!
+//! Everything here is read-only and comes from the transfer's stored snapshot. The history can
+//! be long (up to 10,000 messages), so [`messages`] fetches it lazily, one page at a time.
+//!
+//! ```no_run
+//! use ahp_guest::snapshot;
+//!
+//! let prompt = snapshot::system_prompt();
+//! let users = snapshot::messages().filter(|m| m.role == "user").count();
+//! println!("{} resumes {users} user turns under {prompt:?}", snapshot::transfer_id());
+//! ```
+
+use crate::wit::ahp::agent::snapshot as raw;
+
+pub use raw::{McpServer, Message};
+
+/// The largest page [`messages_page`] accepts (the host's bound).
+pub const MAX_PAGE: u32 = 256;
+
+/// Why a snapshot read was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// The page asked for is larger than the host serves; the payload is the largest allowed.
+    LimitTooLarge(u32),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::LimitTooLarge(max) => write!(f, "a history page may hold at most {max} messages"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The transfer this sandbox continues, e.g. `tr_…`.
+pub fn transfer_id() -> String {
+    raw::transfer_id()
+}
+
+/// The source session's system prompt.
+pub fn system_prompt() -> String {
+    raw::system_prompt()
+}
+
+/// How many messages the history holds.
+pub fn message_count() -> u32 {
+    raw::message_count()
+}
+
+/// Every message of the history, oldest first, fetched from the host [`MAX_PAGE`] at a time as
+/// the iterator advances.
+pub fn messages() -> Messages {
+    Messages {
+        next: 0,
+        page: Vec::new().into_iter(),
+        done: false,
+    }
+}
+
+/// One page of the history: at most `limit` messages starting at position `after` (0-based).
+/// An empty page means `after` is past the end.
+///
+/// # Errors
+///
+/// [`Error::LimitTooLarge`] if `limit` exceeds [`MAX_PAGE`].
+///
+/// ```no_run
+/// use ahp_guest::snapshot::{self, Error};
+///
+/// assert!(matches!(snapshot::messages_page(0, 10_000), Err(Error::LimitTooLarge(256))));
+/// let first_ten = snapshot::messages_page(0, 10).unwrap();
+/// ```
+pub fn messages_page(after: u32, limit: u32) -> Result<Vec<Message>, Error> {
+    raw::messages(after, limit).map_err(|e| match e {
+        raw::Error::LimitTooLarge(max) => Error::LimitTooLarge(max),
+    })
+}
+
+/// The source session's tool state as JSON text.
+pub fn tool_state() -> String {
+    raw::tool_state()
+}
+
+/// The tool state parsed into `T`.
+///
+/// # Errors
+///
+/// The JSON error if the tool state does not have `T`'s shape.
+///
+/// ```no_run
+/// #[derive(serde::Deserialize)]
+/// struct Inventory { items: Vec<String> }
+///
+/// match ahp_guest::snapshot::tool_state_as::<Inventory>() {
+///     Ok(inv) => println!("{} items", inv.items.len()),
+///     Err(e) => eprintln!("unexpected tool state: {e}"),
+/// }
+/// ```
+pub fn tool_state_as<T: serde::de::DeserializeOwned>() -> Result<T, serde_json::Error> {
+    serde_json::from_str(&raw::tool_state())
+}
+
+/// The MCP servers the source session used, with their credential references.
+pub fn mcp_servers() -> Vec<McpServer> {
+    raw::mcp_servers()
+}
+
+/// The iterator [`messages`] returns.
+#[derive(Debug)]
+pub struct Messages {
+    next: u32,
+    page: std::vec::IntoIter<Message>,
+    done: bool,
+}
+
+impl Iterator for Messages {
+    type Item = Message;
+
+    fn next(&mut self) -> Option<Message> {
+        loop {
+            if let Some(m) = self.page.next() {
+                return Some(m);
+            }
+            if self.done {
+                return None;
+            }
+            // MAX_PAGE is within the host's bound, so this cannot be refused.
+            let page = messages_page(self.next, MAX_PAGE).unwrap_or_default();
+            let len = u32::try_from(page.len()).unwrap_or(u32::MAX);
+            self.done = len < MAX_PAGE;
+            self.next = self.next.saturating_add(len);
+            self.page = page.into_iter();
+        }
+    }
+}

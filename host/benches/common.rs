@@ -1,0 +1,100 @@
+#![allow(dead_code)]
+//! Shared setup of the sandbox benchmarks: a host over an in-memory store with the example
+//! guests registered, and transfers made `active` so guests can record spend.
+
+use std::sync::{Arc, Mutex};
+
+use ahp_host::guests;
+use ahp_host::sandbox::{SandboxConfig, Sandboxes, TurnOutcome};
+use ahp_host::store::{
+    DEFAULT_TOKEN_TTL, McpServer, Message, SnapshotInput, Store, Tier, TokenKey, TokenScope, Transfer,
+    issue_transfer_token,
+};
+use ahp_host::vault::DirVault;
+use serde_json::Value;
+
+pub(crate) struct Bench {
+    pub(crate) _dir: tempfile::TempDir,
+    pub(crate) key: TokenKey,
+    pub(crate) sandboxes: Sandboxes,
+}
+
+pub(crate) fn host(configure: impl FnOnce(&mut SandboxConfig)) -> Bench {
+    let dir = tempfile::tempdir().unwrap();
+    let key = TokenKey::random();
+    let db = Store::open_in_memory().unwrap().with_token_key(key.clone());
+    let vault = DirVault::open(dir.path().join("vault")).unwrap();
+    std::fs::write(dir.path().join("vault/inventory-api"), "sk-bench").unwrap();
+    let mut config = SandboxConfig::new(dir.path().join("data"));
+    configure(&mut config);
+    let sandboxes = Sandboxes::open(&config, Arc::new(Mutex::new(db)), Arc::new(vault)).unwrap();
+    for (name, path) in guests::ALL {
+        sandboxes.register_component_file(path, Some(name)).unwrap();
+    }
+    Bench {
+        _dir: dir,
+        key,
+        sandboxes,
+    }
+}
+
+pub(crate) fn snapshot(messages: usize, tool_state: Value) -> SnapshotInput {
+    SnapshotInput {
+        source_host: "bench".into(),
+        system_prompt: "You forecast inventory.".into(),
+        message_history: (0..messages)
+            .map(|i| Message {
+                role: "user".into(),
+                content: format!("message {i}"),
+            })
+            .collect(),
+        tool_state,
+        mcp_config: vec![McpServer {
+            server: "https://inventory.example.com/mcp".into(),
+            cred_ref: "inventory-api".into(),
+        }],
+    }
+}
+
+pub(crate) fn inventory() -> Value {
+    serde_json::json!({ "inventory": [
+        { "sku": "A-1", "onHand": 10, "dailySales": [5, 6, 4], "leadTimeDays": 7 },
+        { "sku": "B-2", "onHand": 500, "dailySales": [1, 2], "leadTimeDays": 3 },
+    ]})
+}
+
+impl Bench {
+    /// An activated transfer running `component`, its sandbox kept live unless `keep` is false.
+    pub(crate) fn active(&self, snap: &SnapshotInput, component: &str, keep: bool) -> Transfer {
+        let id = {
+            let mut db = self.sandboxes.db();
+            let t = db.snapshot_state(snap).unwrap();
+            let tok = issue_transfer_token(
+                &self.key,
+                &t.id,
+                TokenScope::ProvisionRuntime,
+                db.now(),
+                DEFAULT_TOKEN_TTL,
+            )
+            .unwrap();
+            db.provision_runtime(&t.id, Tier::Small, 10_000_000_000, component, &tok)
+                .unwrap();
+            db.push_state(&t.id, None).unwrap();
+            t.id
+        };
+        let tok = issue_transfer_token(
+            &self.key,
+            &id,
+            TokenScope::Activate,
+            self.sandboxes.db().now(),
+            DEFAULT_TOKEN_TTL,
+        )
+        .unwrap();
+        let report = self.sandboxes.activate(&id, &tok).unwrap();
+        assert_eq!(report.outcome, TurnOutcome::Resumed, "{component}");
+        if !keep {
+            self.sandboxes.drop_sandbox(&id);
+        }
+        report.transfer
+    }
+}

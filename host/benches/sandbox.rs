@@ -1,0 +1,84 @@
+//! Criterion benchmarks of the destination sandbox (method and figures: host/SANDBOX_BENCH.md).
+//!
+//! `cargo bench -p ahp-host --bench sandbox`
+
+use std::time::{Duration, Instant};
+
+use ahp_host::guests;
+use ahp_host::sandbox::TurnOutcome;
+use ahp_host::sandbox::baseline::RawRunner;
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::json;
+
+#[path = "common.rs"]
+mod common;
+
+fn warm_activate(c: &mut Criterion) {
+    let b = common::host(|_| {});
+    let mut g = c.benchmark_group("warm_activate");
+    for (label, component, snap) in [
+        ("forecaster", "forecaster", common::snapshot(4, common::inventory())),
+        ("minimal", "cpu-burn", common::snapshot(0, json!({ "rounds": 0 }))),
+    ] {
+        let t = b.active(&snap, component, false);
+        let path = guests::ALL.iter().find(|(n, _)| *n == component).unwrap().1;
+        let raw = RawRunner::new(&b.sandboxes, &std::fs::read(path).unwrap(), &t).unwrap();
+        g.bench_function(format!("sandbox/{label}"), |bench| {
+            bench.iter(|| assert_eq!(b.sandboxes.trial_resume(&t).unwrap(), TurnOutcome::Resumed));
+        });
+        g.bench_function(format!("raw_wasmtime/{label}"), |bench| {
+            bench.iter(|| assert!(raw.run().unwrap()))
+        });
+    }
+    g.finish();
+}
+
+fn guest_to_host_call(c: &mut Criterion) {
+    const CALLS: u64 = 10_000;
+    let b = common::host(|_| {});
+    let none = b.active(
+        &common::snapshot(0, json!({ "rounds": 0, "hostCalls": 0 })),
+        "cpu-burn",
+        false,
+    );
+    let many = b.active(
+        &common::snapshot(0, json!({ "rounds": 0, "hostCalls": CALLS })),
+        "cpu-burn",
+        false,
+    );
+    let mut g = c.benchmark_group("guest_to_host_call");
+    // Per call: (a turn making 10,000 `snapshot.transfer-id` calls − a turn making none) / 10,000.
+    g.bench_function("snapshot.transfer-id", |bench| {
+        bench.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let t0 = Instant::now();
+                b.sandboxes.trial_resume(&many).unwrap();
+                let t1 = Instant::now();
+                b.sandboxes.trial_resume(&none).unwrap();
+                let t2 = Instant::now();
+                total += (t1 - t0).saturating_sub(t2 - t1);
+            }
+            total / CALLS as u32
+        });
+    });
+    g.finish();
+}
+
+fn fuel_overhead(c: &mut Criterion) {
+    let b = common::host(|_| {});
+    let t = b.active(&common::snapshot(0, json!({ "rounds": 5_000_000 })), "cpu-burn", false);
+    let raw = RawRunner::new(&b.sandboxes, &std::fs::read(guests::CPU_BURN).unwrap(), &t).unwrap();
+    let mut g = c.benchmark_group("fuel_overhead_5M_rounds");
+    g.sample_size(20);
+    g.bench_function("fuel_and_epochs_on", |bench| {
+        bench.iter(|| assert_eq!(b.sandboxes.trial_resume(&t).unwrap(), TurnOutcome::Resumed));
+    });
+    g.bench_function("fuel_off_raw_wasmtime", |bench| {
+        bench.iter(|| assert!(raw.run().unwrap()))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, warm_activate, guest_to_host_call, fuel_overhead);
+criterion_main!(benches);

@@ -1,0 +1,48 @@
+//! `ahp:agent/checkpoint`: durable working memory, bounded by the tier.
+
+use crate::sandbox::bindings::ahp::agent::checkpoint::{Error, Host};
+use crate::sandbox::state::{MAX_SAVES_PER_TURN, SandboxState};
+
+impl Host for SandboxState {
+    fn save(&mut self, state: Vec<u8>) -> Result<(), Error> {
+        let max = self.ceilings.checkpoint_bytes;
+        if state.len() as u64 > max {
+            return Err(Error::TooLarge(max));
+        }
+        self.calls.saves += 1;
+        if self.calls.saves > MAX_SAVES_PER_TURN {
+            return Err(Error::Unavailable(format!(
+                "more than {MAX_SAVES_PER_TURN} saves in one turn"
+            )));
+        }
+        self.db(|db| db.save_checkpoint(&self.transfer, &state))
+            .map_err(|e| Error::Unavailable(e.to_string()))
+    }
+
+    fn load(&mut self) -> Result<Option<Vec<u8>>, Error> {
+        self.db(|db| db.load_checkpoint(&self.transfer))
+            .map(|c| c.map(|c| c.state))
+            .map_err(|e| Error::Unavailable(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::state::test_support::state;
+
+    #[test]
+    fn saves_up_to_the_tier_ceiling_and_refuses_past_it() {
+        let (mut st, _dir) = state(0, ahp_store::Tier::Nano);
+        assert!(matches!(st.load(), Ok(None)));
+        let max = ahp_store::Tier::Nano.limits().checkpoint_bytes;
+        assert!(matches!(st.save(vec![1; max as usize + 1]), Err(Error::TooLarge(m)) if m == max));
+        st.save(vec![2; max as usize]).unwrap();
+        assert_eq!(st.load().unwrap().unwrap().len(), max as usize);
+        for _ in 1..MAX_SAVES_PER_TURN {
+            st.save(b"x".to_vec()).unwrap();
+        }
+        assert!(matches!(st.save(b"y".to_vec()), Err(Error::Unavailable(_))));
+        assert_eq!(st.load().unwrap().unwrap(), b"x");
+    }
+}

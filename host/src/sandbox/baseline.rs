@@ -1,0 +1,78 @@
+//! The raw-wasmtime baseline the benchmarks compare the sandbox against: the same component
+//! and the same host functions, on an engine with wasmtime's default configuration (component
+//! model on; no fuel, no epochs, no resource limiter, no pooling) and no activation
+//! bookkeeping. Not a way to run guests in production: nothing here is bounded.
+
+use std::sync::Arc;
+
+use ahp_store::Transfer;
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine};
+
+use super::bindings::AgentPre;
+use super::limits::Ceilings;
+use super::state::SandboxState;
+use super::{Error, Sandboxes};
+
+/// A component pre-instantiated on a default-configured engine.
+pub struct RawRunner {
+    engine: Engine,
+    pre: AgentPre<SandboxState>,
+    make_state: Box<dyn Fn() -> SandboxState + Send + Sync>,
+}
+
+impl RawRunner {
+    /// Compiles `wasm` on a default engine and prepares it to resume `transfer`, whose
+    /// snapshot and budget come from `sandboxes`' store.
+    ///
+    /// # Errors
+    ///
+    /// If the component does not compile or link, or the transfer cannot be read.
+    pub fn new(sandboxes: &Sandboxes, wasm: &[u8], transfer: &Transfer) -> Result<Self, Error> {
+        let w = |e: wasmtime::Error| Error::Wasmtime(format!("{e:#}"));
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        let engine = Engine::new(&config).map_err(w)?;
+        let mut linker = Linker::new(&engine);
+        crate::interfaces::add_to_linker(&mut linker).map_err(w)?;
+        let component = Component::new(&engine, wasm).map_err(w)?;
+        let pre = AgentPre::new(linker.instantiate_pre(&component).map_err(w)?).map_err(w)?;
+        let tier = transfer
+            .tier
+            .ok_or_else(|| Error::NotProvisioned(transfer.id.clone()))?;
+        let snapshot = Arc::new(sandboxes.db().snapshot(&transfer.id)?);
+        let (db, vault, id) = (sandboxes.db.clone(), sandboxes.vault.clone(), transfer.id.clone());
+        let make_state = Box::new(move || {
+            SandboxState::new(
+                id.clone(),
+                snapshot.clone(),
+                tier.limits(),
+                Ceilings::of(tier.limits()),
+                db.clone(),
+                vault.clone(),
+            )
+        });
+        Ok(Self {
+            engine,
+            pre,
+            make_state,
+        })
+    }
+
+    /// Instantiates, calls `resume`, drops the instance. Returns whether `resume` said Ok.
+    ///
+    /// # Errors
+    ///
+    /// A trap or instantiation failure.
+    pub fn run(&self) -> Result<bool, Error> {
+        let mut store = wasmtime::Store::new(&self.engine, (self.make_state)());
+        let agent = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| Error::Wasmtime(format!("{e:#}")))?;
+        let r = agent
+            .call_resume(&mut store)
+            .map_err(|e| Error::Wasmtime(format!("{e:#}")))?;
+        Ok(r.is_ok())
+    }
+}

@@ -1,0 +1,192 @@
+//! Compiled components, cached twice so no activation ever compiles.
+//!
+//! On disk, under the host's data directory:
+//! - `components/<hex>.wasm` — the bytes as registered, named by their SHA-256;
+//! - `compiled/<hex>-<engine>.cwasm` — the same component compiled by
+//!   `Engine::precompile_component`, where `<engine>` hashes the engine's compatibility
+//!   (wasmtime version, target, configuration). A host with a different engine compiles its
+//!   own file beside it; a file wasmtime refuses to load is recompiled and replaced.
+//!
+//! In memory: one `AgentPre` (an `InstancePre` with every import already resolved) per digest.
+//! Every compilation increments [`ComponentCache::compiles`], so tests can assert that a second
+//! activation compiled nothing.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ahp_store::MAX_COMPONENT_BYTES;
+use sha2::{Digest as _, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::{Component, Linker};
+
+use super::Error;
+use super::bindings::AgentPre;
+use super::state::SandboxState;
+
+/// The compile cache of one host.
+pub(crate) struct ComponentCache {
+    engine: Engine,
+    linker: Arc<Linker<SandboxState>>,
+    components_dir: PathBuf,
+    compiled_dir: PathBuf,
+    engine_tag: String,
+    pres: Mutex<HashMap<String, AgentPre<SandboxState>>>,
+    compiles: AtomicU64,
+}
+
+/// `sha256:<hex>` of `bytes`.
+pub fn digest_of(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a reader sees the old file, the new one, or none. The
+/// temporary name is unique per process and call, so concurrent writers never share one.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+impl ComponentCache {
+    pub(crate) fn open(engine: Engine, linker: Arc<Linker<SandboxState>>, data_dir: &Path) -> Result<Self, Error> {
+        let components_dir = data_dir.join("components");
+        let compiled_dir = data_dir.join("compiled");
+        for d in [&components_dir, &compiled_dir] {
+            std::fs::create_dir_all(d).map_err(io(d))?;
+        }
+        let mut h = std::hash::DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut h);
+        Ok(Self {
+            engine,
+            linker,
+            components_dir,
+            compiled_dir,
+            engine_tag: format!("{:016x}", h.finish()),
+            pres: Mutex::new(HashMap::new()),
+            compiles: AtomicU64::new(0),
+        })
+    }
+
+    /// How many components this cache has compiled since it was opened.
+    pub(crate) fn compiles(&self) -> u64 {
+        self.compiles.load(Ordering::Relaxed)
+    }
+
+    /// Stores `bytes` under their digest, compiles them (validating that they are a component
+    /// this host can link) and returns the digest.
+    pub(crate) fn add(&self, bytes: &[u8]) -> Result<String, Error> {
+        if bytes.is_empty() || bytes.len() as u64 > MAX_COMPONENT_BYTES {
+            return Err(Error::InvalidComponent(format!(
+                "a component must be 1 to {MAX_COMPONENT_BYTES} bytes; this one is {}",
+                bytes.len()
+            )));
+        }
+        let digest = digest_of(bytes);
+        let path = self.wasm_path(&digest);
+        if !path.is_file() {
+            write_atomic(&path, bytes)?;
+        }
+        self.instance_pre(&digest)?;
+        Ok(digest)
+    }
+
+    /// The ready-to-instantiate form of the component `digest`: from memory, else from the
+    /// compiled file, else compiled now (counted).
+    pub(crate) fn instance_pre(&self, digest: &str) -> Result<AgentPre<SandboxState>, Error> {
+        if let Some(pre) = self
+            .pres
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(digest)
+        {
+            return Ok(pre.clone());
+        }
+        let component = self.load(digest)?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .and_then(AgentPre::new)
+            .map_err(|e| Error::InvalidComponent(format!("{digest} cannot run here: {e:#}")))?;
+        self.pres
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(digest.to_owned(), pre.clone());
+        Ok(pre)
+    }
+
+    /// Drops every in-memory `InstancePre` (the on-disk cache stays): for tests and benches
+    /// that measure the cold path.
+    pub(crate) fn forget_in_memory(&self) {
+        self.pres
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
+    }
+
+    fn hex(digest: &str) -> &str {
+        digest.strip_prefix("sha256:").unwrap_or(digest)
+    }
+
+    fn wasm_path(&self, digest: &str) -> PathBuf {
+        self.components_dir.join(format!("{}.wasm", Self::hex(digest)))
+    }
+
+    fn compiled_path(&self, digest: &str) -> PathBuf {
+        self.compiled_dir
+            .join(format!("{}-{}.cwasm", Self::hex(digest), self.engine_tag))
+    }
+
+    fn load(&self, digest: &str) -> Result<Component, Error> {
+        let compiled = self.compiled_path(digest);
+        if compiled.is_file() {
+            // SAFETY: the file is one this host wrote with `Engine::precompile_component` into
+            // its own data directory (never a guest- or network-supplied file), which is what
+            // `deserialize_file` requires; wasmtime still checks the engine compatibility.
+            #[allow(unsafe_code)]
+            match unsafe { Component::deserialize_file(&self.engine, &compiled) } {
+                Ok(c) => return Ok(c),
+                Err(e) => {
+                    tracing::warn!(path = %compiled.display(), error = %e, "recompiling a stale compiled component")
+                }
+            }
+        }
+        let wasm_path = self.wasm_path(digest);
+        let bytes = std::fs::read(&wasm_path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Error::UnknownComponent(digest.to_owned()),
+            _ => Error::Io {
+                path: wasm_path.clone(),
+                source: e,
+            },
+        })?;
+        if digest_of(&bytes) != digest {
+            return Err(Error::InvalidComponent(format!(
+                "{} does not hash to its name",
+                wasm_path.display()
+            )));
+        }
+        let started = std::time::Instant::now();
+        let artifact = self
+            .engine
+            .precompile_component(&bytes)
+            .map_err(|e| Error::InvalidComponent(format!("{digest} does not compile: {e:#}")))?;
+        self.compiles.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(%digest, elapsed = ?started.elapsed(), "compiled component");
+        write_atomic(&compiled, &artifact)?;
+        // SAFETY: `artifact` was produced by `precompile_component` of this very engine.
+        #[allow(unsafe_code)]
+        let component = unsafe { Component::deserialize(&self.engine, &artifact) };
+        component.map_err(|e| Error::Wasmtime(format!("{e:#}")))
+    }
+}

@@ -1,0 +1,148 @@
+//! Metering that ticks by itself: fuel in, micro-USD out.
+//!
+//! Before each turn the Store gets `min(fuel per turn, fuel the remaining budget can pay for)`.
+//! While the guest runs, the meter is *settled* — the fuel burnt since the last settlement is
+//! converted at the tier's rate and recorded through the store's `report_usage` (kind
+//! `compute`) — whenever at least [`METER_QUANTUM_FUEL`] is unsettled at an epoch tick, at every
+//! `metering` call, and at the end of the turn. After each settlement the fuel left is cut to
+//! what the remaining budget still pays for, so spend reported by the guest mid-turn (model
+//! tokens) shrinks its CPU allowance at once.
+//!
+//! Measured limit (wasmtime 48): Cranelift keeps a function's fuel counter in a register and
+//! writes it back to the Store only around calls, so an epoch tick inside a call-free loop sees
+//! no fuel burnt and that loop is settled at the end of its turn. The budget bound below does
+//! not depend on ticks: fuel is granted only up to what the budget pays for.
+//!
+//! Charges are computed on the *cumulative* fuel of the sandbox (`ceil(total × rate)` minus what
+//! was already charged), so rounding never accumulates: compute spend exceeds the exact price
+//! of the fuel burnt by less than one micro-USD, and because the guest never holds fuel its
+//! budget cannot pay for, total spend never passes the allocation by more than that one
+//! micro-USD — the metering quantum the tests bound.
+
+use wasmtime::StoreContextMut;
+
+use super::state::SandboxState;
+
+/// Unsettled fuel that triggers a settlement at the next epoch tick: 0.1 CPU-second. Smaller
+/// means fresher spend figures and more database writes (one fsync each).
+pub const METER_QUANTUM_FUEL: u64 = 100_000_000;
+
+/// The usage kind compute spend is recorded under; reserved to the host.
+pub const COMPUTE_KIND: &str = "compute";
+
+/// One sandbox's meter.
+#[derive(Debug, Clone)]
+pub(crate) struct Meter {
+    /// The per-turn fuel ceiling.
+    ceiling: u64,
+    /// Fuel in the Store at the last settlement.
+    level: u64,
+    /// Fuel burnt in the current turn.
+    pub(crate) turn_consumed: u64,
+    /// Fuel burnt over the sandbox's life.
+    pub(crate) total_consumed: u64,
+    /// Compute spend recorded so far, micro-USD.
+    pub(crate) charged_micro_usd: u64,
+    /// Remaining budget after the last settlement.
+    pub(crate) remaining_micro_usd: u64,
+    /// Set when the store refused to record spend (the transfer was terminated meanwhile):
+    /// the guest is stopped.
+    pub(crate) refused: Option<String>,
+}
+
+impl Meter {
+    pub(crate) fn new(ceiling: u64) -> Self {
+        Self {
+            ceiling,
+            level: 0,
+            turn_consumed: 0,
+            total_consumed: 0,
+            charged_micro_usd: 0,
+            remaining_micro_usd: 0,
+            refused: None,
+        }
+    }
+
+    /// Whether this turn's fuel ran out on the per-turn ceiling (rather than on the budget).
+    pub(crate) fn hit_ceiling(&self) -> bool {
+        self.turn_consumed >= self.ceiling
+    }
+
+    /// Fuel left in this turn's allowance: the ceiling minus what the turn burnt.
+    fn turn_left(&self) -> u64 {
+        self.ceiling.saturating_sub(self.turn_consumed)
+    }
+}
+
+/// Starts a turn: reads the budget and fuels the Store with what the turn may burn.
+pub(crate) fn start_turn(cx: &mut StoreContextMut<'_, SandboxState>) -> wasmtime::Result<u64> {
+    let st = cx.data_mut();
+    st.meter.turn_consumed = 0;
+    st.calls = Default::default();
+    st.turn_started = std::time::Instant::now();
+    let remaining = st
+        .db(|db| db.budget(&st.transfer))
+        .map_or(0, |b| b.map_or(0, |b| b.remaining_micro_usd()));
+    st.meter.remaining_micro_usd = remaining;
+    let fuel = st.limits.fuel_affordable(remaining).min(st.meter.turn_left());
+    st.meter.level = fuel;
+    cx.set_fuel(fuel)?;
+    Ok(fuel)
+}
+
+/// Fuel burnt since the last settlement.
+pub(crate) fn unsettled(cx: &StoreContextMut<'_, SandboxState>) -> u64 {
+    let fuel = cx.get_fuel().unwrap_or(0);
+    cx.data().meter.level.saturating_sub(fuel)
+}
+
+/// Charges the fuel burnt since the last settlement and cuts the fuel left to what the
+/// remaining budget pays for. Returns the remaining budget.
+pub(crate) fn settle(cx: &mut StoreContextMut<'_, SandboxState>) -> wasmtime::Result<u64> {
+    // Without fuel (only the raw-wasmtime benchmark baseline) there is nothing to settle.
+    let Ok(fuel) = cx.get_fuel() else {
+        return Ok(cx.data().meter.remaining_micro_usd);
+    };
+    let st = cx.data_mut();
+    let burnt = st.meter.level.saturating_sub(fuel);
+    st.meter.turn_consumed += burnt;
+    st.meter.total_consumed += burnt;
+    let owed = st
+        .limits
+        .compute_cost_micro_usd(st.meter.total_consumed)
+        .saturating_sub(st.meter.charged_micro_usd);
+    if owed > 0 {
+        match st.db(|db| db.report_usage(&st.transfer, owed, COMPUTE_KIND)) {
+            Ok(r) => {
+                st.meter.charged_micro_usd += owed;
+                st.meter.remaining_micro_usd = r.budget.remaining_micro_usd();
+            }
+            Err(e) => {
+                tracing::warn!(transfer = %st.transfer, error = %e, "compute spend refused; stopping the guest");
+                st.meter.refused = Some(e.to_string());
+                st.meter.remaining_micro_usd = 0;
+            }
+        }
+    }
+    let allowed = st
+        .limits
+        .fuel_affordable(st.meter.remaining_micro_usd)
+        .min(st.meter.turn_left());
+    let level = fuel.min(allowed);
+    st.meter.level = level;
+    let remaining = st.meter.remaining_micro_usd;
+    cx.set_fuel(level)?;
+    Ok(remaining)
+}
+
+/// Records spend the guest reported (or the host observed) and cuts the fuel left to match.
+pub(crate) fn external_spend(cx: &mut StoreContextMut<'_, SandboxState>, remaining: u64) -> wasmtime::Result<()> {
+    let Ok(fuel) = cx.get_fuel() else {
+        return Ok(());
+    };
+    let st = cx.data_mut();
+    st.meter.remaining_micro_usd = remaining;
+    let level = fuel.min(st.limits.fuel_affordable(remaining).min(st.meter.turn_left()));
+    st.meter.level = level;
+    cx.set_fuel(level)
+}

@@ -1,0 +1,552 @@
+//! Destination sandboxes: a transfer's agent running in a wasmtime component instance under
+//! its tier's ceilings, metered against its budget.
+//!
+//! [`Sandboxes`] is one host's set of sandboxes. It owns the one [`wasmtime::Engine`] (see
+//! [`engine`]), the compile cache ([`cache`]: no activation ever compiles), the component
+//! registry (bytes on disk, records in the store), the vault, and the *live* sandboxes.
+//!
+//! **Activation** ([`Sandboxes::activate`]): `begin_activation` (consumes the token) →
+//! instantiate from the cached `InstancePre` → call the guest's `resume` → `complete_activation`
+//! only if `resume` returned `Ok`; if it returned an error, trapped, ran out of budget or broke
+//! a ceiling → `fail_activation` with the reason (and a `ceiling_exceeded` event naming the
+//! ceiling). A failed sandbox's Store is dropped at once; the host goes on serving the others.
+//!
+//! **Live sandboxes.** A resumed sandbox (its Store and instance) is kept in a map keyed by
+//! transfer id: [`Sandboxes::run_turn`] finds it there to call `resume` again for a later turn,
+//! [`Sandboxes::live_count`] counts them. It is dropped when a turn fails, traps, breaks a
+//! ceiling or exhausts the budget (the transfer is then `insolvent`), or when its owner calls
+//! [`Sandboxes::drop_sandbox`] (after `terminate`, or to free the slot). While a turn runs the
+//! sandbox is out of the map, so no lock is held while guest code executes, and a second
+//! concurrent turn for the same transfer is refused ([`Error::NoSandbox`]).
+
+#[doc(hidden)]
+pub mod baseline;
+pub mod bindings;
+pub mod cache;
+pub mod egress;
+pub mod engine;
+pub mod limits;
+pub(crate) mod meter;
+pub(crate) mod state;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use ahp_store::{EventKind, Transfer};
+use serde_json::json;
+use wasmtime::component::Linker;
+use wasmtime::{AsContextMut, Engine, Trap, UpdateDeadline};
+
+use self::bindings::{Agent, AgentPre};
+use self::cache::ComponentCache;
+use self::engine::{EngineConfig, EpochTicker, build_engine};
+pub use self::limits::{Ceiling, CeilingCap, Ceilings};
+pub use self::meter::{COMPUTE_KIND, METER_QUANTUM_FUEL};
+use self::state::SandboxState;
+pub use self::state::{MAX_GUEST_LOG_BYTES, MAX_REPORTS_PER_TURN, MAX_RESOLUTIONS_PER_TURN, MAX_SAVES_PER_TURN};
+use crate::vault::Vault;
+
+/// Longest guest-supplied message kept in a failure reason, in bytes.
+pub const MAX_GUEST_MESSAGE_BYTES: usize = 512;
+
+/// Why a sandbox operation was refused before any guest code ran, or could not be recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The store refused (bad token, wrong state, unknown transfer, …) or failed.
+    #[error(transparent)]
+    Store(#[from] ahp_store::Error),
+    /// The transfer names a component this host has not registered.
+    #[error("component {0} is not registered on this host")]
+    UnknownComponent(String),
+    /// The transfer has no tier or component yet.
+    #[error("transfer {0} has no tier and component; provision it first")]
+    NotProvisioned(String),
+    /// No live sandbox for this transfer (never activated here, dropped, or mid-turn).
+    #[error("no live sandbox for transfer {0}")]
+    NoSandbox(String),
+    /// The bytes are not a component this host can run.
+    #[error("invalid component: {0}")]
+    InvalidComponent(String),
+    /// wasmtime refused the engine configuration or an instantiation setup.
+    #[error("wasmtime: {0}")]
+    Wasmtime(String),
+    /// A file of the host's data directory could not be read or written.
+    #[error("I/O on {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
+}
+
+/// How one guest turn ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnOutcome {
+    /// `resume` returned `Ok`.
+    Resumed,
+    /// `resume` returned an error; the guest's message (bounded).
+    ResumeFailed(String),
+    /// The guest broke a ceiling and was stopped.
+    CeilingExceeded(Ceiling),
+    /// The guest ran out of budget (not of its per-turn ceiling) and was stopped.
+    BudgetExhausted,
+    /// The guest trapped for another reason (a panic, an out-of-bounds access, …).
+    Trapped(String),
+    /// The host stopped the guest: the store refused its spend (e.g. the transfer was
+    /// terminated while it ran).
+    Stopped(String),
+}
+
+impl TurnOutcome {
+    /// The reason recorded by `fail_activation`, or `None` for [`TurnOutcome::Resumed`].
+    pub fn failure_reason(&self) -> Option<String> {
+        match self {
+            Self::Resumed => None,
+            Self::ResumeFailed(m) => Some(format!("resume returned an error: {m}")),
+            Self::CeilingExceeded(c) => Some(format!("ceiling exceeded: {c}")),
+            Self::BudgetExhausted => Some("budget exhausted: the guest used all the fuel its budget pays for".into()),
+            Self::Trapped(m) => Some(format!("guest trapped: {m}")),
+            Self::Stopped(m) => Some(format!("stopped by the host: {m}")),
+        }
+    }
+}
+
+/// What one turn did.
+#[derive(Debug, Clone)]
+pub struct TurnReport {
+    /// The transfer after the turn (e.g. `active`, `pushed` after a failed activation,
+    /// `insolvent`).
+    pub transfer: Transfer,
+    /// How the turn ended.
+    pub outcome: TurnOutcome,
+    /// Fuel the turn burnt.
+    pub fuel_consumed: u64,
+    /// Compute spend recorded over the sandbox's life so far, micro-USD.
+    pub compute_micro_usd: u64,
+}
+
+/// Where and how a host keeps its sandboxes.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// The host's data directory: `components/` and `compiled/` live under it.
+    pub data_dir: PathBuf,
+    /// How the engine is sized.
+    pub engine: EngineConfig,
+    /// Host-wide caps below the tiers' ceilings (none by default).
+    pub cap: CeilingCap,
+}
+
+impl SandboxConfig {
+    /// Defaults for a host whose data directory is `data_dir`.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            engine: EngineConfig::default(),
+            cap: CeilingCap::default(),
+        }
+    }
+}
+
+struct Sandbox {
+    store: wasmtime::Store<SandboxState>,
+    pre: AgentPre<SandboxState>,
+    agent: Option<Agent>,
+    egress_audited: std::sync::atomic::AtomicBool,
+}
+
+/// One host's sandboxes. See the [module docs](self).
+pub struct Sandboxes {
+    live: Mutex<HashMap<String, Sandbox>>,
+    cache: ComponentCache,
+    db: Arc<Mutex<ahp_store::Store>>,
+    vault: Arc<dyn Vault>,
+    cap: CeilingCap,
+    engine: Engine,
+    _ticker: EpochTicker,
+}
+
+impl std::fmt::Debug for Sandboxes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandboxes")
+            .field("live", &self.live_count())
+            .field("compiles", &self.compiles())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sandboxes {
+    /// Builds the engine and linker, opens the compile cache under `config.data_dir`, and
+    /// starts the epoch ticker.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Wasmtime`] for an engine configuration wasmtime refuses; [`Error::Io`] if the
+    /// data directory cannot be created.
+    pub fn open(
+        config: &SandboxConfig,
+        db: Arc<Mutex<ahp_store::Store>>,
+        vault: Arc<dyn Vault>,
+    ) -> Result<Self, Error> {
+        let engine = build_engine(&config.engine)?;
+        let mut linker = Linker::new(&engine);
+        crate::interfaces::add_to_linker(&mut linker).map_err(|e| Error::Wasmtime(format!("{e:#}")))?;
+        let cache = ComponentCache::open(engine.clone(), Arc::new(linker), &config.data_dir)?;
+        let ticker = EpochTicker::start(&engine, config.engine.epoch_tick);
+        Ok(Self {
+            live: Mutex::new(HashMap::new()),
+            cache,
+            db,
+            vault,
+            cap: config.cap,
+            engine,
+            _ticker: ticker,
+        })
+    }
+
+    /// The engine every sandbox of this host runs on.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The database this host records into.
+    pub fn db(&self) -> MutexGuard<'_, ahp_store::Store> {
+        self.db.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How many components this host has compiled since it started. Activations never
+    /// compile: only registration (or a cache miss on disk) does.
+    pub fn compiles(&self) -> u64 {
+        self.cache.compiles()
+    }
+
+    /// How many sandboxes are live (resumed and kept for later turns).
+    pub fn live_count(&self) -> usize {
+        self.live.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
+    /// Registers a component: stores its bytes under their digest, compiles and caches it, and
+    /// records it (with `name`, if given) in the store. Returns the record; its digest is what
+    /// `provision_runtime` takes (the name works too).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidComponent`] for bytes that are empty, too large, not a component, or
+    /// whose imports this host cannot satisfy; [`Error::Store`] for a bad name.
+    pub fn register_component(&self, bytes: &[u8], name: Option<&str>) -> Result<ahp_store::ComponentRecord, Error> {
+        if let Some(n) = name {
+            // Check the name before spending a compile on the bytes.
+            ahp_store::lifecycle::validate_component(n)?;
+        }
+        let digest = self.cache.add(bytes)?;
+        Ok(self.db().register_component(&digest, name, bytes.len() as u64)?)
+    }
+
+    /// [`register_component`](Self::register_component) for a file.
+    ///
+    /// # Errors
+    ///
+    /// As `register_component`, and [`Error::Io`] if the file cannot be read.
+    pub fn register_component_file(
+        &self,
+        path: impl AsRef<Path>,
+        name: Option<&str>,
+    ) -> Result<ahp_store::ComponentRecord, Error> {
+        let path = path.as_ref();
+        let len = std::fs::metadata(path)
+            .map_err(|source| Error::Io {
+                path: path.to_path_buf(),
+                source,
+            })?
+            .len();
+        if len > ahp_store::MAX_COMPONENT_BYTES {
+            return Err(Error::InvalidComponent(format!(
+                "{} is {len} bytes; the limit is {}",
+                path.display(),
+                ahp_store::MAX_COMPONENT_BYTES
+            )));
+        }
+        let bytes = std::fs::read(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        self.register_component(&bytes, name)
+    }
+
+    /// `activate`: begins the activation (consuming `token`), instantiates the transfer's
+    /// component and calls its `resume`; completes the activation only if `resume` returned
+    /// `Ok`, and otherwise fails it with the reason. See the [module docs](self).
+    ///
+    /// A guest failure is not an `Err`: it is reported in [`TurnReport::outcome`], with the
+    /// transfer back in `pushed`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] if `begin_activation` refuses (token, state); after it, setup failures
+    /// ([`Error::UnknownComponent`], [`Error::InvalidComponent`], …) are recorded with
+    /// `fail_activation` and returned.
+    pub fn activate(&self, transfer: &str, token: &str) -> Result<TurnReport, Error> {
+        let t = self.db().begin_activation(transfer, token)?;
+        let mut sandbox = match self.prepare(&t) {
+            Ok(s) => s,
+            Err(e) => {
+                self.db()
+                    .fail_activation(transfer, &bounded(&format!("sandbox setup failed: {e}")))?;
+                return Err(e);
+            }
+        };
+        let (outcome, fuel) = run(&mut sandbox);
+        let t = match outcome.failure_reason() {
+            None => self.db().complete_activation(transfer),
+            Some(reason) => {
+                self.audit_ceiling(&sandbox, &outcome);
+                self.db().fail_activation(transfer, &bounded(&reason))
+            }
+        };
+        if outcome == TurnOutcome::Resumed {
+            self.audit_ceiling(&sandbox, &outcome);
+        }
+        let compute = sandbox.store.data().meter.charged_micro_usd;
+        // Err: the transfer moved under us (terminated or expired mid-activation).
+        let t = t?;
+        if outcome == TurnOutcome::Resumed {
+            self.live
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(transfer.to_owned(), sandbox);
+        }
+        Ok(TurnReport {
+            transfer: t,
+            outcome,
+            fuel_consumed: fuel,
+            compute_micro_usd: compute,
+        })
+    }
+
+    /// Runs a later turn of a live sandbox: calls `resume` again, metered and bounded like the
+    /// first. The sandbox stays live only if the turn resumed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSandbox`] if the transfer has no live sandbox here; [`Error::Store`] if the
+    /// transfer can no longer be read.
+    pub fn run_turn(&self, transfer: &str) -> Result<TurnReport, Error> {
+        let mut sandbox = self
+            .live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(transfer)
+            .ok_or_else(|| Error::NoSandbox(transfer.to_owned()))?;
+        let (outcome, fuel) = run(&mut sandbox);
+        self.audit_ceiling(&sandbox, &outcome);
+        let compute = sandbox.store.data().meter.charged_micro_usd;
+        if outcome == TurnOutcome::Resumed {
+            self.live
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(transfer.to_owned(), sandbox);
+        } else {
+            tracing::info!(%transfer, ?outcome, "dropping sandbox");
+        }
+        Ok(TurnReport {
+            transfer: self.db().transfer(transfer)?,
+            outcome,
+            fuel_consumed: fuel,
+            compute_micro_usd: compute,
+        })
+    }
+
+    /// Drops the live sandbox of `transfer` (its Store, instance and pool slot). Returns
+    /// whether there was one.
+    pub fn drop_sandbox(&self, transfer: &str) -> bool {
+        self.live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(transfer)
+            .is_some()
+    }
+
+    /// What the live sandbox of `transfer` wrote to stdout and stderr (bounded by
+    /// [`MAX_GUEST_LOG_BYTES`]).
+    pub fn guest_log(&self, transfer: &str) -> Option<String> {
+        let live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        live.get(transfer)
+            .map(|s| String::from_utf8_lossy(&s.store.data().log.contents()).into_owned())
+    }
+
+    /// Instantiates and resumes a sandbox for `transfer` without any activation bookkeeping,
+    /// then drops it: the warm path the benchmarks measure (the transfer must have a budget).
+    ///
+    /// # Errors
+    ///
+    /// As the setup half of [`activate`](Self::activate).
+    #[doc(hidden)]
+    pub fn trial_resume(&self, transfer: &Transfer) -> Result<TurnOutcome, Error> {
+        let mut sandbox = self.prepare(transfer)?;
+        Ok(run(&mut sandbox).0)
+    }
+
+    /// Forgets every in-memory `InstancePre` (the on-disk cache stays).
+    #[doc(hidden)]
+    pub fn forget_instance_pres(&self) {
+        self.cache.forget_in_memory();
+    }
+
+    /// The ready Store (not yet instantiated) for `t`.
+    fn prepare(&self, t: &Transfer) -> Result<Sandbox, Error> {
+        let (tier, component) = t
+            .tier
+            .zip(t.component.as_deref())
+            .ok_or_else(|| Error::NotProvisioned(t.id.clone()))?;
+        let (snapshot, record) = {
+            let db = self.db();
+            (db.snapshot(&t.id)?, db.component(component)?)
+        };
+        let record = record.ok_or_else(|| Error::UnknownComponent(component.to_owned()))?;
+        let pre = self.cache.instance_pre(&record.digest)?;
+        let limits = tier.limits();
+        let ceilings = Ceilings::of(limits).tightened(&self.cap);
+        let state = SandboxState::new(
+            t.id.clone(),
+            Arc::new(snapshot),
+            limits,
+            ceilings,
+            self.db.clone(),
+            self.vault.clone(),
+        );
+        let mut store = wasmtime::Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store.epoch_deadline_callback(|mut cx| {
+            let st = cx.data();
+            if st.turn_started.elapsed() > st.ceilings.wall_clock_per_turn {
+                cx.data_mut().limiter.breach = Some(Ceiling::WallClock);
+                return Err(wasmtime::format_err!("wall-clock ceiling reached"));
+            }
+            if meter::unsettled(&cx) >= METER_QUANTUM_FUEL {
+                meter::settle(&mut cx)?;
+            }
+            Ok(UpdateDeadline::Continue(1))
+        });
+        Ok(Sandbox {
+            store,
+            pre,
+            agent: None,
+            egress_audited: Default::default(),
+        })
+    }
+
+    fn audit_ceiling(&self, sandbox: &Sandbox, outcome: &TurnOutcome) {
+        let st = sandbox.store.data();
+        // The egress ceiling cuts a request or response off without trapping the guest: audit
+        // the first breach whatever the turn's outcome.
+        if st.egress_meter.breached() && !sandbox.egress_audited.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            self.record_breach(st, Ceiling::Egress);
+        }
+        let TurnOutcome::CeilingExceeded(ceiling) = *outcome else {
+            return;
+        };
+        self.record_breach(st, ceiling);
+    }
+
+    fn record_breach(&self, st: &SandboxState, ceiling: Ceiling) {
+        let c = &st.ceilings;
+        let limit = match ceiling {
+            Ceiling::FuelPerTurn => json!(c.fuel_per_turn),
+            Ceiling::Memory => json!(c.memory_bytes),
+            Ceiling::TableElements => json!(c.table_elements),
+            Ceiling::Instances => json!(c.instances),
+            Ceiling::Tables => json!(c.tables),
+            Ceiling::Memories => json!(c.memories),
+            Ceiling::WallClock => json!(c.wall_clock_per_turn.as_millis() as u64),
+            Ceiling::Stack => json!(null),
+            Ceiling::Egress => json!(c.egress_bytes),
+        };
+        let mut detail = json!({ "ceiling": ceiling.as_str(), "tier": c.tier, "limit": limit });
+        if ceiling == Ceiling::Egress {
+            detail["usedBytes"] = json!(st.egress_meter.used());
+        }
+        if let Err(e) = self.db().record_event(&st.transfer, EventKind::CeilingExceeded, detail) {
+            tracing::error!(transfer = %st.transfer, error = %e, "could not audit a ceiling breach");
+        }
+    }
+}
+
+/// One turn: fuel the Store, instantiate if needed, call `resume`, settle the meter, classify.
+fn run(sandbox: &mut Sandbox) -> (TurnOutcome, u64) {
+    let store = &mut sandbox.store;
+    let fuel = match meter::start_turn(&mut store.as_context_mut()) {
+        Ok(f) => f,
+        Err(e) => return (TurnOutcome::Trapped(format!("{e:#}")), 0),
+    };
+    if fuel == 0 {
+        return (TurnOutcome::BudgetExhausted, 0);
+    }
+    store.set_epoch_deadline(1);
+    let result = (|| {
+        let agent = match &sandbox.agent {
+            Some(a) => a,
+            None => sandbox.agent.insert(sandbox.pre.instantiate(&mut *store)?),
+        };
+        agent.call_resume(&mut *store)
+    })();
+    if let Err(e) = meter::settle(&mut store.as_context_mut()) {
+        tracing::error!(error = %e, "settling the meter failed");
+    }
+    let st = store.data();
+    let outcome = match result {
+        Ok(Ok(())) => TurnOutcome::Resumed,
+        Ok(Err(message)) => TurnOutcome::ResumeFailed(truncate(&message, MAX_GUEST_MESSAGE_BYTES)),
+        Err(e) => {
+            if let Some(c) = st.limiter.breach {
+                TurnOutcome::CeilingExceeded(c)
+            } else if let Some(r) = &st.meter.refused {
+                TurnOutcome::Stopped(r.clone())
+            } else {
+                match e.downcast_ref::<Trap>() {
+                    Some(Trap::OutOfFuel) if st.meter.hit_ceiling() => {
+                        TurnOutcome::CeilingExceeded(Ceiling::FuelPerTurn)
+                    }
+                    Some(Trap::OutOfFuel) => TurnOutcome::BudgetExhausted,
+                    Some(Trap::StackOverflow) => TurnOutcome::CeilingExceeded(Ceiling::Stack),
+                    Some(Trap::Interrupt) => TurnOutcome::CeilingExceeded(Ceiling::WallClock),
+                    _ => count_ceiling(&e).map_or_else(
+                        || TurnOutcome::Trapped(truncate(&format!("{e:#}"), MAX_GUEST_MESSAGE_BYTES)),
+                        TurnOutcome::CeilingExceeded,
+                    ),
+                }
+            }
+        }
+    };
+    (outcome, st.meter.turn_consumed)
+}
+
+/// Instantiation refused by the limiter's counts (wasmtime reports them as errors, not traps).
+fn count_ceiling(e: &wasmtime::Error) -> Option<Ceiling> {
+    let msg = format!("{e:#}");
+    if msg.contains("instance count too high") {
+        Some(Ceiling::Instances)
+    } else if msg.contains("table count too high") {
+        Some(Ceiling::Tables)
+    } else if msg.contains("memory count too high") {
+        Some(Ceiling::Memories)
+    } else {
+        None
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// A reason within the store's bound.
+fn bounded(reason: &str) -> String {
+    truncate(reason, ahp_store::lifecycle::MAX_REASON_BYTES - 4)
+}

@@ -1,0 +1,526 @@
+//! The destination sandbox, end to end: real guest components (built by `build.rs` from
+//! `examples/`) activated against a real store, each hostile guest stopped by the right
+//! ceiling with its audit event, and the host serving the next sandbox fine afterwards.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ahp_host::guests;
+use ahp_host::sandbox::{Ceiling, CeilingCap, SandboxConfig, Sandboxes, TurnOutcome, TurnReport};
+use ahp_host::store::{
+    DEFAULT_TOKEN_TTL, EventKind, McpServer, Message, SnapshotInput, Store, Tier, TokenKey, TokenScope, TransferStatus,
+    issue_transfer_token,
+};
+use ahp_host::vault::DirVault;
+use serde_json::{Value, json};
+
+const SECRET: &str = "sk-inventory-test";
+
+struct Host {
+    _dir: tempfile::TempDir,
+    key: TokenKey,
+    sandboxes: Sandboxes,
+}
+
+fn host_with(cap: CeilingCap, data_dir: Option<PathBuf>) -> Host {
+    let dir = tempfile::tempdir().unwrap();
+    let key = TokenKey::random();
+    let db = Store::open_in_memory().unwrap().with_token_key(key.clone());
+    let vault_dir = dir.path().join("vault");
+    let vault = DirVault::open(&vault_dir).unwrap();
+    std::fs::write(vault_dir.join("inventory-api"), format!("{SECRET}\n")).unwrap();
+    // A secret beside the vault that no guest may reach.
+    std::fs::write(dir.path().join("token-key"), "host secret").unwrap();
+    // Compiled components are shared between tests (files are written atomically) unless a
+    // test needs a cold cache.
+    let data_dir = data_dir.unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandbox-cache"));
+    let mut config = SandboxConfig::new(data_dir);
+    config.engine.max_live_sandboxes = 16;
+    config.cap = cap;
+    let sandboxes = Sandboxes::open(&config, Arc::new(Mutex::new(db)), Arc::new(vault)).unwrap();
+    for (name, path) in guests::ALL {
+        sandboxes.register_component_file(path, Some(name)).unwrap();
+    }
+    let wat = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/guests/table-bomb.wat")).unwrap();
+    sandboxes.register_component(&wat, Some("table-bomb")).unwrap();
+    Host {
+        _dir: dir,
+        key,
+        sandboxes,
+    }
+}
+
+fn host() -> Host {
+    host_with(CeilingCap::default(), None)
+}
+
+fn snapshot(messages: usize, tool_state: Value) -> SnapshotInput {
+    SnapshotInput {
+        source_host: "laptop".into(),
+        system_prompt: "You forecast inventory.".into(),
+        message_history: (0..messages)
+            .map(|i| Message {
+                role: if i % 2 == 0 { "user" } else { "assistant" }.into(),
+                content: format!("message {i}"),
+            })
+            .collect(),
+        tool_state,
+        mcp_config: vec![McpServer {
+            server: "https://inventory.example.com/mcp".into(),
+            cred_ref: "inventory-api".into(),
+        }],
+    }
+}
+
+fn inventory() -> Value {
+    json!({ "inventory": [
+        { "sku": "A-1", "onHand": 10, "dailySales": [5, 6, 4], "leadTimeDays": 7 },
+        { "sku": "B-2", "onHand": 500, "dailySales": [1, 2], "leadTimeDays": 3 },
+    ]})
+}
+
+impl Host {
+    /// A pushed transfer running `component` at `tier` with `budget` micro-USD.
+    fn pushed(&self, snap: &SnapshotInput, tier: Tier, budget: u64, component: &str) -> String {
+        let mut db = self.sandboxes.db();
+        let t = db.snapshot_state(snap).unwrap();
+        let tok = issue_transfer_token(
+            &self.key,
+            &t.id,
+            TokenScope::ProvisionRuntime,
+            db.now(),
+            DEFAULT_TOKEN_TTL,
+        )
+        .unwrap();
+        db.provision_runtime(&t.id, tier, budget, component, &tok).unwrap();
+        db.push_state(&t.id, None).unwrap();
+        t.id
+    }
+
+    fn activate(&self, id: &str) -> TurnReport {
+        let tok = {
+            let db = self.sandboxes.db();
+            issue_transfer_token(&self.key, id, TokenScope::Activate, db.now(), DEFAULT_TOKEN_TTL).unwrap()
+        };
+        self.sandboxes.activate(id, &tok).unwrap()
+    }
+
+    fn events(&self, id: &str, kind: EventKind) -> Vec<Value> {
+        let status = self.sandboxes.db().get_status(id).unwrap();
+        status
+            .events
+            .into_iter()
+            .filter(|e| e.kind == kind)
+            .map(|e| e.detail)
+            .collect()
+    }
+
+    /// Activates a hostile guest, checks it was stopped by `ceiling` with its audit event and
+    /// the transfer left `pushed`, then checks a forecaster still activates on this host.
+    fn assert_stopped_by(&self, component: &str, tier: Tier, ceiling: Ceiling) {
+        let id = self.pushed(&snapshot(3, json!({})), tier, 1_000_000, component);
+        let report = self.activate(&id);
+        assert_eq!(report.outcome, TurnOutcome::CeilingExceeded(ceiling), "{component}");
+        assert_eq!(report.transfer.status, TransferStatus::Pushed);
+        assert!(!report.transfer.activating);
+        let breaches = self.events(&id, EventKind::CeilingExceeded);
+        assert_eq!(breaches.len(), 1, "{breaches:?}");
+        assert_eq!(breaches[0]["ceiling"], ceiling.as_str());
+        assert_eq!(breaches[0]["tier"], tier.as_str());
+        let failed = self.events(&id, EventKind::ActivationFailed);
+        assert_eq!(failed[0]["reason"], format!("ceiling exceeded: {ceiling}"));
+        assert_eq!(self.sandboxes.live_count(), 0, "a failed sandbox is dropped");
+        self.assert_serves_a_forecaster();
+    }
+
+    fn assert_serves_a_forecaster(&self) {
+        let id = self.pushed(&snapshot(4, inventory()), Tier::Nano, 1_000_000, "forecaster");
+        let report = self.activate(&id);
+        assert_eq!(report.outcome, TurnOutcome::Resumed);
+        assert_eq!(report.transfer.status, TransferStatus::Active);
+        assert!(self.sandboxes.drop_sandbox(&id));
+    }
+}
+
+#[test]
+fn forecaster() {
+    let h = host();
+    // 600 messages: three pages of the snapshot interface.
+    let id = h.pushed(&snapshot(600, inventory()), Tier::Nano, 1_000_000, "forecaster");
+    let report = h.activate(&id);
+    assert_eq!(report.outcome, TurnOutcome::Resumed);
+    assert_eq!(report.transfer.status, TransferStatus::Active);
+    assert!(report.fuel_consumed > 0);
+    assert!(report.compute_micro_usd >= 1, "compute is charged");
+
+    let db = h.sandboxes.db();
+    let saved: Value = serde_json::from_slice(&db.load_checkpoint(&id).unwrap().unwrap().state).unwrap();
+    assert_eq!(saved["turn"], 1);
+    assert_eq!(saved["messagesSeen"], 600, "resume saw the whole history");
+    // A-1 sells 5/day with a 7-day lead time: 35 needed, 10 on hand → reorder 60.
+    assert_eq!(saved["reorders"], json!([["A-1", 60]]));
+    let status = db.get_status(&id).unwrap();
+    let budget = status.budget.unwrap();
+    assert_eq!(budget.spent_micro_usd, 601 + report.compute_micro_usd);
+    drop(db);
+    let usage = h.events(&id, EventKind::UsageReported);
+    assert!(
+        usage
+            .iter()
+            .any(|u| u["kind"] == "model_tokens" && u["amountMicroUsd"] == 601)
+    );
+    assert!(usage.iter().any(|u| u["kind"] == "compute"));
+    let resolved = h.events(&id, EventKind::CredentialResolved);
+    assert_eq!(resolved, vec![json!({ "credRef": "inventory-api" })]);
+    let log = h.sandboxes.guest_log(&id).unwrap();
+    assert!(log.contains(&format!("{id}: 1 reorders on turn 1")), "{log}");
+    assert!(!log.contains(SECRET));
+
+    // A later turn runs on the same live instance and sees its own checkpoint.
+    let again = h.sandboxes.run_turn(&id).unwrap();
+    assert_eq!(again.outcome, TurnOutcome::Resumed);
+    let saved: Value = serde_json::from_slice(&h.sandboxes.db().load_checkpoint(&id).unwrap().unwrap().state).unwrap();
+    assert_eq!(saved["turn"], 2);
+    assert!(h.sandboxes.drop_sandbox(&id));
+    assert!(matches!(
+        h.sandboxes.run_turn(&id),
+        Err(ahp_host::sandbox::Error::NoSandbox(_))
+    ));
+}
+
+#[test]
+fn second_activation_of_the_same_component_does_no_compile() {
+    let cold = tempfile::tempdir().unwrap();
+    let h = host_with(CeilingCap::default(), Some(cold.path().to_path_buf()));
+    let compiled = h.sandboxes.compiles();
+    assert_eq!(
+        compiled,
+        guests::ALL.len() as u64 + 1,
+        "registration compiles each component once"
+    );
+    h.assert_serves_a_forecaster();
+    h.assert_serves_a_forecaster();
+    assert_eq!(h.sandboxes.compiles(), compiled, "activations compile nothing");
+    // Even with the in-memory InstancePres gone, the on-disk cache serves the next activation.
+    h.sandboxes.forget_instance_pres();
+    h.assert_serves_a_forecaster();
+    assert_eq!(h.sandboxes.compiles(), compiled);
+    // A restarted host reuses the compiled files.
+    let again = host_with(CeilingCap::default(), Some(cold.path().to_path_buf()));
+    assert_eq!(again.sandboxes.compiles(), 0);
+}
+
+#[test]
+fn loop_forever() {
+    // Nano: 0.25 CPU-s of fuel, 2 s of wall clock: the fuel ceiling bites first.
+    host().assert_stopped_by("loop-forever", Tier::Nano, Ceiling::FuelPerTurn);
+}
+
+#[test]
+fn wall_clock_ceiling_stops_a_spinning_guest() {
+    let cap = CeilingCap {
+        wall_clock_per_turn: Some(Duration::from_millis(30)),
+        ..CeilingCap::default()
+    };
+    let h = host_with(cap, None);
+    let started = std::time::Instant::now();
+    h.assert_stopped_by("loop-forever", Tier::Small, Ceiling::WallClock);
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn memory_bomb() {
+    host().assert_stopped_by("memory-bomb", Tier::Nano, Ceiling::Memory);
+}
+
+#[test]
+fn table_bomb() {
+    host().assert_stopped_by("table-bomb", Tier::Nano, Ceiling::TableElements);
+}
+
+#[test]
+fn deep_recursion() {
+    host().assert_stopped_by("deep-recursion", Tier::Nano, Ceiling::Stack);
+}
+
+#[test]
+fn credential_prober() {
+    let h = host();
+    let id = h.pushed(&snapshot(1, json!({})), Tier::Nano, 1_000_000, "credential-prober");
+    let report = h.activate(&id);
+    // The prober resumes only if every probe was refused and its own ref resolved.
+    assert_eq!(report.outcome, TurnOutcome::Resumed);
+    let denied = h.events(&id, EventKind::CredentialDenied);
+    let refs: Vec<&str> = denied.iter().map(|d| d["credRef"].as_str().unwrap()).collect();
+    assert_eq!(refs, ["someone-elses-key", "../token-key", "../../etc/passwd"]);
+    assert!(denied[0]["reason"].as_str().unwrap().contains("not listed"));
+    assert!(denied[1]["reason"].as_str().unwrap().contains("malformed"));
+    let resolved = h.events(&id, EventKind::CredentialResolved);
+    assert_eq!(resolved.len(), 1);
+    let log = serde_json::to_string(&h.sandboxes.db().get_status(&id).unwrap().events).unwrap();
+    assert!(
+        !log.contains(SECRET) && !log.contains("host secret"),
+        "no value is audited"
+    );
+}
+
+#[test]
+fn cpu_burn() {
+    let h = host();
+    let work = json!({ "rounds": 200_000 });
+    let a = h.pushed(&snapshot(0, work.clone()), Tier::Nano, 1_000_000, "cpu-burn");
+    let b = h.pushed(&snapshot(0, work), Tier::Nano, 1_000_000, "cpu-burn");
+    let (ra, rb) = (h.activate(&a), h.activate(&b));
+    assert_eq!(ra.outcome, TurnOutcome::Resumed);
+    assert_eq!(ra.fuel_consumed, rb.fuel_consumed, "fuel is bit-exact run to run");
+    assert!(ra.fuel_consumed > 200_000 * 3, "every round costs fuel");
+}
+
+#[test]
+fn a_guest_out_of_budget_makes_the_transfer_insolvent_within_one_quantum() {
+    let h = host();
+    // Nano charges 20 micro-USD per CPU-second: 3 micro-USD buys 0.15 s, below the 0.25 s
+    // per-turn ceiling, so the budget runs out first.
+    let allocated = 3;
+    let id = h.pushed(
+        &snapshot(0, json!({ "resumeFirst": true })),
+        Tier::Nano,
+        allocated,
+        "loop-forever",
+    );
+    let first = h.activate(&id);
+    assert_eq!(first.outcome, TurnOutcome::Resumed);
+    assert_eq!(first.transfer.status, TransferStatus::Active);
+    let second = h.sandboxes.run_turn(&id).unwrap();
+    assert_eq!(second.outcome, TurnOutcome::BudgetExhausted);
+    assert_eq!(second.transfer.status, TransferStatus::Insolvent);
+    let budget = h.sandboxes.db().get_status(&id).unwrap().budget.unwrap();
+    assert!(budget.spent_micro_usd >= allocated);
+    assert!(
+        budget.spent_micro_usd <= allocated + 1,
+        "spend {} passed the budget {allocated} by more than one metering quantum",
+        budget.spent_micro_usd
+    );
+    assert_eq!(h.events(&id, EventKind::Insolvent).len(), 1);
+    assert_eq!(h.sandboxes.live_count(), 0, "an insolvent sandbox is dropped");
+    h.assert_serves_a_forecaster();
+}
+
+#[test]
+fn metering_ticks_while_the_guest_runs() {
+    let h = host();
+    let id = h.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, "loop-forever");
+    let report = h.activate(&id);
+    assert_eq!(report.outcome, TurnOutcome::CeilingExceeded(Ceiling::FuelPerTurn));
+    let compute: Vec<u64> = h
+        .events(&id, EventKind::UsageReported)
+        .iter()
+        .filter(|u| u["kind"] == "compute")
+        .map(|u| u["amountMicroUsd"].as_u64().unwrap())
+        .collect();
+    // 0.25 CPU-s at 20 micro-USD per CPU-s is 5 micro-USD, charged by the host without the
+    // guest reporting anything. (A call-free loop is settled at the end of the turn: wasmtime
+    // only writes the fuel counter back to the Store at calls, so an epoch tick inside such a
+    // loop sees no fuel burnt. Guests that make calls are settled at ticks too.)
+    assert!(!compute.is_empty(), "{compute:?}");
+    assert_eq!(compute.iter().sum::<u64>(), 5);
+    assert_eq!(report.compute_micro_usd, 5);
+    assert_eq!(h.sandboxes.db().budget(&id).unwrap().unwrap().spent_micro_usd, 5);
+}
+
+#[test]
+fn the_forecaster_is_embedded_for_the_binary() {
+    assert_eq!(guests::FORECASTER_WASM, std::fs::read(guests::FORECASTER).unwrap());
+}
+
+#[test]
+fn a_guest_out_of_budget_during_activation_fails_it() {
+    let h = host();
+    let id = h.pushed(&snapshot(0, json!({})), Tier::Nano, 1, "loop-forever");
+    let report = h.activate(&id);
+    assert_eq!(report.outcome, TurnOutcome::BudgetExhausted);
+    assert_eq!(report.transfer.status, TransferStatus::Pushed);
+    let budget = h.sandboxes.db().get_status(&id).unwrap().budget.unwrap();
+    assert!(budget.spent_micro_usd <= 1 + 1);
+    assert!(
+        h.events(&id, EventKind::CeilingExceeded).is_empty(),
+        "budget is not a ceiling"
+    );
+}
+
+#[test]
+fn activation_is_refused_without_a_valid_token_and_changes_nothing() {
+    let h = host();
+    let id = h.pushed(&snapshot(1, inventory()), Tier::Nano, 1_000, "forecaster");
+    assert!(h.sandboxes.activate(&id, "not-a-token").is_err());
+    assert_eq!(h.sandboxes.db().transfer(&id).unwrap().status, TransferStatus::Pushed);
+    assert_eq!(h.sandboxes.live_count(), 0);
+}
+
+#[test]
+fn unregistered_or_invalid_components_are_refused() {
+    let h = host();
+    assert!(h.sandboxes.register_component(b"not wasm", None).is_err());
+    assert!(h.sandboxes.register_component(&[], None).is_err());
+    let too_big = vec![0u8; ahp_host::store::MAX_COMPONENT_BYTES as usize + 1];
+    assert!(h.sandboxes.register_component(&too_big, None).is_err());
+    let id = h.pushed(&snapshot(1, inventory()), Tier::Nano, 1_000, "never-registered");
+    let tok = issue_transfer_token(
+        &h.key,
+        &id,
+        TokenScope::Activate,
+        h.sandboxes.db().now(),
+        DEFAULT_TOKEN_TTL,
+    )
+    .unwrap();
+    let err = h.sandboxes.activate(&id, &tok).unwrap_err();
+    assert!(matches!(err, ahp_host::sandbox::Error::UnknownComponent(_)), "{err}");
+    let t = h.sandboxes.db().transfer(&id).unwrap();
+    assert_eq!((t.status, t.activating), (TransferStatus::Pushed, false));
+    assert_eq!(h.events(&id, EventKind::ActivationFailed).len(), 1);
+}
+
+/// A loopback HTTP/1.1 server that answers every request with `ok` and counts the requests
+/// and the body bytes it received (content-length or chunked).
+struct Loopback {
+    url: String,
+    requests: Arc<std::sync::atomic::AtomicU64>,
+    body_bytes: Arc<std::sync::atomic::AtomicU64>,
+}
+
+fn loopback() -> Loopback {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::sync::atomic::Ordering;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://127.0.0.1:{}/mcp", listener.local_addr().unwrap().port());
+    let requests = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let body_bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (r, b) = (requests.clone(), body_bytes.clone());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let (mut length, mut chunked) = (0usize, false);
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                continue;
+            }
+            loop {
+                line.clear();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                let lower = line.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                chunked |= lower.starts_with("transfer-encoding:") && lower.contains("chunked");
+            }
+            let mut got = 0usize;
+            let mut sink = vec![0; 64 * 1024];
+            if chunked {
+                loop {
+                    line.clear();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        break;
+                    }
+                    let size = usize::from_str_radix(line.trim(), 16).unwrap_or(0);
+                    if size == 0 {
+                        break;
+                    }
+                    let mut chunk = vec![0; size + 2];
+                    if reader.read_exact(&mut chunk).is_err() {
+                        break;
+                    }
+                    got += size;
+                }
+            } else {
+                while got < length {
+                    let n = reader.read(&mut sink[..(length - got).min(65536)]).unwrap_or(0);
+                    if n == 0 {
+                        break;
+                    }
+                    got += n;
+                }
+            }
+            r.fetch_add(1, Ordering::Relaxed);
+            b.fetch_add(got as u64, Ordering::Relaxed);
+            let mut conn = conn;
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+        }
+    });
+    Loopback {
+        url,
+        requests,
+        body_bytes,
+    }
+}
+
+fn snapshot_for(server: &str) -> SnapshotInput {
+    let mut s = snapshot(1, json!({}));
+    s.mcp_config[0].server = server.to_owned();
+    s
+}
+
+#[test]
+fn egress_flood() {
+    use std::sync::atomic::Ordering;
+    let server = loopback();
+    let h = host();
+    let id = h.pushed(&snapshot_for(&server.url), Tier::Nano, 1_000_000, "egress-flood");
+    let report = h.activate(&id);
+    // The flood was cut off at the ceiling (the guest resumes only once it was).
+    assert_eq!(report.outcome, TurnOutcome::Resumed);
+    let ceiling = Tier::Nano.limits().egress_bytes;
+    let breaches = h.events(&id, EventKind::CeilingExceeded);
+    assert_eq!(breaches.len(), 1, "{breaches:?}");
+    assert_eq!(breaches[0]["ceiling"], "egress_bytes");
+    assert_eq!(breaches[0]["limit"], ceiling);
+    let used = breaches[0]["usedBytes"].as_u64().unwrap();
+    assert!(used <= ceiling && used > ceiling / 2, "counted {used} of {ceiling}");
+    let received = server.body_bytes.load(Ordering::Relaxed);
+    assert!(
+        received <= ceiling,
+        "the server received {received} bytes, past the {ceiling} ceiling"
+    );
+    assert!(server.requests.load(Ordering::Relaxed) >= 8);
+    assert!(h.sandboxes.guest_log(&id).unwrap().contains("cut off after"));
+    // A later turn gets no more: the ceiling is over the sandbox's life.
+    // (The server counts the cut-off request when its connection closes: let it settle.)
+    std::thread::sleep(Duration::from_millis(300));
+    let before = server.requests.load(Ordering::Relaxed);
+    h.sandboxes.run_turn(&id).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(server.requests.load(Ordering::Relaxed), before);
+    assert_eq!(
+        h.events(&id, EventKind::CeilingExceeded).len(),
+        1,
+        "one breach, audited once"
+    );
+}
+
+#[test]
+fn egress_denied() {
+    use std::sync::atomic::Ordering;
+    let server = loopback();
+    let h = host();
+    let id = h.pushed(&snapshot_for(&server.url), Tier::Nano, 1_000_000, "egress-denied");
+    let report = h.activate(&id);
+    // The guest resumes only if example.com and `localhost` were refused and its own server
+    // (named 127.0.0.1) answered.
+    assert_eq!(report.outcome, TurnOutcome::Resumed, "{:?}", h.sandboxes.guest_log(&id));
+    assert_eq!(server.requests.load(Ordering::Relaxed), 1);
+    assert!(h.sandboxes.guest_log(&id).unwrap().contains("own server answered 200"));
+}
+
+/// Every guest built from `examples/` has a test of its own name in this file.
+mod every_guest_is_tested {
+    macro_rules! assert_tested {
+        ($name:ident, $path:expr) => {
+            #[allow(unused_imports)]
+            use super::$name as _;
+        };
+    }
+    ahp_host::foreach_guest!(assert_tested);
+}

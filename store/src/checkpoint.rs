@@ -1,0 +1,107 @@
+//! Checkpoints: an agent's durable working memory, one blob per transfer.
+//!
+//! The sandbox saves what the guest hands its `checkpoint.save`; the size is bounded by the
+//! transfer's tier ([`TierLimits::checkpoint_bytes`](crate::TierLimits::checkpoint_bytes)),
+//! checked here as well as in the host so no caller can store more.
+
+use rusqlite::OptionalExtension;
+
+use crate::clock::Timestamp;
+use crate::db::Store;
+use crate::error::{Error, Result};
+use crate::transfer;
+
+/// A saved checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// The bytes the guest saved.
+    pub state: Vec<u8>,
+    /// When they were saved.
+    pub saved_at: Timestamp,
+}
+
+impl Store {
+    /// Replaces `transfer`'s checkpoint with `state`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] if the transfer has no tier yet or `state` is larger than its
+    /// tier's `checkpoint_bytes`; [`Error::TransferNotFound`].
+    pub fn save_checkpoint(&mut self, transfer: &str, state: &[u8]) -> Result<()> {
+        let t = self.transfer(transfer)?;
+        let tier = t
+            .tier
+            .ok_or_else(|| Error::invalid("transfer", format!("{transfer} has no tier yet")))?;
+        let max = tier.limits().checkpoint_bytes;
+        if state.len() as u64 > max {
+            return Err(Error::invalid(
+                "checkpoint",
+                format!("is {} bytes; the {tier} tier allows {max}", state.len()),
+            ));
+        }
+        let now = self.now();
+        let tx = self.immediate()?;
+        tx.prepare_cached(
+            "INSERT INTO checkpoints (transfer_id, state, saved_at) VALUES (?1, ?2, ?3)
+             ON CONFLICT (transfer_id) DO UPDATE SET state = ?2, saved_at = ?3",
+        )?
+        .execute((transfer, state, now.as_micros()))?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// `transfer`'s checkpoint, if one was saved.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for a malformed id.
+    pub fn load_checkpoint(&self, transfer: &str) -> Result<Option<Checkpoint>> {
+        transfer::check_id(transfer)?;
+        Ok(self
+            .conn
+            .prepare_cached("SELECT state, saved_at FROM checkpoints WHERE transfer_id = ?1")?
+            .query_row([transfer], |r| {
+                Ok(Checkpoint {
+                    state: r.get(0)?,
+                    saved_at: Timestamp::from_micros(r.get(1)?),
+                })
+            })
+            .optional()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::*;
+
+    fn provisioned(store: &mut Store, key: &TokenKey, tier: Tier) -> String {
+        let snap = SnapshotInput {
+            source_host: "laptop".into(),
+            system_prompt: "p".into(),
+            message_history: vec![],
+            tool_state: serde_json::json!({}),
+            mcp_config: vec![],
+        };
+        let t = store.snapshot_state(&snap).unwrap();
+        let tok =
+            issue_transfer_token(key, &t.id, TokenScope::ProvisionRuntime, store.now(), DEFAULT_TOKEN_TTL).unwrap();
+        store.provision_runtime(&t.id, tier, 1_000, "forecaster", &tok).unwrap();
+        t.id
+    }
+
+    #[test]
+    fn saves_replaces_and_bounds_by_tier() {
+        let key = TokenKey::random();
+        let mut s = Store::open_in_memory().unwrap().with_token_key(key.clone());
+        let id = provisioned(&mut s, &key, Tier::Nano);
+        assert_eq!(s.load_checkpoint(&id).unwrap(), None);
+        s.save_checkpoint(&id, b"one").unwrap();
+        s.save_checkpoint(&id, b"two").unwrap();
+        assert_eq!(s.load_checkpoint(&id).unwrap().unwrap().state, b"two");
+        let max = Tier::Nano.limits().checkpoint_bytes as usize;
+        s.save_checkpoint(&id, &vec![7; max]).unwrap();
+        let err = s.save_checkpoint(&id, &vec![7; max + 1]).unwrap_err();
+        assert!(matches!(err, Error::InvalidInput { .. }), "{err}");
+        assert_eq!(s.load_checkpoint(&id).unwrap().unwrap().state.len(), max);
+    }
+}

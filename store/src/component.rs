@@ -1,0 +1,170 @@
+//! The component registry: which guest components the host knows, by digest and optional name.
+//!
+//! The bytes themselves live on the host's disk (named by digest); this table records that a
+//! digest was registered, its size and when, and the human name `provision_runtime` may use
+//! instead of the digest. A name points at one digest; registering it again moves it.
+
+use rusqlite::OptionalExtension;
+use serde::Serialize;
+
+use crate::clock::Timestamp;
+use crate::db::Store;
+use crate::error::{Error, Result};
+use crate::lifecycle::validate_component;
+
+/// Largest component the registry accepts, in bytes. A real agent built with the guest SDK is
+/// well under 1 MiB; 16 MiB leaves room for embedded data without letting a registration fill
+/// the disk or take seconds to compile.
+pub const MAX_COMPONENT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// One registered component.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ComponentRecord {
+    /// `sha256:` and 64 lowercase hex digits of the component's bytes.
+    pub digest: String,
+    /// The name it was registered under, if any.
+    pub name: Option<String>,
+    /// Size of the component in bytes.
+    pub size_bytes: u64,
+    /// When it was (last) registered.
+    pub registered_at: Timestamp,
+}
+
+fn is_digest(s: &str) -> bool {
+    s.strip_prefix("sha256:")
+        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
+impl Store {
+    /// Records that the component with `digest` (`size_bytes` long) is registered, optionally
+    /// under `name`. Registering a known digest again refreshes it; giving a name that belonged
+    /// to another digest moves the name.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for a malformed digest or name, or a size outside
+    /// 1..=[`MAX_COMPONENT_BYTES`].
+    pub fn register_component(&mut self, digest: &str, name: Option<&str>, size_bytes: u64) -> Result<ComponentRecord> {
+        if !is_digest(digest) {
+            return Err(Error::invalid(
+                "digest",
+                "must be sha256: followed by 64 lowercase hex digits",
+            ));
+        }
+        if let Some(name) = name {
+            if is_digest(name) || name.starts_with("sha256:") {
+                return Err(Error::invalid("name", "may not look like a digest"));
+            }
+            validate_component(name).map_err(|_| {
+                Error::invalid(
+                    "name",
+                    "must be 1 to 64 of a-z, 0-9, '.', '_', '-', starting with a letter or digit",
+                )
+            })?;
+        }
+        if size_bytes == 0 || size_bytes > MAX_COMPONENT_BYTES {
+            return Err(Error::invalid(
+                "sizeBytes",
+                format!("must be 1 to {MAX_COMPONENT_BYTES}"),
+            ));
+        }
+        let now = self.now();
+        let tx = self.immediate()?;
+        if let Some(name) = name {
+            tx.execute(
+                "UPDATE components SET name = NULL WHERE name = ?1 AND digest <> ?2",
+                (name, digest),
+            )?;
+        }
+        tx.execute(
+            "INSERT INTO components (digest, name, size_bytes, registered_at) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (digest) DO UPDATE SET name = coalesce(?2, name), registered_at = ?4",
+            (digest, name, size_bytes as i64, now.as_micros()),
+        )?;
+        let record = load(&tx, digest)?.ok_or_else(|| Error::CorruptRow {
+            table: "components",
+            reason: format!("{digest} vanished inside its own transaction"),
+        })?;
+        tx.commit()?;
+        Ok(record)
+    }
+
+    /// The registered component a digest or a name refers to, if any.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for a malformed reference.
+    pub fn component(&self, digest_or_name: &str) -> Result<Option<ComponentRecord>> {
+        validate_component(digest_or_name)?;
+        if is_digest(digest_or_name) {
+            return load(&self.conn, digest_or_name);
+        }
+        let digest: Option<String> = self
+            .conn
+            .prepare_cached("SELECT digest FROM components WHERE name = ?1")?
+            .query_row([digest_or_name], |r| r.get(0))
+            .optional()?;
+        match digest {
+            Some(d) => load(&self.conn, &d),
+            None => Ok(None),
+        }
+    }
+}
+
+fn load(conn: &rusqlite::Connection, digest: &str) -> Result<Option<ComponentRecord>> {
+    Ok(conn
+        .prepare_cached("SELECT digest, name, size_bytes, registered_at FROM components WHERE digest = ?1")?
+        .query_row([digest], |r| {
+            Ok(ComponentRecord {
+                digest: r.get(0)?,
+                name: r.get(1)?,
+                size_bytes: r.get::<_, i64>(2)? as u64,
+                registered_at: Timestamp::from_micros(r.get(3)?),
+            })
+        })
+        .optional()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const D1: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+    const D2: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+
+    #[test]
+    fn registers_resolves_and_moves_names() {
+        let mut s = Store::open_in_memory().unwrap();
+        let r = s.register_component(D1, Some("forecaster"), 80_000).unwrap();
+        assert_eq!(r.name.as_deref(), Some("forecaster"));
+        assert_eq!(s.component("forecaster").unwrap().unwrap().digest, D1);
+        assert_eq!(s.component(D1).unwrap().unwrap().size_bytes, 80_000);
+        // Re-registering without a name keeps the name.
+        s.register_component(D1, None, 80_000).unwrap();
+        assert_eq!(s.component("forecaster").unwrap().unwrap().digest, D1);
+        // The name moves to the new build.
+        s.register_component(D2, Some("forecaster"), 90_000).unwrap();
+        assert_eq!(s.component("forecaster").unwrap().unwrap().digest, D2);
+        assert_eq!(s.component(D1).unwrap().unwrap().name, None);
+        assert_eq!(s.component("unknown").unwrap(), None);
+    }
+
+    #[test]
+    fn refuses_bad_digests_names_and_sizes() {
+        let mut s = Store::open_in_memory().unwrap();
+        for (digest, name, size) in [
+            ("sha256:abc", None, 1),
+            (D1, Some("Upper"), 1),
+            (D1, Some("sha256:x"), 1),
+            (D1, None, 0),
+            (D1, None, MAX_COMPONENT_BYTES + 1),
+        ] {
+            assert!(matches!(
+                s.register_component(digest, name, size),
+                Err(Error::InvalidInput { .. })
+            ));
+        }
+        assert!(s.register_component(D1, None, MAX_COMPONENT_BYTES).is_ok());
+    }
+}
