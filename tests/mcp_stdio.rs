@@ -55,9 +55,22 @@ fn snapshot_args() -> Value {
         "sourceHost": "laptop-7",
         "systemPrompt": "You forecast inventory.",
         "messageHistory": [{"role": "user", "content": "Forecast SKU-1."}],
-        "toolState": {"inventory": {"SKU-1": 40}},
+        "toolState": {"inventory": [{"sku": "SKU-1", "onHand": 4, "dailySales": [3, 5], "leadTimeDays": 2}]},
         "mcpConfig": [{"server": "https://inventory.example.com/mcp", "credRef": "inventory-api"}]
     })
+}
+
+/// Registers the forecaster guest as `forecaster` and writes its credential into the vault.
+fn register_forecaster(dir: &Path) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ahp"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["component", "add", ahp_host::guests::FORECASTER, "--name", "forecaster"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8(out.stdout).unwrap().starts_with("sha256:"));
+    std::fs::write(dir.join("vault").join("inventory-api"), "test-key").unwrap();
 }
 
 fn token(key: &TokenKey, t: &str, scope: TokenScope) -> String {
@@ -109,6 +122,7 @@ async fn the_server_offers_exactly_the_six_seed_tools() {
 async fn a_transfer_moves_through_the_tools_and_bad_tokens_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let key = TokenKey::from_env_or_file(dir.path()).unwrap();
+    register_forecaster(dir.path());
     let client = connect(dir.path()).await;
 
     let staged = ok(&client, "snapshot_state", snapshot_args()).await;
@@ -171,16 +185,19 @@ async fn a_transfer_moves_through_the_tools_and_bad_tokens_are_refused() {
     .await;
     assert!(unknown.contains("not found"), "{unknown}");
 
-    // This build's host has no sandbox: activate spends its token, records the failure and
-    // leaves the transfer pushed; the same token presented again is a replay.
+    // activate resumes the forecaster guest in a real sandbox; `active` only after it resumed.
     let activate_tok = token(&key, &t, TokenScope::Activate);
-    let failed = tool_error(&client, "activate", json!({"transferId": t, "token": activate_tok})).await;
-    assert!(
-        failed.contains("no sandbox") && failed.contains("stays pushed"),
-        "{failed}"
-    );
+    let active = ok(&client, "activate", json!({"transferId": t, "token": activate_tok})).await;
+    assert_eq!(active["status"], "active");
     let replay = tool_error(&client, "activate", json!({"transferId": t, "token": activate_tok})).await;
-    assert!(replay.contains("already used"), "{replay}");
+    assert!(replay.contains("it is active"), "{replay}");
+    let usage = ok(
+        &client,
+        "report_usage",
+        json!({"transferId": t, "amountMicroUsd": 100, "kind": "model_tokens"}),
+    )
+    .await;
+    assert_eq!(usage["status"], "insolvent");
 
     let status = ok(&client, "get_status", json!({"transferId": t})).await;
     assert_eq!(status["transferId"], t.as_str());
@@ -191,16 +208,18 @@ async fn a_transfer_moves_through_the_tools_and_bad_tokens_are_refused() {
         .map(|e| e["kind"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(
-        kinds,
+        &kinds[..4],
         [
             "snapshot_created",
             "runtime_provisioned",
             "state_pushed",
-            "activation_started",
-            "activation_failed"
+            "activation_started"
         ]
     );
-    assert_eq!(status["status"], "pushed");
+    assert!(kinds.contains(&"credential_resolved".to_owned()), "{kinds:?}");
+    assert!(kinds.contains(&"activated".to_owned()), "{kinds:?}");
+    assert_eq!(&kinds[kinds.len() - 2..], ["usage_reported", "insolvent"]);
+    assert_eq!(status["status"], "insolvent");
     assert_eq!(status["budget"]["allocatedMicroUsd"], 100);
     client.cancel().await.unwrap();
 

@@ -2,11 +2,17 @@
 
 use std::path::{Path, PathBuf};
 
+use std::sync::{Arc, Mutex};
+
+use ahp_host::sandbox::{SandboxConfig, Sandboxes};
+use ahp_host::vault::DirVault;
 use ahp_store::{Store, TokenKey};
 use anyhow::Context;
 
 /// Environment variable naming the data directory when `--data-dir` is not given.
 pub(crate) const DATA_DIR_ENV: &str = "AHP_DATA_DIR";
+/// The vault directory inside the data directory: credential reference `x` is the file `vault/x`.
+pub(crate) const VAULT_DIR: &str = "vault";
 /// The database file inside the data directory.
 pub(crate) const DATABASE_FILE: &str = "ahp.db";
 
@@ -53,5 +59,19 @@ impl DataDir {
         let path = self.0.join(DATABASE_FILE);
         let store = Store::open(&path).with_context(|| format!("opening {}", path.display()))?;
         Ok(store.with_token_key(self.token_key()?))
+    }
+
+    /// The vault directory.
+    pub(crate) fn vault_dir(&self) -> PathBuf {
+        self.0.join(VAULT_DIR)
+    }
+
+    /// The store (shared) and the sandboxes over it: engine, compile cache, vault.
+    pub(crate) fn open_host(&self) -> anyhow::Result<(Arc<Mutex<Store>>, Arc<Sandboxes>)> {
+        let store = Arc::new(Mutex::new(self.open_store()?));
+        let vault = DirVault::open(self.vault_dir()).context("opening the vault")?;
+        let sandboxes = Sandboxes::open(&SandboxConfig::new(&self.0), store.clone(), Arc::new(vault))
+            .context("starting the sandbox engine")?;
+        Ok((store, Arc::new(sandboxes)))
     }
 }

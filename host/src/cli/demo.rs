@@ -8,6 +8,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use ahp_host::activation::activate;
+use ahp_host::guests::FORECASTER_WASM;
 use ahp_store::{
     DEFAULT_TOKEN_TTL, McpServer, Message, SnapshotInput, Store, Tier, TokenScope, Transfer, issue_transfer_token,
 };
@@ -49,9 +51,11 @@ fn snapshot() -> SnapshotInput {
             },
         ],
         tool_state: json!({
-            "inventory": { "SKU-1042": 40, "SKU-2210": 12, "SKU-3307": 0 },
-            "weeklySales": { "SKU-1042": [31, 28, 35, 30], "SKU-2210": [9, 11, 8, 12], "SKU-3307": [4, 6, 5, 7] },
-            "horizonDays": 7
+            "inventory": [
+                { "sku": "SKU-1042", "onHand": 40, "dailySales": [5, 4, 6, 5, 4, 6, 5], "leadTimeDays": 7 },
+                { "sku": "SKU-2210", "onHand": 12, "dailySales": [1, 2, 1, 2, 1, 2, 1], "leadTimeDays": 5 },
+                { "sku": "SKU-3307", "onHand": 0, "dailySales": [1, 0, 1, 1, 0, 1, 1], "leadTimeDays": 10 }
+            ]
         }),
         mcp_config: vec![McpServer {
             server: "https://inventory.example.com/mcp".into(),
@@ -75,14 +79,23 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: DemoArgs) -> anyhow::Result<(
         None => Some(tempfile::tempdir().context("creating a temporary data directory")?),
     };
     let dir = DataDir::at(data_dir.unwrap_or_else(|| temp.as_ref().expect("set above").path().to_path_buf()))?;
-    let mut store = dir.open_store()?;
+    let (shared, sandboxes) = dir.open_host()?;
     let key = dir.token_key()?;
+    // The credential the snapshot refers to, as the destination's vault holds it.
+    write_private(&dir.vault_dir().join("inventory-api"), b"demo-inventory-api-key")?;
+    let component = sandboxes.register_component(FORECASTER_WASM, Some("forecaster"))?;
+    println!(
+        "registered the forecaster guest: {} ({} bytes)",
+        component.digest, component.size_bytes
+    );
+    let lock = || shared.lock().map_err(|_| anyhow::anyhow!("the store lock is poisoned"));
     let token = |store: &Store, t: &str, scope| issue_transfer_token(&key, t, scope, store.now(), DEFAULT_TOKEN_TTL);
 
     println!("ahp demo — data directory {}", dir.path().display());
     println!("Lines marked [narrative] are flavour text about a fictional agent, not system claims.\n");
     narrative("laptop-7 is about to sleep; its inventory-forecasting agent has work left to do.");
 
+    let mut store = lock()?;
     let staged = store.snapshot_state(&snapshot())?;
     let t = staged.id.clone();
     step(
@@ -107,16 +120,19 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: DemoArgs) -> anyhow::Result<(
 
     let tok = token(&store, &t, TokenScope::Activate)?;
     println!("  . token issue       scope activate, single use, expires in 5m");
-    store.begin_activation(&t, &tok)?;
-    // This build has no sandbox yet: the demo itself stands in for the guest confirming resume.
-    let a = store.complete_activation(&t)?;
+    drop(store); // the sandbox takes the store lock around its own commits
+    let a = activate(&sandboxes, &t, &tok)?;
+    let guest_said = sandboxes.guest_log(&t).unwrap_or_default();
     step(
         4,
         "activate",
         &a,
-        "resume confirmed by the demo (no wasm sandbox in this build)",
+        &format!("guest resumed in a wasm sandbox and said: {}", guest_said.trim()),
     );
     narrative("the sandbox picks up the forecast where the laptop left off.");
+    let mut store = lock()?;
+    let spent = store.get_status(&t)?.budget.map_or(0, |b| b.spent_micro_usd);
+    println!("  . metering          compute and model spend the guest ran up while resuming: {spent} µUSD");
 
     let mut n = 5;
     let mut spends = [("compute", 40), ("model_tokens", 120)].into_iter().cycle();
@@ -141,7 +157,8 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: DemoArgs) -> anyhow::Result<(
     narrative("the budget is spent; the grace period starts.");
 
     std::thread::sleep(args.grace);
-    let ended = store.reap_insolvent(store.now(), args.grace)?;
+    let now = store.now();
+    let ended = store.reap_insolvent(now, args.grace)?;
     anyhow::ensure!(
         ended.contains(&t),
         "the reaper did not terminate {t} after the grace period"
@@ -156,5 +173,17 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: DemoArgs) -> anyhow::Result<(
 
     println!("\nEvent log of {t}:\n");
     print!("{}", table::events(&store.get_status(&t)?.events));
+    Ok(())
+}
+
+/// Writes `bytes` to `path` readable by the owner only.
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    let mut f = opts.open(path).with_context(|| format!("writing {}", path.display()))?;
+    f.write_all(bytes)?;
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! The command line: argument parsing and dispatch to one file per command group.
 
+mod component;
 mod data_dir;
 mod demo;
 mod principal;
@@ -34,6 +35,9 @@ pub(crate) struct Cli {
 enum Command {
     /// Run one transfer's whole life on a fresh database and print each step.
     Demo(demo::DemoArgs),
+    /// Register guest components.
+    #[command(subcommand)]
+    Component(component::ComponentCommand),
     /// Mint transfer tokens (never available over MCP).
     #[command(subcommand)]
     Token(token::TokenCommand),
@@ -57,6 +61,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
             let dir = DataDir::resolve(cli.data_dir)?;
             match command {
                 Command::Token(c) => token::run(&dir, c),
+                Command::Component(c) => component::run(&dir, c),
                 Command::Principal(c) => principal::run(&dir, c),
                 Command::Transfer(c) => transfer::run(&dir, c),
                 Command::Reap(args) => reap::run(&dir, args),

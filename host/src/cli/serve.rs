@@ -7,7 +7,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ahp_host::activation::NoSandbox;
 use ahp_host::mcp::http::{self, Auth};
 use ahp_host::mcp::{TransferTools, serve_stdio};
 use ahp_store::Store;
@@ -58,11 +57,11 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
         }
         _ => Auth::Keys,
     };
-    let store = Arc::new(Mutex::new(dir.open_store()?));
+    let (store, sandboxes) = dir.open_host()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
         let reaper = tokio::spawn(reap_forever(store.clone(), args.reap_every, args.ttl, args.grace));
-        let tools = TransferTools::new(store.clone(), Arc::new(NoSandbox));
+        let tools = TransferTools::new(store.clone(), sandboxes);
         let http_server = match args.http {
             Some(addr) => {
                 let listener = tokio::net::TcpListener::bind(addr).await?;

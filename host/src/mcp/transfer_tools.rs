@@ -14,13 +14,14 @@ use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
 
 use super::schema::*;
-use crate::activation::{Destination, activate};
+use crate::activation::activate;
+use crate::sandbox::Sandboxes;
 
-/// The transfer MCP server: the store and the destination that `activate` resumes guests in.
+/// The transfer MCP server: the store, and the sandboxes `activate` resumes guests in.
 #[derive(Clone)]
 pub struct TransferTools {
     store: Arc<Mutex<Store>>,
-    destination: Arc<dyn Destination>,
+    sandboxes: Arc<Sandboxes>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -31,11 +32,11 @@ impl std::fmt::Debug for TransferTools {
 }
 
 impl TransferTools {
-    /// Tools over `store`, activating guests in `destination`.
-    pub fn new(store: Arc<Mutex<Store>>, destination: Arc<dyn Destination>) -> Self {
+    /// Tools over `store`, activating guests in `sandboxes` (which must share that store).
+    pub fn new(store: Arc<Mutex<Store>>, sandboxes: Arc<Sandboxes>) -> Self {
         Self {
             store,
-            destination,
+            sandboxes,
             tool_router: Self::tool_router(),
         }
     }
@@ -43,15 +44,14 @@ impl TransferTools {
     /// Runs `f` on the store on a blocking thread; its error becomes the tool error message.
     async fn with_store<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Store, &dyn Destination) -> Result<T, String> + Send + 'static,
+        f: impl FnOnce(&mut Store) -> Result<T, String> + Send + 'static,
     ) -> Result<T, String> {
         let store = self.store.clone();
-        let destination = self.destination.clone();
         tokio::task::spawn_blocking(move || {
             let mut guard = store
                 .lock()
                 .map_err(|_| "the store is unavailable after an earlier panic".to_owned())?;
-            f(&mut guard, destination.as_ref())
+            f(&mut guard)
         })
         .await
         .map_err(|e| format!("internal error: {e}"))?
@@ -71,7 +71,7 @@ impl TransferTools {
         &self,
         Parameters(args): Parameters<SnapshotStateArgs>,
     ) -> Result<Json<TransferResult>, String> {
-        self.with_store(move |s, _| {
+        self.with_store(move |s| {
             let t = s.snapshot_state(&args.into()).map_err(|e| e.to_string())?;
             Ok(Json(TransferResult::from(&t)))
         })
@@ -90,7 +90,7 @@ impl TransferTools {
         &self,
         Parameters(a): Parameters<ProvisionRuntimeArgs>,
     ) -> Result<Json<TransferResult>, String> {
-        self.with_store(move |s, _| {
+        self.with_store(move |s| {
             let t = s
                 .provision_runtime(
                     &a.transfer_id,
@@ -113,7 +113,7 @@ impl TransferTools {
         open_world_hint = false
     ))]
     async fn push_state(&self, Parameters(a): Parameters<PushStateArgs>) -> Result<Json<TransferResult>, String> {
-        self.with_store(move |s, _| {
+        self.with_store(move |s| {
             let t = s
                 .push_state(&a.transfer_id, a.checksum.as_deref())
                 .map_err(|e| e.to_string())?;
@@ -132,11 +132,15 @@ impl TransferTools {
         open_world_hint = false
     ))]
     async fn activate(&self, Parameters(a): Parameters<ActivateArgs>) -> Result<Json<TransferResult>, String> {
-        self.with_store(move |s, d| {
-            let t = activate(s, d, &a.transfer_id, &a.token).map_err(|e| e.to_string())?;
+        // The sandbox takes the store lock itself, around each commit, and never while the guest
+        // runs: activation must not hold it.
+        let sandboxes = self.sandboxes.clone();
+        tokio::task::spawn_blocking(move || {
+            let t = activate(&sandboxes, &a.transfer_id, &a.token).map_err(|e| e.to_string())?;
             Ok(Json(TransferResult::from(&t)))
         })
         .await
+        .map_err(|e| format!("internal error: {e}"))?
     }
 
     /// Add metered spend to the transfer's budget; at the allocation an active transfer becomes
@@ -148,7 +152,7 @@ impl TransferTools {
         open_world_hint = false
     ))]
     async fn report_usage(&self, Parameters(a): Parameters<ReportUsageArgs>) -> Result<Json<UsageResult>, String> {
-        self.with_store(move |s, _| {
+        self.with_store(move |s| {
             let kind = a.kind.as_deref().unwrap_or(DEFAULT_USAGE_KIND);
             let r = s
                 .report_usage(&a.transfer_id, a.amount_micro_usd, kind)
@@ -165,7 +169,7 @@ impl TransferTools {
     /// Read a transfer, its budget and its full audit log in order.
     #[tool(annotations(read_only_hint = true, open_world_hint = false))]
     async fn get_status(&self, Parameters(a): Parameters<GetStatusArgs>) -> Result<Json<StatusResult>, String> {
-        self.with_store(move |s, _| {
+        self.with_store(move |s| {
             let r = s.get_status(&a.transfer_id).map_err(|e| e.to_string())?;
             Ok(Json(StatusResult {
                 transfer_id: r.transfer.id.clone(),
