@@ -61,6 +61,13 @@ fn active_transfer(store: &mut Store, key: &TokenKey, budget: u64) -> String {
     t
 }
 
+/// The baseline: one single-row insert in its own immediate transaction, plain rusqlite.
+fn raw_insert(raw: &mut Connection) {
+    let tx = raw.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
+    tx.execute("INSERT INTO t (v) VALUES ('usage_reported')", []).unwrap();
+    tx.commit().unwrap();
+}
+
 fn benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("store");
     g.throughput(Throughput::Elements(1))
@@ -74,13 +81,7 @@ fn benches(c: &mut Criterion) {
     raw.pragma_update(None, "synchronous", "FULL").unwrap();
     raw.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
         .unwrap();
-    g.bench_function("raw_sqlite_insert", |b| {
-        b.iter(|| {
-            let tx = raw.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
-            tx.execute("INSERT INTO t (v) VALUES ('usage_reported')", []).unwrap();
-            tx.commit().unwrap();
-        })
-    });
+    g.bench_function("raw_sqlite_insert", |b| b.iter(|| raw_insert(&mut raw)));
 
     let key = TokenKey::random();
     let mut store = open(&dir, &key);
@@ -123,13 +124,7 @@ fn in_memory(c: &mut Criterion) {
     let mut raw = Connection::open_in_memory().unwrap();
     raw.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
         .unwrap();
-    g.bench_function("raw_sqlite_insert", |b| {
-        b.iter(|| {
-            let tx = raw.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
-            tx.execute("INSERT INTO t (v) VALUES ('usage_reported')", []).unwrap();
-            tx.commit().unwrap();
-        })
-    });
+    g.bench_function("raw_sqlite_insert", |b| b.iter(|| raw_insert(&mut raw)));
     let key = TokenKey::random();
     let mut store = Store::open_in_memory().unwrap().with_token_key(key.clone());
     let t = active_transfer(&mut store, &key, MAX_BUDGET_MICRO_USD);
