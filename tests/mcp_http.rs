@@ -21,7 +21,15 @@ impl Drop for Server {
 }
 
 fn serve(dir: &Path, extra: &[&str]) -> Server {
+    let (server, mut stderr) = serve_logging(dir, extra, "warn");
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    server
+}
+
+/// `ahp serve --http` with `RUST_LOG=log`; the caller owns the rest of its stderr.
+fn serve_logging(dir: &Path, extra: &[&str], log: &str) -> (Server, BufReader<std::process::ChildStderr>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ahp"))
+        .env("RUST_LOG", log)
         .arg("--data-dir")
         .arg(dir)
         .args(["serve", "--http", "127.0.0.1:0"])
@@ -32,12 +40,13 @@ fn serve(dir: &Path, extra: &[&str]) -> Server {
         .unwrap();
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    // Keep draining the server's log so a closed pipe never stops it.
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    while !line.contains("MCP over HTTP at") {
+        line.clear();
+        assert_ne!(stderr.read_line(&mut line).unwrap(), 0, "the server exited before listening");
+    }
     let url = line.trim().rsplit(' ').next().unwrap().to_owned();
-    assert!(url.starts_with("http://127.0.0.1:"), "unexpected first line {line:?}");
-    Server { child, url }
+    assert!(url.starts_with("http://127.0.0.1:"), "unexpected line {line:?}");
+    (Server { child, url }, stderr)
 }
 
 fn principal(dir: &Path, name: &str, scopes: &[&str]) -> String {
@@ -252,4 +261,28 @@ fn auth_none_is_refused_off_loopback() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("only on a loopback address"));
+}
+
+#[tokio::test]
+async fn a_stderr_nobody_reads_never_stops_the_server() {
+    // Trace logging writes kilobytes per request; a pipe buffer holds 64 KiB. A server that
+    // wrote its log synchronously would block on the full pipe and stop answering.
+    let dir = tempfile::tempdir().unwrap();
+    let (server, stderr) = serve_logging(dir.path(), &["--auth", "none"], "trace");
+    let status = json!({"name": "get_status", "arguments": {"transferId": "tr_ffffffffffffffffffffffff"}});
+    for i in 0..300 {
+        let r = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            stateless(&server.url, None, "tools/call", Some("get_status"), status.clone()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("request {i} got no answer: the server is blocked on its log"));
+        assert_eq!(r.status(), 200);
+        assert_eq!(message(r).await["result"]["isError"], true);
+    }
+    // And with the pipe closed altogether.
+    drop(stderr);
+    let r = stateless(&server.url, None, "tools/list", None, json!({})).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(message(r).await["result"]["tools"].as_array().unwrap().len(), 6);
 }

@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use ahp_host::sandbox::engine::EngineConfig;
 
-#[path = "common.rs"]
 mod common;
 
 fn proc_status(field: &str) -> u64 {

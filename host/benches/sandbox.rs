@@ -1,4 +1,11 @@
-//! Criterion benchmarks of the destination sandbox (method and figures: host/SANDBOX_BENCH.md).
+//! Criterion benchmarks of the destination sandbox (method and figures: BENCHMARKS.md).
+//!
+//! - `warm_activate`: instantiate + `resume` from the cached `InstancePre`, beside raw wasmtime
+//!   (default engine: no fuel, epochs, limits or pooling) running the same component with the
+//!   same host functions. `…/excluding_store/…` subtracts the time the turn's host calls spent
+//!   in the (in-memory) database, which the target excludes.
+//! - `guest_to_host_call`: one `snapshot.transfer-id` call.
+//! - `fuel_overhead_5M_rounds`: a CPU-bound guest with fuel and epochs on vs raw wasmtime.
 //!
 //! `cargo bench -p ahp-host --bench sandbox`
 
@@ -10,7 +17,6 @@ use ahp_host::sandbox::baseline::RawRunner;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 
-#[path = "common.rs"]
 mod common;
 
 fn warm_activate(c: &mut Criterion) {
@@ -23,14 +29,37 @@ fn warm_activate(c: &mut Criterion) {
         let t = b.active(&snap, component, false);
         let path = guests::ALL.iter().find(|(n, _)| *n == component).unwrap().1;
         let raw = RawRunner::new(&b.sandboxes, &std::fs::read(path).unwrap(), &t).unwrap();
-        g.bench_function(format!("sandbox/{label}"), |bench| {
-            bench.iter(|| assert_eq!(b.sandboxes.trial_resume(&t).unwrap(), TurnOutcome::Resumed));
+        let sandbox = || {
+            let (outcome, store_time) = b.sandboxes.trial_resume(&t).unwrap();
+            assert_eq!(outcome, TurnOutcome::Resumed);
+            store_time
+        };
+        let raw_turn = || {
+            let (resumed, store_time) = raw.run().unwrap();
+            assert!(resumed);
+            store_time
+        };
+        g.bench_function(format!("sandbox/{label}"), |bench| bench.iter(sandbox));
+        g.bench_function(format!("raw_wasmtime/{label}"), |bench| bench.iter(raw_turn));
+        g.bench_function(format!("excluding_store/sandbox/{label}"), |bench| {
+            bench.iter_custom(|iters| excluding_store(iters, sandbox))
         });
-        g.bench_function(format!("raw_wasmtime/{label}"), |bench| {
-            bench.iter(|| assert!(raw.run().unwrap()))
+        g.bench_function(format!("excluding_store/raw_wasmtime/{label}"), |bench| {
+            bench.iter_custom(|iters| excluding_store(iters, raw_turn))
         });
     }
     g.finish();
+}
+
+/// Wall time of `iters` runs of `turn` minus the store time each reports.
+fn excluding_store(iters: u64, turn: impl Fn() -> Duration) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        let t0 = Instant::now();
+        let store_time = turn();
+        total += t0.elapsed().saturating_sub(store_time);
+    }
+    total
 }
 
 fn guest_to_host_call(c: &mut Criterion) {
@@ -72,10 +101,10 @@ fn fuel_overhead(c: &mut Criterion) {
     let mut g = c.benchmark_group("fuel_overhead_5M_rounds");
     g.sample_size(20);
     g.bench_function("fuel_and_epochs_on", |bench| {
-        bench.iter(|| assert_eq!(b.sandboxes.trial_resume(&t).unwrap(), TurnOutcome::Resumed));
+        bench.iter(|| assert_eq!(b.sandboxes.trial_resume(&t).unwrap().0, TurnOutcome::Resumed));
     });
     g.bench_function("fuel_off_raw_wasmtime", |bench| {
-        bench.iter(|| assert!(raw.run().unwrap()))
+        bench.iter(|| assert!(raw.run().unwrap().0))
     });
     g.finish();
 }

@@ -3,12 +3,14 @@
 //! With `--stdio` the server runs until the stdio client disconnects; with only `--http` it runs
 //! until SIGINT or SIGTERM. Logs go to stderr, never to the stdio MCP stream.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ahp_host::mcp::http::{self, Auth};
 use ahp_host::mcp::{TransferTools, serve_stdio};
+use ahp_host::sandbox::Sandboxes;
 use ahp_store::Store;
 use clap::{Args, ValueEnum};
 
@@ -60,13 +62,20 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
     let (store, sandboxes) = dir.open_host()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
-        let reaper = tokio::spawn(reap_forever(store.clone(), args.reap_every, args.ttl, args.grace));
+        let reaper = tokio::spawn(reap_forever(
+            store.clone(),
+            sandboxes.clone(),
+            args.reap_every,
+            args.ttl,
+            args.grace,
+        ));
         let tools = TransferTools::new(store.clone(), sandboxes);
         let http_server = match args.http {
             Some(addr) => {
                 let listener = tokio::net::TcpListener::bind(addr).await?;
                 let local = listener.local_addr()?;
-                eprintln!("ahp: MCP over HTTP at http://{local}/mcp");
+                // Not `eprintln!`: it panics when stderr is closed.
+                let _ = writeln!(std::io::stderr(), "ahp: MCP over HTTP at http://{local}/mcp");
                 let router = http::router(tools.clone(), store.clone(), auth, local);
                 Some(tokio::spawn(http::serve(listener, router, shutdown_signal())))
             }
@@ -107,9 +116,15 @@ async fn shutdown_signal() {
     tokio::select! { () = ctrl_c => {}, () = term => {} }
 }
 
-/// Sweeps both reapers every `every`, logging what they ended. Errors are logged, not fatal:
-/// the next tick tries again.
-async fn reap_forever(store: Arc<Mutex<Store>>, every: Duration, ttl: Duration, grace: Duration) {
+/// Sweeps both reapers every `every`, logging what they ended, then drops the live sandboxes of
+/// transfers that are no longer `active`. Errors are logged, not fatal: the next tick tries again.
+async fn reap_forever(
+    store: Arc<Mutex<Store>>,
+    sandboxes: Arc<Sandboxes>,
+    every: Duration,
+    ttl: Duration,
+    grace: Duration,
+) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -123,6 +138,16 @@ async fn reap_forever(store: Arc<Mutex<Store>>, every: Duration, ttl: Duration, 
             Ok((s.reap_insolvent(now, grace)?, s.reap_expired(now, ttl)?))
         })
         .await;
+        let sandboxes = sandboxes.clone();
+        match tokio::task::spawn_blocking(move || sandboxes.drop_finished()).await {
+            Ok(Ok(dropped)) => {
+                for id in dropped {
+                    tracing::info!(transfer = %id, "dropped its sandbox: the transfer is no longer active");
+                }
+            }
+            Ok(Err(e)) => tracing::error!("sandbox sweep failed: {e}"),
+            Err(e) => tracing::error!("sandbox sweep task failed: {e}"),
+        }
         match swept {
             Ok(Ok((terminated, expired))) => {
                 for id in terminated {

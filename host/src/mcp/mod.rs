@@ -10,14 +10,44 @@ use rmcp::ServiceExt;
 
 /// Serves `tools` over this process's stdin/stdout until the client disconnects.
 ///
+/// When both are pipes (how an MCP client runs a server) they are read and written
+/// asynchronously on the runtime's own event loop; otherwise (a terminal, a file) through
+/// tokio's stdio, which hops to a blocking thread for every read and write. The pipes save two
+/// thread hand-offs per request (see BENCHMARKS.md, MCP round trip).
+///
 /// # Errors
 ///
 /// If the MCP handshake or the transport fails.
 pub async fn serve_stdio(tools: TransferTools) -> std::io::Result<()> {
-    let running = tools
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(std::io::Error::other)?;
+    let running = match stdio_pipes() {
+        Some(pipes) => tools.serve(pipes).await,
+        None => tools.serve(rmcp::transport::stdio()).await,
+    }
+    .map_err(std::io::Error::other)?;
     running.waiting().await.map_err(std::io::Error::other)?;
     Ok(())
+}
+
+/// Stdin and stdout as non-blocking pipes registered with the runtime, if both are pipes.
+#[cfg(unix)]
+fn stdio_pipes() -> Option<(tokio::net::unix::pipe::Receiver, tokio::net::unix::pipe::Sender)> {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
+    use tokio::net::unix::pipe;
+    // Check both before converting either: conversion makes the descriptor non-blocking, which
+    // tokio's blocking stdio fallback could not read or write.
+    let fifo = |fd: std::os::fd::BorrowedFd<'_>| {
+        let file = std::fs::File::from(fd.try_clone_to_owned().ok()?);
+        file.metadata().ok()?.file_type().is_fifo().then_some(file)
+    };
+    let (input, output) = (fifo(std::io::stdin().as_fd())?, fifo(std::io::stdout().as_fd())?);
+    Some((
+        pipe::Receiver::from_file(input).ok()?,
+        pipe::Sender::from_file(output).ok()?,
+    ))
+}
+
+#[cfg(not(unix))]
+fn stdio_pipes() -> Option<(tokio::io::Stdin, tokio::io::Stdout)> {
+    None
 }

@@ -59,12 +59,13 @@ impl RawRunner {
         })
     }
 
-    /// Instantiates, calls `resume`, drops the instance. Returns whether `resume` said Ok.
+    /// Instantiates, calls `resume`, drops the instance. Returns whether `resume` said Ok, and
+    /// the time its host calls spent in the database.
     ///
     /// # Errors
     ///
     /// A trap or instantiation failure.
-    pub fn run(&self) -> Result<bool, Error> {
+    pub fn run(&self) -> Result<(bool, std::time::Duration), Error> {
         let mut store = wasmtime::Store::new(&self.engine, (self.make_state)());
         let agent = self
             .pre
@@ -73,6 +74,6 @@ impl RawRunner {
         let r = agent
             .call_resume(&mut store)
             .map_err(|e| Error::Wasmtime(format!("{e:#}")))?;
-        Ok(r.is_ok())
+        Ok((r.is_ok(), store.data().store_time.get()))
     }
 }

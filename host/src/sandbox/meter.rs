@@ -80,6 +80,7 @@ pub(crate) fn start_turn(cx: &mut StoreContextMut<'_, SandboxState>) -> wasmtime
     st.meter.turn_consumed = 0;
     st.calls = Default::default();
     st.turn_started = std::time::Instant::now();
+    st.store_time.set(std::time::Duration::ZERO);
     let remaining = st
         .db(|db| db.budget(&st.transfer))
         .map_or(0, |b| b.map_or(0, |b| b.remaining_micro_usd()));

@@ -28,6 +28,7 @@ pub mod engine;
 pub mod limits;
 pub(crate) mod meter;
 pub(crate) mod state;
+mod sweep;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -125,6 +126,9 @@ pub struct TurnReport {
     pub fuel_consumed: u64,
     /// Compute spend recorded over the sandbox's life so far, micro-USD.
     pub compute_micro_usd: u64,
+    /// Time the turn spent in the database (its reads and commits, lock waits included):
+    /// the rest of a turn's time is the sandbox's own.
+    pub store_time: std::time::Duration,
 }
 
 /// Where and how a host keeps its sandboxes.
@@ -308,6 +312,7 @@ impl Sandboxes {
             self.audit_ceiling(&sandbox, &outcome);
         }
         let compute = sandbox.store.data().meter.charged_micro_usd;
+        let store_time = sandbox.store.data().store_time.get();
         // Err: the transfer moved under us (terminated or expired mid-activation).
         let t = t?;
         if outcome == TurnOutcome::Resumed {
@@ -321,6 +326,7 @@ impl Sandboxes {
             outcome,
             fuel_consumed: fuel,
             compute_micro_usd: compute,
+            store_time,
         })
     }
 
@@ -341,6 +347,7 @@ impl Sandboxes {
         let (outcome, fuel) = run(&mut sandbox);
         self.audit_ceiling(&sandbox, &outcome);
         let compute = sandbox.store.data().meter.charged_micro_usd;
+        let store_time = sandbox.store.data().store_time.get();
         if outcome == TurnOutcome::Resumed {
             self.live
                 .lock()
@@ -354,6 +361,7 @@ impl Sandboxes {
             outcome,
             fuel_consumed: fuel,
             compute_micro_usd: compute,
+            store_time,
         })
     }
 
@@ -377,14 +385,16 @@ impl Sandboxes {
 
     /// Instantiates and resumes a sandbox for `transfer` without any activation bookkeeping,
     /// then drops it: the warm path the benchmarks measure (the transfer must have a budget).
+    /// Returns how the turn ended and the time it spent in the database.
     ///
     /// # Errors
     ///
     /// As the setup half of [`activate`](Self::activate).
     #[doc(hidden)]
-    pub fn trial_resume(&self, transfer: &Transfer) -> Result<TurnOutcome, Error> {
+    pub fn trial_resume(&self, transfer: &Transfer) -> Result<(TurnOutcome, std::time::Duration), Error> {
         let mut sandbox = self.prepare(transfer)?;
-        Ok(run(&mut sandbox).0)
+        let outcome = run(&mut sandbox).0;
+        Ok((outcome, sandbox.store.data().store_time.get()))
     }
 
     /// Forgets every in-memory `InstancePre` (the on-disk cache stays).

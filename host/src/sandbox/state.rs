@@ -2,9 +2,10 @@
 //! authority), its limiter, its transfer's snapshot and allow-lists, its meter, and handles to
 //! the database and vault its host functions use.
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ahp_store::{SnapshotInput, TierLimits};
 use wasmtime::component::ResourceTable;
@@ -56,6 +57,8 @@ pub(crate) struct SandboxState {
     pub(crate) meter: Meter,
     pub(crate) calls: TurnCalls,
     pub(crate) turn_started: Instant,
+    /// Time this turn spent in the database (reads and commits), reset by `meter::start_turn`.
+    pub(crate) store_time: Cell<Duration>,
     pub(crate) log: MemoryOutputPipe,
 }
 
@@ -103,15 +106,22 @@ impl SandboxState {
             meter: Meter::new(ceilings.fuel_per_turn),
             calls: TurnCalls::default(),
             turn_started: Instant::now(),
+            store_time: Cell::new(Duration::ZERO),
             log,
         }
     }
 
     /// Runs `f` on the database, recovering the lock if a previous holder panicked (the store's
     /// own transactions keep it consistent).
+    /// The time spent (lock wait included) is added to [`store_time`](Self::store_time).
     pub(crate) fn db<R>(&self, f: impl FnOnce(&mut ahp_store::Store) -> R) -> R {
-        let mut guard = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&mut guard)
+        let started = Instant::now();
+        let result = {
+            let mut guard = self.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            f(&mut guard)
+        };
+        self.store_time.set(self.store_time.get() + started.elapsed());
+        result
     }
 }
 
