@@ -42,7 +42,11 @@ fn serve_logging(dir: &Path, extra: &[&str], log: &str) -> (Server, BufReader<st
     let mut line = String::new();
     while !line.contains("MCP over HTTP at") {
         line.clear();
-        assert_ne!(stderr.read_line(&mut line).unwrap(), 0, "the server exited before listening");
+        assert_ne!(
+            stderr.read_line(&mut line).unwrap(),
+            0,
+            "the server exited before listening"
+        );
     }
     let url = line.trim().rsplit(' ').next().unwrap().to_owned();
     assert!(url.starts_with("http://127.0.0.1:"), "unexpected line {line:?}");

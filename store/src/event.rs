@@ -139,10 +139,8 @@ pub(crate) fn append(
     at: Timestamp,
     detail: Value,
 ) -> Result<()> {
-    tx.execute(
-        "INSERT INTO usage_events (transfer_id, type, at, detail) VALUES (?1, ?2, ?3, ?4)",
-        (transfer, kind.as_str(), at.as_micros(), detail.to_string()),
-    )?;
+    tx.prepare_cached("INSERT INTO usage_events (transfer_id, type, at, detail) VALUES (?1, ?2, ?3, ?4)")?
+        .execute((transfer, kind.as_str(), at.as_micros(), detail.to_string()))?;
     Ok(())
 }
 

@@ -113,15 +113,13 @@ impl Store {
         self.step(transfer, Operation::Provision, |key, tx, t, to, now| {
             token::verify_and_consume(tx, key, token, transfer, TokenScope::ProvisionRuntime, now)?;
             move_to(tx, t, to, now)?;
-            tx.execute(
-                "UPDATE transfers SET tier = ?2, component = ?3 WHERE id = ?1",
-                (transfer, tier.as_str(), component),
-            )?;
-            tx.execute(
+            tx.prepare_cached("UPDATE transfers SET tier = ?2, component = ?3 WHERE id = ?1")?
+                .execute((transfer, tier.as_str(), component))?;
+            tx.prepare_cached(
                 "INSERT INTO budgets (transfer_id, allocated_micro_usd, rate_micro_usd_per_cpu_second, opened_at)
                  VALUES (?1, ?2, ?3, ?4)",
-                (transfer, budget_micro_usd as i64, rate as i64, now.as_micros()),
-            )?;
+            )?
+            .execute((transfer, budget_micro_usd as i64, rate as i64, now.as_micros()))?;
             let detail = json!({
                 "tier": tier,
                 "budgetMicroUsd": budget_micro_usd,
@@ -200,10 +198,8 @@ impl Store {
     pub fn complete_activation(&mut self, transfer: &str) -> Result<Transfer> {
         self.step(transfer, Operation::CompleteActivation, |_, tx, t, to, now| {
             move_to(tx, t, to, now)?;
-            tx.execute(
-                "UPDATE transfers SET activated_at = ?2 WHERE id = ?1",
-                (transfer, now.as_micros()),
-            )?;
+            tx.prepare_cached("UPDATE transfers SET activated_at = ?2 WHERE id = ?1")?
+                .execute((transfer, now.as_micros()))?;
             event::append(tx, transfer, EventKind::Activated, now, json!({}))
         })
     }
@@ -276,10 +272,8 @@ impl Store {
         });
         event::append(&tx, transfer, EventKind::UsageReported, now, detail)?;
         if t.status == TransferStatus::Active && to.status == TransferStatus::Insolvent {
-            tx.execute(
-                "UPDATE transfers SET insolvent_at = ?2 WHERE id = ?1",
-                (transfer, now.as_micros()),
-            )?;
+            tx.prepare_cached("UPDATE transfers SET insolvent_at = ?2 WHERE id = ?1")?
+                .execute((transfer, now.as_micros()))?;
             let detail = json!({
                 "spentMicroUsd": after.spent_micro_usd,
                 "allocatedMicroUsd": after.allocated_micro_usd,

@@ -319,17 +319,18 @@ pub(crate) fn verify_and_consume(
 ) -> Result<()> {
     let key = key.ok_or(Error::NoTokenKey)?;
     let verified = verify(key, token, transfer, scope, now)?;
-    let inserted = tx.execute(
-        "INSERT INTO used_transfer_tokens (token_id, transfer_id, scope, used_at, expires_at)
+    let inserted = tx
+        .prepare_cached(
+            "INSERT INTO used_transfer_tokens (token_id, transfer_id, scope, used_at, expires_at)
          VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (token_id) DO NOTHING",
-        (
+        )?
+        .execute((
             &verified.token_id,
             transfer,
             scope.as_str(),
             now.as_micros(),
             verified.expires_at.as_micros(),
-        ),
-    )?;
+        ))?;
     if inserted == 0 {
         return Err(TokenRefusal::Replayed.into());
     }
