@@ -83,16 +83,16 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: DemoArgs) -> anyhow::Result<(
     let key = dir.token_key()?;
     // The credential the snapshot refers to, as the destination's vault holds it.
     write_private(&dir.vault_dir().join("inventory-api"), b"demo-inventory-api-key")?;
-    let component = sandboxes.register_component(FORECASTER_WASM, Some("forecaster"))?;
-    println!(
-        "registered the forecaster guest: {} ({} bytes)",
-        component.digest, component.size_bytes
-    );
     let lock = || shared.lock().map_err(|_| anyhow::anyhow!("the store lock is poisoned"));
     let token = |store: &Store, t: &str, scope| issue_transfer_token(&key, t, scope, store.now(), DEFAULT_TOKEN_TTL);
 
     println!("ahp demo — data directory {}", dir.path().display());
     println!("Lines marked [narrative] are flavour text about a fictional agent, not system claims.\n");
+    let component = sandboxes.register_component(FORECASTER_WASM, Some("forecaster"))?;
+    println!(
+        "registered the forecaster guest: {} ({} bytes)\n",
+        component.digest, component.size_bytes
+    );
     narrative("laptop-7 is about to sleep; its inventory-forecasting agent has work left to do.");
 
     let mut store = lock()?;

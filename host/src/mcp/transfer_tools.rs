@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Mutex, TryLockError};
 
-use ahp_store::{DEFAULT_USAGE_KIND, Store};
+use ahp_store::{DEFAULT_USAGE_KIND, Store, Transfer};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
@@ -57,6 +57,19 @@ impl TransferTools {
         .map_err(|e| format!("internal error: {e}"))?
     }
 
+    /// Runs the state change `f` on a blocking thread and shapes the transfer it returns as the
+    /// tool's result; a store error becomes the tool error message.
+    async fn transition(
+        &self,
+        f: impl FnOnce(&mut Store) -> ahp_store::Result<Transfer> + Send + 'static,
+    ) -> Result<Json<TransferResult>, String> {
+        self.with_store(move |s| {
+            let t = f(s).map_err(|e| e.to_string())?;
+            Ok(Json(TransferResult::from(&t)))
+        })
+        .await
+    }
+
     /// Runs the read `f` inline when the store is free — a point read costs tens of
     /// microseconds, less than the hop to a blocking thread — and otherwise on a blocking
     /// thread, queued behind the writer that holds it (which may be waiting on an fsync).
@@ -89,11 +102,7 @@ impl TransferTools {
         &self,
         Parameters(args): Parameters<SnapshotStateArgs>,
     ) -> Result<Json<TransferResult>, String> {
-        self.with_store(move |s| {
-            let t = s.snapshot_state(&args.into()).map_err(|e| e.to_string())?;
-            Ok(Json(TransferResult::from(&t)))
-        })
-        .await
+        self.transition(move |s| s.snapshot_state(&args.into())).await
     }
 
     /// Size the destination by tier and open its budget (status `provisioned`). Requires a
@@ -108,17 +117,14 @@ impl TransferTools {
         &self,
         Parameters(a): Parameters<ProvisionRuntimeArgs>,
     ) -> Result<Json<TransferResult>, String> {
-        self.with_store(move |s| {
-            let t = s
-                .provision_runtime(
-                    &a.transfer_id,
-                    a.tier.into(),
-                    a.budget_micro_usd,
-                    &a.component,
-                    &a.token,
-                )
-                .map_err(|e| e.to_string())?;
-            Ok(Json(TransferResult::from(&t)))
+        self.transition(move |s| {
+            s.provision_runtime(
+                &a.transfer_id,
+                a.tier.into(),
+                a.budget_micro_usd,
+                &a.component,
+                &a.token,
+            )
         })
         .await
     }
@@ -131,13 +137,8 @@ impl TransferTools {
         open_world_hint = false
     ))]
     async fn push_state(&self, Parameters(a): Parameters<PushStateArgs>) -> Result<Json<TransferResult>, String> {
-        self.with_store(move |s| {
-            let t = s
-                .push_state(&a.transfer_id, a.checksum.as_deref())
-                .map_err(|e| e.to_string())?;
-            Ok(Json(TransferResult::from(&t)))
-        })
-        .await
+        self.transition(move |s| s.push_state(&a.transfer_id, a.checksum.as_deref()))
+            .await
     }
 
     /// Resume the guest at the destination; returns status `active` only after the guest's
