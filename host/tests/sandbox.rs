@@ -17,6 +17,14 @@ use serde_json::{Value, json};
 
 const SECRET: &str = "sk-inventory-test";
 
+/// Hostile guests written as WAT components (`tests/guests/<name>.wat`), registered under
+/// their names beside the example guests.
+const WAT_GUESTS: &[&str] = &["table-bomb", "many-instances", "many-memories", "many-tables"];
+
+fn wat_guest(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{}/tests/guests/{name}.wat", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
 struct Host {
     _dir: tempfile::TempDir,
     key: TokenKey,
@@ -42,8 +50,9 @@ fn host_with(cap: CeilingCap, data_dir: Option<PathBuf>) -> Host {
     for (name, path) in guests::ALL {
         sandboxes.register_component_file(path, Some(name)).unwrap();
     }
-    let wat = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/guests/table-bomb.wat")).unwrap();
-    sandboxes.register_component(&wat, Some("table-bomb")).unwrap();
+    for name in WAT_GUESTS {
+        sandboxes.register_component(&wat_guest(name), Some(name)).unwrap();
+    }
     Host {
         _dir: dir,
         key,
@@ -134,6 +143,33 @@ impl Host {
         self.assert_serves_a_forecaster();
     }
 
+    /// Activates a WAT guest whose static `count` breaks the nano tier's `ceiling`: refused
+    /// before instantiation, with the count in its audit event. Under the small tier, which
+    /// allows that count, the same component resumes.
+    fn assert_refused_by_count(&self, component: &str, ceiling: Ceiling, count: u32) {
+        self.assert_stopped_by(component, Tier::Nano, ceiling);
+        let id = self.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, component);
+        let report = self.activate(&id);
+        assert_eq!(report.outcome, TurnOutcome::CeilingExceeded(ceiling));
+        assert_eq!(report.fuel_consumed, 0, "no guest code ran");
+        let breach = &self.events(&id, EventKind::CeilingExceeded)[0];
+        let limit = match ceiling {
+            Ceiling::Instances => Tier::Nano.limits().instances,
+            Ceiling::Memories => Tier::Nano.limits().memories,
+            _ => Tier::Nano.limits().tables,
+        };
+        assert_eq!(breach["limit"], limit);
+        assert_eq!(breach["componentCount"], count);
+        assert!(count > limit);
+
+        let roomier = self.pushed(&snapshot(0, json!({})), Tier::Small, 1_000_000, component);
+        let report = self.activate(&roomier);
+        assert_eq!(report.outcome, TurnOutcome::Resumed, "{component} under the small tier");
+        assert_eq!(report.transfer.status, TransferStatus::Active);
+        assert!(self.events(&roomier, EventKind::CeilingExceeded).is_empty());
+        assert!(self.sandboxes.drop_sandbox(&roomier));
+    }
+
     fn assert_serves_a_forecaster(&self) {
         let id = self.pushed(&snapshot(4, inventory()), Tier::Nano, 1_000_000, "forecaster");
         let report = self.activate(&id);
@@ -196,7 +232,7 @@ fn second_activation_of_the_same_component_does_no_compile() {
     let compiled = h.sandboxes.compiles();
     assert_eq!(
         compiled,
-        guests::ALL.len() as u64 + 1,
+        (guests::ALL.len() + WAT_GUESTS.len()) as u64,
         "registration compiles each component once"
     );
     h.assert_serves_a_forecaster();
@@ -237,6 +273,21 @@ fn memory_bomb() {
 #[test]
 fn table_bomb() {
     host().assert_stopped_by("table-bomb", Tier::Nano, Ceiling::TableElements);
+}
+
+#[test]
+fn many_instances() {
+    host().assert_refused_by_count("many-instances", Ceiling::Instances, 18);
+}
+
+#[test]
+fn many_memories() {
+    host().assert_refused_by_count("many-memories", Ceiling::Memories, 2);
+}
+
+#[test]
+fn many_tables() {
+    host().assert_refused_by_count("many-tables", Ceiling::Tables, 5);
 }
 
 #[test]

@@ -5,11 +5,13 @@
 //! [`engine`]), the compile cache ([`cache`]: no activation ever compiles), the component
 //! registry (bytes on disk, records in the store), the vault, and the *live* sandboxes.
 //!
-//! **Activation** ([`Sandboxes::activate`]): `begin_activation` (consumes the token) →
-//! instantiate from the cached `InstancePre` → call the guest's `resume` → `complete_activation`
-//! only if `resume` returned `Ok`; if it returned an error, trapped, ran out of budget or broke
-//! a ceiling → `fail_activation` with the reason (and a `ceiling_exceeded` event naming the
-//! ceiling). A failed sandbox's Store is dropped at once; the host goes on serving the others.
+//! **Activation** ([`Sandboxes::activate`]): `begin_activation` (consumes the token) → check
+//! the component's core instances, memories and tables ([`counts`]) against the tier → instantiate
+//! from the cached `InstancePre` → call the guest's `resume` → `complete_activation` only if
+//! `resume` returned `Ok`; if a count was over its ceiling, or the guest returned an error,
+//! trapped, ran out of budget or broke a ceiling → `fail_activation` with the reason (and a
+//! `ceiling_exceeded` event naming the ceiling). A failed sandbox's Store is dropped at once;
+//! the host goes on serving the others.
 //!
 //! **Live sandboxes.** A resumed sandbox (its Store and instance) is kept in a map keyed by
 //! transfer id: [`Sandboxes::run_turn`] finds it there to call `resume` again for a later turn,
@@ -23,6 +25,7 @@
 pub mod baseline;
 pub mod bindings;
 pub mod cache;
+pub mod counts;
 pub mod egress;
 pub mod engine;
 pub mod limits;
@@ -39,7 +42,8 @@ use wasmtime::component::Linker;
 use wasmtime::{AsContextMut, Engine, Trap, UpdateDeadline};
 
 use self::bindings::{Agent, AgentPre};
-use self::cache::ComponentCache;
+use self::cache::{ComponentCache, Prepared};
+pub use self::counts::ComponentCounts;
 use self::engine::{EngineConfig, EpochTicker, build_engine};
 pub use self::limits::{Ceiling, CeilingCap, Ceilings};
 pub use self::meter::{COMPUTE_KIND, METER_QUANTUM_FUEL};
@@ -152,6 +156,8 @@ impl SandboxConfig {
 struct Sandbox {
     store: wasmtime::Store<SandboxState>,
     pre: AgentPre<SandboxState>,
+    /// What instantiating `pre` creates, checked against the ceilings before it is.
+    counts: ComponentCounts,
     agent: Option<Agent>,
     egress_audited: std::sync::atomic::AtomicBool,
 }
@@ -404,7 +410,7 @@ impl Sandboxes {
             (db.snapshot(&t.id)?, db.component(component)?)
         };
         let record = record.ok_or_else(|| Error::UnknownComponent(component.to_owned()))?;
-        let pre = self.cache.instance_pre(&record.digest)?;
+        let Prepared { pre, counts } = self.cache.prepared(&record.digest)?;
         let limits = tier.limits();
         let ceilings = Ceilings::of(limits).tightened(&self.cap);
         let state = SandboxState::new(
@@ -431,6 +437,7 @@ impl Sandboxes {
         Ok(Sandbox {
             store,
             pre,
+            counts,
             agent: None,
             egress_audited: Default::default(),
         })
@@ -441,15 +448,16 @@ impl Sandboxes {
         // The egress ceiling cuts a request or response off without trapping the guest: audit
         // the first breach whatever the turn's outcome.
         if st.egress_meter.breached() && !sandbox.egress_audited.swap(true, std::sync::atomic::Ordering::Relaxed) {
-            self.record_breach(st, Ceiling::Egress);
+            self.record_breach(sandbox, Ceiling::Egress);
         }
         let TurnOutcome::CeilingExceeded(ceiling) = *outcome else {
             return;
         };
-        self.record_breach(st, ceiling);
+        self.record_breach(sandbox, ceiling);
     }
 
-    fn record_breach(&self, st: &SandboxState, ceiling: Ceiling) {
+    fn record_breach(&self, sandbox: &Sandbox, ceiling: Ceiling) {
+        let st = sandbox.store.data();
         let c = &st.ceilings;
         let limit = match ceiling {
             Ceiling::FuelPerTurn => json!(c.fuel_per_turn),
@@ -466,15 +474,26 @@ impl Sandboxes {
         if ceiling == Ceiling::Egress {
             detail["usedBytes"] = json!(st.egress_meter.used());
         }
+        // A count ceiling: how many the component creates (its static count, see `counts`).
+        if let Some(count) = sandbox.counts.get(ceiling) {
+            detail["componentCount"] = json!(count);
+        }
         if let Err(e) = self.db().record_event(&st.transfer, EventKind::CeilingExceeded, detail) {
             tracing::error!(transfer = %st.transfer, error = %e, "could not audit a ceiling breach");
         }
     }
 }
 
-/// One turn: fuel the Store, instantiate if needed, call `resume`, settle the meter, classify.
+/// One turn: check the component's counts (before the first instantiation), fuel the Store,
+/// instantiate if needed, call `resume`, settle the meter, classify.
 fn run(sandbox: &mut Sandbox) -> (TurnOutcome, u64) {
     let store = &mut sandbox.store;
+    if sandbox.agent.is_none()
+        && let Some(ceiling) = sandbox.counts.breach(&store.data().ceilings)
+    {
+        store.data_mut().limiter.breach = Some(ceiling);
+        return (TurnOutcome::CeilingExceeded(ceiling), 0);
+    }
     let fuel = match meter::start_turn(&mut store.as_context_mut()) {
         Ok(f) => f,
         Err(e) => return (TurnOutcome::Trapped(format!("{e:#}")), 0),
@@ -522,6 +541,11 @@ fn run(sandbox: &mut Sandbox) -> (TurnOutcome, u64) {
 }
 
 /// Instantiation refused by the limiter's counts (wasmtime reports them as errors, not traps).
+///
+/// A last resort, matched on wasmtime's message as its error has no type: the counts are
+/// checked before instantiating ([`ComponentCounts::breach`]), exactly for memories and tables,
+/// so only core instances that the static count cannot see (the adapter modules wasmtime adds
+/// between composed components, see [`counts`]) can still reach the limiter.
 fn count_ceiling(e: &wasmtime::Error) -> Option<Ceiling> {
     let msg = format!("{e:#}");
     if msg.contains("instance count too high") {
