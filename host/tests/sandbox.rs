@@ -432,6 +432,50 @@ fn unregistered_or_invalid_components_are_refused() {
     assert_eq!(h.events(&id, EventKind::ActivationFailed).len(), 1);
 }
 
+#[test]
+fn a_component_importing_sockets_is_refused_at_registration() {
+    let data = tempfile::tempdir().unwrap();
+    let h = host_with(CeilingCap::default(), Some(data.path().to_path_buf()));
+    let files = |dir: &str| std::fs::read_dir(data.path().join(dir)).unwrap().count();
+    let before = (files("components"), files("compiled"), h.sandboxes.compiles());
+    let err = h
+        .sandboxes
+        .register_component(&wat_guest("imports-sockets"), Some("imports-sockets"))
+        .unwrap_err();
+    assert!(matches!(err, ahp_host::sandbox::Error::InvalidComponent(_)), "{err}");
+    assert!(
+        err.to_string()
+            .contains("imports `wasi:sockets/tcp-create-socket@0.2.0`"),
+        "{err}"
+    );
+    // Nothing changed: no record, no file left behind.
+    assert!(h.sandboxes.db().component("imports-sockets").unwrap().is_none());
+    assert_eq!((files("components"), files("compiled")), (before.0, before.1));
+}
+
+#[test]
+fn every_example_guest_imports_only_what_the_host_links() {
+    let h = host();
+    let engine = h.sandboxes.engine();
+    for (name, path) in guests::ALL {
+        let component = wasmtime::component::Component::from_file(engine, path).unwrap();
+        let imports: Vec<String> = component
+            .component_type()
+            .imports(engine)
+            .map(|(import, _)| import.to_owned())
+            .collect();
+        assert!(!imports.is_empty(), "{name}");
+        for import in &imports {
+            assert!(
+                ahp_host::interfaces::is_allowed(import),
+                "{name} imports {import}, which is not on the host's allow-list"
+            );
+            assert!(!import.starts_with("wasi:sockets/") && !import.starts_with("wasi:filesystem/"));
+        }
+        eprintln!("{name}: {}", imports.join(" "));
+    }
+}
+
 /// A loopback HTTP/1.1 server that answers every request with `ok` and counts the requests
 /// and the body bytes it received (content-length or chunked).
 struct Loopback {

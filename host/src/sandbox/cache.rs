@@ -9,8 +9,10 @@
 //!
 //! In memory: one [`Prepared`] per digest — an `AgentPre` (an `InstancePre` with every import
 //! already resolved) and the component's [`ComponentCounts`], which the sandbox checks against
-//! the tier before instantiating. Every compilation increments [`ComponentCache::compiles`], so
-//! tests can assert that a second activation compiled nothing.
+//! the tier before instantiating. A component that imports anything outside the host's
+//! allow-list ([`crate::interfaces::check_imports`]) is refused here, naming the import. Every
+//! compilation increments [`ComponentCache::compiles`], so tests can assert that a second
+//! activation compiled nothing.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -132,6 +134,8 @@ impl ComponentCache {
             return Ok(pre.clone());
         }
         let (component, wasm) = self.load(digest)?;
+        crate::interfaces::check_imports(&self.engine, &component)
+            .map_err(|e| Error::InvalidComponent(format!("{digest} {e}")))?;
         let pre = self
             .linker
             .instantiate_pre(&component)
