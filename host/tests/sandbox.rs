@@ -170,6 +170,43 @@ impl Host {
         assert!(self.sandboxes.drop_sandbox(&roomier));
     }
 
+    /// Activates `component` (whose tool state `{"resumeFirst": true}` makes its first turn
+    /// return at once), then runs a second turn, which must break `ceiling`: the sandbox is
+    /// dropped and the transfer terminated, after the breach was audited.
+    fn assert_later_turn_terminates(&self, component: &str, ceiling: Ceiling) {
+        let id = self.pushed(
+            &snapshot(0, json!({ "resumeFirst": true })),
+            Tier::Nano,
+            1_000_000,
+            component,
+        );
+        let first = self.activate(&id);
+        assert_eq!(first.outcome, TurnOutcome::Resumed);
+        assert_eq!(first.transfer.status, TransferStatus::Active);
+        assert_eq!(self.sandboxes.live_count(), 1);
+
+        let second = self.sandboxes.run_turn(&id).unwrap();
+        assert_eq!(second.outcome, TurnOutcome::CeilingExceeded(ceiling), "{component}");
+        assert_eq!(second.transfer.status, TransferStatus::Terminated);
+        assert_eq!(self.sandboxes.live_count(), 0, "the sandbox is dropped");
+        assert!(matches!(
+            self.sandboxes.run_turn(&id),
+            Err(ahp_host::sandbox::Error::NoSandbox(_))
+        ));
+        let events = self.sandboxes.db().get_status(&id).unwrap().events;
+        let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
+        let breach = kinds.iter().position(|k| *k == EventKind::CeilingExceeded).unwrap();
+        let ended = kinds.iter().position(|k| *k == EventKind::Terminated).unwrap();
+        assert!(breach < ended, "{kinds:?}");
+        assert_eq!(events[breach].detail["ceiling"], ceiling.as_str());
+        assert_eq!(
+            events[ended].detail["reason"],
+            format!("sandbox stopped: ceiling exceeded: {ceiling}")
+        );
+        assert_eq!(events[ended].detail["from"], "active");
+        self.assert_serves_a_forecaster();
+    }
+
     fn assert_serves_a_forecaster(&self) {
         let id = self.pushed(&snapshot(4, inventory()), Tier::Nano, 1_000_000, "forecaster");
         let report = self.activate(&id);
@@ -291,6 +328,16 @@ fn many_tables() {
 }
 
 #[test]
+fn a_memory_breach_on_a_later_turn_terminates_the_transfer() {
+    host().assert_later_turn_terminates("memory-bomb", Ceiling::Memory);
+}
+
+#[test]
+fn a_fuel_breach_on_a_later_turn_terminates_the_transfer() {
+    host().assert_later_turn_terminates("loop-forever", Ceiling::FuelPerTurn);
+}
+
+#[test]
 fn deep_recursion() {
     host().assert_stopped_by("deep-recursion", Tier::Nano, Ceiling::Stack);
 }
@@ -354,6 +401,10 @@ fn a_guest_out_of_budget_makes_the_transfer_insolvent_within_one_quantum() {
         budget.spent_micro_usd
     );
     assert_eq!(h.events(&id, EventKind::Insolvent).len(), 1);
+    assert!(
+        h.events(&id, EventKind::Terminated).is_empty(),
+        "insolvent, not terminated: the reaper ends it after its grace"
+    );
     assert_eq!(h.sandboxes.live_count(), 0, "an insolvent sandbox is dropped");
     h.assert_serves_a_forecaster();
 }

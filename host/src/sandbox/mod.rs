@@ -15,11 +15,18 @@
 //!
 //! **Live sandboxes.** A resumed sandbox (its Store and instance) is kept in a map keyed by
 //! transfer id: [`Sandboxes::run_turn`] finds it there to call `resume` again for a later turn,
-//! [`Sandboxes::live_count`] counts them. It is dropped when a turn fails, traps, breaks a
-//! ceiling or exhausts the budget (the transfer is then `insolvent`), or when its owner calls
-//! [`Sandboxes::drop_sandbox`] (after `terminate`, or to free the slot). While a turn runs the
-//! sandbox is out of the map, so no lock is held while guest code executes, and a second
-//! concurrent turn for the same transfer is refused ([`Error::NoSandbox`]).
+//! [`Sandboxes::live_count`] counts them. A live sandbox belongs to an `active` transfer, and
+//! the two end together: when a later turn does not resume — `resume` returned an error, the
+//! guest trapped, broke a ceiling (its `ceiling_exceeded` event is recorded first) or ran out
+//! of budget — the sandbox is dropped and, if the transfer is still `active`, it is
+//! `terminate`d with the reason `sandbox stopped: <what happened>` (e.g. `sandbox stopped:
+//! ceiling exceeded: memory_bytes`). A transfer that already left `active` is left as it is:
+//! `insolvent` when the turn spent the last of the budget (the reaper ends it after its grace),
+//! or already `terminated`. The check and the `terminate` happen under the database lock, so
+//! no other writer of this host moves the transfer in between. A sandbox is also dropped when
+//! its owner calls [`Sandboxes::drop_sandbox`] (after `terminate`, or to free the slot). While
+//! a turn runs the sandbox is out of the map, so no lock is held while guest code executes,
+//! and a second concurrent turn for the same transfer is refused ([`Error::NoSandbox`]).
 
 #[doc(hidden)]
 pub mod baseline;
@@ -36,7 +43,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use ahp_store::{EventKind, Transfer};
+use ahp_store::{EventKind, Transfer, TransferStatus};
 use serde_json::json;
 use wasmtime::component::Linker;
 use wasmtime::{AsContextMut, Engine, Trap, UpdateDeadline};
@@ -331,12 +338,14 @@ impl Sandboxes {
     }
 
     /// Runs a later turn of a live sandbox: calls `resume` again, metered and bounded like the
-    /// first. The sandbox stays live only if the turn resumed.
+    /// first. The sandbox stays live only if the turn resumed; otherwise it is dropped and the
+    /// transfer, if still `active`, is terminated with the reason (see the
+    /// [module docs](self)).
     ///
     /// # Errors
     ///
     /// [`Error::NoSandbox`] if the transfer has no live sandbox here; [`Error::Store`] if the
-    /// transfer can no longer be read.
+    /// transfer can no longer be read or terminated.
     pub fn run_turn(&self, transfer: &str) -> Result<TurnReport, Error> {
         let mut sandbox = self
             .live
@@ -347,20 +356,44 @@ impl Sandboxes {
         let (outcome, fuel) = run(&mut sandbox);
         self.audit_ceiling(&sandbox, &outcome);
         let compute = sandbox.store.data().meter.charged_micro_usd;
-        if outcome == TurnOutcome::Resumed {
-            self.live
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(transfer.to_owned(), sandbox);
-        } else {
-            tracing::info!(%transfer, ?outcome, "dropping sandbox");
-        }
+        let t = match outcome.failure_reason() {
+            None => {
+                self.live
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(transfer.to_owned(), sandbox);
+                self.db().transfer(transfer)?
+            }
+            Some(reason) => {
+                tracing::info!(%transfer, ?outcome, "dropping sandbox");
+                drop(sandbox);
+                self.end_with_sandbox(transfer, &reason)?
+            }
+        };
         Ok(TurnReport {
-            transfer: self.db().transfer(transfer)?,
+            transfer: t,
             outcome,
             fuel_consumed: fuel,
             compute_micro_usd: compute,
         })
+    }
+
+    /// After a later turn dropped the sandbox of `transfer`: terminates the transfer with
+    /// `sandbox stopped: <reason>` if it is still `active`, and returns it as it then stands.
+    fn end_with_sandbox(&self, transfer: &str, reason: &str) -> Result<Transfer, Error> {
+        // One lock over the read and the terminate: no other writer of this host can make the
+        // transfer insolvent (or end it) in between.
+        let mut db = self.db();
+        let t = db.transfer(transfer)?;
+        if t.status != TransferStatus::Active {
+            return Ok(t);
+        }
+        match db.terminate(transfer, &bounded(&format!("sandbox stopped: {reason}"))) {
+            Ok(t) => Ok(t),
+            // Another process (`ahp transfer terminate`) ended it meanwhile.
+            Err(ahp_store::Error::InvalidTransition { .. }) => Ok(db.transfer(transfer)?),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Drops the live sandbox of `transfer` (its Store, instance and pool slot). Returns
