@@ -17,10 +17,9 @@
 //!   of the pool, up to the largest tier's count ceilings ([`max_counts`]): the pool only
 //!   refuses, at registration, a component no tier could run; whether *this* transfer's tier
 //!   allows a component's counts is checked before each instantiation (see `counts`). Memory
-//!   slots reserve `max_memory_bytes` plus a
-//!   [`MEMORY_GUARD_BYTES`] guard of *address space* (not RAM), so bounds checks are explicit
-//!   rather than elided by a 4 GiB reservation: that is what lets tens of thousands of
-//!   sandboxes fit one process.
+//!   slots reserve `max_memory_bytes` plus a [`MEMORY_GUARD_BYTES`] guard of *address space*
+//!   (not RAM), so bounds checks are explicit rather than elided by a 4 GiB reservation: that
+//!   is what lets tens of thousands of sandboxes fit one process.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,6 +35,7 @@ use super::Error;
 pub const CORE_INSTANCES_PER_SANDBOX: u32 = 8;
 /// Tables one sandbox may need (the guest's own and the component's shims).
 pub const TABLES_PER_SANDBOX: u32 = 4;
+
 /// The largest count ceilings of any tier — core instances, tables, memories — which are the
 /// pool's per-component caps: a component over them can run on no tier.
 pub const fn max_counts() -> (u32, u32, u32) {
