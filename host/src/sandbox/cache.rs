@@ -7,7 +7,7 @@
 //!   (wasmtime version, target, configuration). A host with a different engine compiles its
 //!   own file beside it; a file wasmtime refuses to load is recompiled and replaced.
 //!
-//! In memory: one [`Prepared`] per digest — an `AgentPre` (an `InstancePre` with every import
+//! In memory: one `Prepared` per digest — an `AgentPre` (an `InstancePre` with every import
 //! already resolved) and the component's [`ComponentCounts`], which the sandbox checks against
 //! the tier before instantiating. A component that imports anything outside the host's
 //! allow-list ([`crate::interfaces::check_imports`]) is refused here, naming the import. Every
