@@ -1,7 +1,8 @@
 //! The session this agent continues, as the source host snapshotted it.
 //!
 //! Everything here is read-only and comes from the transfer's stored snapshot. The history can
-//! be long (up to 10,000 messages), so [`messages`] fetches it lazily, one page at a time.
+//! be long (up to 10,000 messages), so [`messages`] fetches it lazily, one page at a time;
+//! [`history`] reads all of it and checks that none is missing.
 //!
 //! ```no_run
 //! use ahp_guest::snapshot;
@@ -23,12 +24,22 @@ pub const MAX_PAGE: u32 = 256;
 pub enum Error {
     /// The page asked for is larger than the host serves; the payload is the largest allowed.
     LimitTooLarge(u32),
+    /// The host served fewer messages than [`message_count`] says the history holds.
+    Incomplete {
+        /// The messages served.
+        got: u32,
+        /// The messages the history holds.
+        expected: u32,
+    },
 }
 
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::LimitTooLarge(max) => write!(f, "a history page may hold at most {max} messages"),
+            Self::Incomplete { got, expected } => {
+                write!(f, "the history holds {expected} messages but {got} were served")
+            }
         }
     }
 }
@@ -58,6 +69,32 @@ pub fn messages() -> Messages {
         page: Vec::new().into_iter(),
         done: false,
     }
+}
+
+/// The whole history, oldest first, fetched page by page and checked against
+/// [`message_count`]: an agent that reasons over its context gets all of it or an error.
+///
+/// # Errors
+///
+/// [`Error::Incomplete`] if fewer messages were served than the history holds.
+///
+/// ```no_run
+/// use ahp_guest::snapshot::{self, Error};
+///
+/// match snapshot::history() {
+///     Ok(history) => println!("resuming after {} messages", history.len()),
+///     Err(e @ Error::Incomplete { .. }) => eprintln!("refusing to resume on a partial context: {e}"),
+///     Err(e) => eprintln!("{e}"),
+/// }
+/// ```
+pub fn history() -> Result<Vec<Message>, Error> {
+    let expected = message_count();
+    let history: Vec<Message> = messages().collect();
+    let got = u32::try_from(history.len()).unwrap_or(u32::MAX);
+    if got != expected {
+        return Err(Error::Incomplete { got, expected });
+    }
+    Ok(history)
 }
 
 /// One page of the history: at most `limit` messages starting at position `after` (0-based).
@@ -101,6 +138,28 @@ pub fn tool_state() -> String {
 /// ```
 pub fn tool_state_as<T: serde::de::DeserializeOwned>() -> Result<T, serde_json::Error> {
     serde_json::from_str(&raw::tool_state())
+}
+
+/// The part of the tool state at `pointer` (a JSON Pointer, RFC 6901, such as `/inventory`),
+/// parsed into `T`: for an agent that needs one tool's state out of a larger object.
+///
+/// # Errors
+///
+/// The JSON error if the tool state has nothing at `pointer` or what is there does not have
+/// `T`'s shape.
+///
+/// ```no_run
+/// match ahp_guest::snapshot::tool_state_at::<Vec<String>>("/inventory/skus") {
+///     Ok(skus) => println!("{} SKUs", skus.len()),
+///     Err(e) => eprintln!("unexpected tool state: {e}"), // e.g. "the tool state has nothing at /inventory/skus"
+/// }
+/// ```
+pub fn tool_state_at<T: serde::de::DeserializeOwned>(pointer: &str) -> Result<T, serde_json::Error> {
+    let mut state: serde_json::Value = serde_json::from_str(&raw::tool_state())?;
+    let part = state.pointer_mut(pointer).map(serde_json::Value::take).ok_or_else(|| {
+        <serde_json::Error as serde::de::Error>::custom(format!("the tool state has nothing at {pointer}"))
+    })?;
+    serde_json::from_value(part)
 }
 
 /// The MCP servers the source session used, with their credential references.

@@ -17,6 +17,14 @@ use serde_json::{Value, json};
 
 const SECRET: &str = "sk-inventory-test";
 
+/// Hostile guests written as WAT components (`tests/guests/<name>.wat`), registered under
+/// their names beside the example guests.
+const WAT_GUESTS: &[&str] = &["table-bomb", "many-instances", "many-memories", "many-tables"];
+
+fn wat_guest(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{}/tests/guests/{name}.wat", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
 struct Host {
     _dir: tempfile::TempDir,
     key: TokenKey,
@@ -42,8 +50,9 @@ fn host_with(cap: CeilingCap, data_dir: Option<PathBuf>) -> Host {
     for (name, path) in guests::ALL {
         sandboxes.register_component_file(path, Some(name)).unwrap();
     }
-    let wat = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/guests/table-bomb.wat")).unwrap();
-    sandboxes.register_component(&wat, Some("table-bomb")).unwrap();
+    for name in WAT_GUESTS {
+        sandboxes.register_component(&wat_guest(name), Some(name)).unwrap();
+    }
     Host {
         _dir: dir,
         key,
@@ -134,6 +143,70 @@ impl Host {
         self.assert_serves_a_forecaster();
     }
 
+    /// Activates a WAT guest whose static `count` breaks the nano tier's `ceiling`: refused
+    /// before instantiation, with the count in its audit event. Under the small tier, which
+    /// allows that count, the same component resumes.
+    fn assert_refused_by_count(&self, component: &str, ceiling: Ceiling, count: u32) {
+        self.assert_stopped_by(component, Tier::Nano, ceiling);
+        let id = self.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, component);
+        let report = self.activate(&id);
+        assert_eq!(report.outcome, TurnOutcome::CeilingExceeded(ceiling));
+        assert_eq!(report.fuel_consumed, 0, "no guest code ran");
+        let breach = &self.events(&id, EventKind::CeilingExceeded)[0];
+        let limit = match ceiling {
+            Ceiling::Instances => Tier::Nano.limits().instances,
+            Ceiling::Memories => Tier::Nano.limits().memories,
+            _ => Tier::Nano.limits().tables,
+        };
+        assert_eq!(breach["limit"], limit);
+        assert_eq!(breach["componentCount"], count);
+        assert!(count > limit);
+
+        let roomier = self.pushed(&snapshot(0, json!({})), Tier::Small, 1_000_000, component);
+        let report = self.activate(&roomier);
+        assert_eq!(report.outcome, TurnOutcome::Resumed, "{component} under the small tier");
+        assert_eq!(report.transfer.status, TransferStatus::Active);
+        assert!(self.events(&roomier, EventKind::CeilingExceeded).is_empty());
+        assert!(self.sandboxes.drop_sandbox(&roomier));
+    }
+
+    /// Activates `component` (whose tool state `{"resumeFirst": true}` makes its first turn
+    /// return at once), then runs a second turn, which must break `ceiling`: the sandbox is
+    /// dropped and the transfer terminated, after the breach was audited.
+    fn assert_later_turn_terminates(&self, component: &str, ceiling: Ceiling) {
+        let id = self.pushed(
+            &snapshot(0, json!({ "resumeFirst": true })),
+            Tier::Nano,
+            1_000_000,
+            component,
+        );
+        let first = self.activate(&id);
+        assert_eq!(first.outcome, TurnOutcome::Resumed);
+        assert_eq!(first.transfer.status, TransferStatus::Active);
+        assert_eq!(self.sandboxes.live_count(), 1);
+
+        let second = self.sandboxes.run_turn(&id).unwrap();
+        assert_eq!(second.outcome, TurnOutcome::CeilingExceeded(ceiling), "{component}");
+        assert_eq!(second.transfer.status, TransferStatus::Terminated);
+        assert_eq!(self.sandboxes.live_count(), 0, "the sandbox is dropped");
+        assert!(matches!(
+            self.sandboxes.run_turn(&id),
+            Err(ahp_host::sandbox::Error::NoSandbox(_))
+        ));
+        let events = self.sandboxes.db().get_status(&id).unwrap().events;
+        let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
+        let breach = kinds.iter().position(|k| *k == EventKind::CeilingExceeded).unwrap();
+        let ended = kinds.iter().position(|k| *k == EventKind::Terminated).unwrap();
+        assert!(breach < ended, "{kinds:?}");
+        assert_eq!(events[breach].detail["ceiling"], ceiling.as_str());
+        assert_eq!(
+            events[ended].detail["reason"],
+            format!("sandbox stopped: ceiling exceeded: {ceiling}")
+        );
+        assert_eq!(events[ended].detail["from"], "active");
+        self.assert_serves_a_forecaster();
+    }
+
     fn assert_serves_a_forecaster(&self) {
         let id = self.pushed(&snapshot(4, inventory()), Tier::Nano, 1_000_000, "forecaster");
         let report = self.activate(&id);
@@ -196,7 +269,7 @@ fn second_activation_of_the_same_component_does_no_compile() {
     let compiled = h.sandboxes.compiles();
     assert_eq!(
         compiled,
-        guests::ALL.len() as u64 + 1,
+        (guests::ALL.len() + WAT_GUESTS.len()) as u64,
         "registration compiles each component once"
     );
     h.assert_serves_a_forecaster();
@@ -237,6 +310,31 @@ fn memory_bomb() {
 #[test]
 fn table_bomb() {
     host().assert_stopped_by("table-bomb", Tier::Nano, Ceiling::TableElements);
+}
+
+#[test]
+fn many_instances() {
+    host().assert_refused_by_count("many-instances", Ceiling::Instances, 18);
+}
+
+#[test]
+fn many_memories() {
+    host().assert_refused_by_count("many-memories", Ceiling::Memories, 2);
+}
+
+#[test]
+fn many_tables() {
+    host().assert_refused_by_count("many-tables", Ceiling::Tables, 5);
+}
+
+#[test]
+fn a_memory_breach_on_a_later_turn_terminates_the_transfer() {
+    host().assert_later_turn_terminates("memory-bomb", Ceiling::Memory);
+}
+
+#[test]
+fn a_fuel_breach_on_a_later_turn_terminates_the_transfer() {
+    host().assert_later_turn_terminates("loop-forever", Ceiling::FuelPerTurn);
 }
 
 #[test]
@@ -303,6 +401,10 @@ fn a_guest_out_of_budget_makes_the_transfer_insolvent_within_one_quantum() {
         budget.spent_micro_usd
     );
     assert_eq!(h.events(&id, EventKind::Insolvent).len(), 1);
+    assert!(
+        h.events(&id, EventKind::Terminated).is_empty(),
+        "insolvent, not terminated: the reaper ends it after its grace"
+    );
     assert_eq!(h.sandboxes.live_count(), 0, "an insolvent sandbox is dropped");
     h.assert_serves_a_forecaster();
 }
@@ -379,6 +481,50 @@ fn unregistered_or_invalid_components_are_refused() {
     let t = h.sandboxes.db().transfer(&id).unwrap();
     assert_eq!((t.status, t.activating), (TransferStatus::Pushed, false));
     assert_eq!(h.events(&id, EventKind::ActivationFailed).len(), 1);
+}
+
+#[test]
+fn a_component_importing_sockets_is_refused_at_registration() {
+    let data = tempfile::tempdir().unwrap();
+    let h = host_with(CeilingCap::default(), Some(data.path().to_path_buf()));
+    let files = |dir: &str| std::fs::read_dir(data.path().join(dir)).unwrap().count();
+    let before = (files("components"), files("compiled"), h.sandboxes.compiles());
+    let err = h
+        .sandboxes
+        .register_component(&wat_guest("imports-sockets"), Some("imports-sockets"))
+        .unwrap_err();
+    assert!(matches!(err, ahp_host::sandbox::Error::InvalidComponent(_)), "{err}");
+    assert!(
+        err.to_string()
+            .contains("imports `wasi:sockets/tcp-create-socket@0.2.0`"),
+        "{err}"
+    );
+    // Nothing changed: no record, no file left behind.
+    assert!(h.sandboxes.db().component("imports-sockets").unwrap().is_none());
+    assert_eq!((files("components"), files("compiled")), (before.0, before.1));
+}
+
+#[test]
+fn every_example_guest_imports_only_what_the_host_links() {
+    let h = host();
+    let engine = h.sandboxes.engine();
+    for (name, path) in guests::ALL {
+        let component = wasmtime::component::Component::from_file(engine, path).unwrap();
+        let imports: Vec<String> = component
+            .component_type()
+            .imports(engine)
+            .map(|(import, _)| import.to_owned())
+            .collect();
+        assert!(!imports.is_empty(), "{name}");
+        for import in &imports {
+            assert!(
+                ahp_host::interfaces::is_allowed(import),
+                "{name} imports {import}, which is not on the host's allow-list"
+            );
+            assert!(!import.starts_with("wasi:sockets/") && !import.starts_with("wasi:filesystem/"));
+        }
+        eprintln!("{name}: {}", imports.join(" "));
+    }
 }
 
 /// A loopback HTTP/1.1 server that answers every request with `ok` and counts the requests
@@ -523,4 +669,26 @@ mod every_guest_is_tested {
         };
     }
     ahp_host::foreach_guest!(assert_tested);
+}
+
+#[test]
+fn sandboxes_of_transfers_no_longer_active_are_swept() {
+    let h = host();
+    let ended = h.pushed(&snapshot(2, inventory()), Tier::Nano, 1_000_000, "forecaster");
+    let running = h.pushed(&snapshot(2, inventory()), Tier::Nano, 1_000_000, "forecaster");
+    assert_eq!(h.activate(&ended).outcome, TurnOutcome::Resumed);
+    assert_eq!(h.activate(&running).outcome, TurnOutcome::Resumed);
+    assert_eq!(h.sandboxes.live_count(), 2);
+    assert!(h.sandboxes.drop_finished().unwrap().is_empty(), "both are active");
+    // Ended behind the sandbox's back, as `ahp transfer terminate` from another process does.
+    h.sandboxes.db().terminate(&ended, "operator ended it").unwrap();
+    assert_eq!(h.sandboxes.drop_finished().unwrap(), vec![ended.clone()]);
+    assert_eq!(h.sandboxes.live_count(), 1);
+    assert!(matches!(
+        h.sandboxes.run_turn(&ended),
+        Err(ahp_host::sandbox::Error::NoSandbox(_))
+    ));
+    assert_eq!(h.sandboxes.run_turn(&running).unwrap().outcome, TurnOutcome::Resumed);
+    assert!(h.sandboxes.drop_finished().unwrap().is_empty());
+    assert!(h.sandboxes.drop_sandbox(&running));
 }

@@ -14,11 +14,6 @@ struct Item {
     lead_time_days: u64,
 }
 
-#[derive(Deserialize)]
-struct ToolState {
-    inventory: Vec<Item>,
-}
-
 /// What the agent remembers between turns.
 #[derive(Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -32,32 +27,23 @@ struct Forecaster;
 
 impl Agent for Forecaster {
     fn resume() -> Result<(), Box<dyn std::error::Error>> {
-        let state: ToolState = snapshot::tool_state_as()?;
-        let server = snapshot::mcp_servers()
-            .into_iter()
-            .next()
-            .ok_or("no inventory server")?;
-        let key = credentials::resolve(&server.cred_ref)?;
-        if key.value().is_empty() {
+        let inventory: Vec<Item> = snapshot::tool_state_at("/inventory")?;
+        let servers = snapshot::mcp_servers();
+        let server = servers.first().ok_or("no inventory server")?;
+        if credentials::resolve(&server.cred_ref)?.value().is_empty() {
             return Err("empty inventory credential".into());
         }
-        let history: Vec<_> = snapshot::messages().collect();
-        if history.len() != snapshot::message_count() as usize {
-            return Err("history shorter than its message count".into());
-        }
+        let history = snapshot::history()?;
         let mut forecast: Forecast = checkpoint::load()?.unwrap_or_default();
         forecast.turn += 1;
         forecast.messages_seen = history.len() as u32;
-        forecast.reorders = state.inventory.iter().filter_map(reorder).collect();
+        forecast.reorders = inventory.iter().filter_map(reorder).collect();
         checkpoint::save(&forecast)?;
-        // Model tokens: one micro-USD per message of context the forecast was reasoned over.
-        metering::report("model_tokens", 1 + history.len() as u64)?;
-        println!(
-            "{}: {} reorders on turn {}",
-            snapshot::transfer_id(),
-            forecast.reorders.len(),
-            forecast.turn
-        );
+        // Model tokens: one micro-USD per message of context, the system prompt included.
+        let context = u64::from(!snapshot::system_prompt().is_empty()) + history.len() as u64;
+        metering::report("model_tokens", context)?;
+        let (id, n) = (snapshot::transfer_id(), forecast.reorders.len());
+        println!("{id}: {n} reorders on turn {}", forecast.turn);
         Ok(())
     }
 }

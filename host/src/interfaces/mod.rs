@@ -1,28 +1,139 @@
-//! Host implementations of the `ahp:agent` WIT interfaces, one file per interface.
+//! Host implementations of the `ahp:agent` WIT interfaces, one file per interface, and the WASI
+//! the host links beside them ([`wasi`]).
 //!
 //! Each file only *adapts*: it converts WIT types, applies the per-call bounds, calls the real
 //! logic (the store, the vault, the meter) and maps its errors to the interface's `error`
 //! variant. An ordinary guest mistake is a WIT error; a broken ceiling is a trap.
+//!
+//! What a guest may import is one allow-list, [`AHP_INTERFACES`] and
+//! [`wasi::WASI_INTERFACES`]; a component importing anything else is refused at registration
+//! by [`check_imports`], which names the import.
 
 pub mod checkpoint;
 pub mod credentials;
 pub mod metering;
 pub mod snapshot;
+pub mod wasi;
 
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::Engine;
+use wasmtime::component::{Component, HasSelf, Linker};
 
 use crate::sandbox::bindings::ahp::agent;
 use crate::sandbox::state::SandboxState;
 
-/// Adds the `ahp:agent` interfaces and WASI (no ambient authority, see
+/// The `ahp:agent` interfaces the host links (the imports of world `agent`).
+pub const AHP_INTERFACES: &[&str] = &[
+    "ahp:agent/snapshot",
+    "ahp:agent/credentials",
+    "ahp:agent/metering",
+    "ahp:agent/checkpoint",
+];
+
+/// Whether the host links the interface a component imports as `name` (e.g.
+/// `wasi:io/streams@0.2.6`): its name without the version is on the allow-list.
+pub fn is_allowed(name: &str) -> bool {
+    let unversioned = name.split_once('@').map_or(name, |(n, _)| n);
+    AHP_INTERFACES
+        .iter()
+        .chain(wasi::WASI_INTERFACES)
+        .any(|&a| a == unversioned)
+}
+
+/// A component import outside the allow-list.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "imports `{0}`, which this host does not provide: a guest may import only the ahp:agent interfaces and the WASI listed in world `agent` (no sockets, no filesystem)"
+)]
+pub struct RefusedImport(pub String);
+
+/// Checks that every import of `component` is on the allow-list.
+///
+/// # Errors
+///
+/// [`RefusedImport`] naming the first import that is not.
+pub fn check_imports(engine: &Engine, component: &Component) -> Result<(), RefusedImport> {
+    match component
+        .component_type()
+        .imports(engine)
+        .find(|(name, _)| !is_allowed(name))
+    {
+        Some((name, _)) => Err(RefusedImport(name.to_owned())),
+        None => Ok(()),
+    }
+}
+
+/// Adds the `ahp:agent` interfaces and the allowed WASI ([`wasi`]; no ambient authority, see
 /// [`SandboxState`](crate::sandbox)) to `linker`.
 pub(crate) fn add_to_linker(linker: &mut Linker<SandboxState>) -> wasmtime::Result<()> {
-    wasmtime_wasi::p2::add_to_linker_sync(linker)?;
-    // Outgoing HTTP, through the sandbox's egress hooks (see `sandbox::egress`).
-    wasmtime_wasi_http::p2::add_only_http_to_linker_sync(linker)?;
+    wasi::add_to_linker(linker)?;
     agent::snapshot::add_to_linker::<_, HasSelf<SandboxState>>(linker, |s| s)?;
     agent::credentials::add_to_linker::<_, HasSelf<SandboxState>>(linker, |s| s)?;
     agent::checkpoint::add_to_linker::<_, HasSelf<SandboxState>>(linker, |s| s)?;
     metering::add_to_linker(linker)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime::Config;
+
+    /// Whether a component importing `name` as an instance with `exports` (the WAT of an
+    /// instance type's body) links. A missing instance whose type needs nothing would link, so
+    /// each probe needs a resource or function the real interface has.
+    fn links(linker: &Linker<SandboxState>, name: &str, exports: &str) -> bool {
+        let wat = format!(r#"(component (import "{name}@0.2.6" (instance {exports})))"#);
+        let component = Component::new(linker.engine(), wat).unwrap();
+        linker.instantiate_pre(&component).is_ok()
+    }
+
+    #[test]
+    fn the_linker_has_no_sockets_no_filesystem() {
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        let engine = Engine::new(&config).unwrap();
+        let mut linker = Linker::new(&engine);
+        add_to_linker(&mut linker).unwrap();
+        let resource = |r: &str| format!(r#"(export "{r}" (type (sub resource)))"#);
+        // The probes work: these are linked.
+        assert!(links(&linker, "wasi:io/streams", &resource("input-stream")));
+        assert!(links(&linker, "wasi:http/types", &resource("outgoing-request")));
+        assert!(links(
+            &linker,
+            "wasi:random/insecure-seed",
+            r#"(export "insecure-seed" (func (result (tuple u64 u64))))"#
+        ));
+        assert!(links(
+            &linker,
+            "wasi:cli/environment",
+            r#"(export "get-arguments" (func (result (list string))))"#
+        ));
+        // These are not.
+        for (name, exports) in [
+            ("wasi:sockets/network", resource("network")),
+            ("wasi:sockets/tcp", resource("tcp-socket")),
+            ("wasi:sockets/udp", resource("udp-socket")),
+            ("wasi:sockets/ip-name-lookup", resource("resolve-address-stream")),
+            ("wasi:filesystem/types", resource("descriptor")),
+            (
+                "wasi:random/insecure",
+                r#"(export "get-insecure-random-u64" (func (result u64)))"#.to_owned(),
+            ),
+        ] {
+            assert!(!links(&linker, name, &exports), "{name} is linked");
+            assert!(!is_allowed(name), "{name} is allowed");
+        }
+    }
+
+    #[test]
+    fn allow_list_matches_names_without_their_version() {
+        assert!(is_allowed("wasi:io/streams@0.2.6"));
+        assert!(is_allowed("ahp:agent/snapshot@0.1.0"));
+        assert!(is_allowed("wasi:http/outgoing-handler@0.2.12"));
+        assert!(!is_allowed("wasi:sockets/tcp-create-socket@0.2.0"));
+        assert!(!is_allowed("wasi:sockets/instance-network@0.2.6"));
+        assert!(!is_allowed("wasi:filesystem/preopens@0.2.6"));
+        assert!(!is_allowed("wasi:io"), "a package is not an interface");
+        assert!(!is_allowed("resume"));
+    }
 }

@@ -7,8 +7,11 @@
 //!   (wasmtime version, target, configuration). A host with a different engine compiles its
 //!   own file beside it; a file wasmtime refuses to load is recompiled and replaced.
 //!
-//! In memory: one `AgentPre` (an `InstancePre` with every import already resolved) per digest.
-//! Every compilation increments [`ComponentCache::compiles`], so tests can assert that a second
+//! In memory: one `Prepared` per digest — an `AgentPre` (an `InstancePre` with every import
+//! already resolved) and the component's [`ComponentCounts`], which the sandbox checks against
+//! the tier before instantiating. A component that imports anything outside the host's
+//! allow-list ([`crate::interfaces::check_imports`]) is refused here, naming the import. Every
+//! compilation increments [`ComponentCache::compiles`], so tests can assert that a second
 //! activation compiled nothing.
 
 use std::collections::HashMap;
@@ -24,7 +27,15 @@ use wasmtime::component::{Component, Linker};
 
 use super::Error;
 use super::bindings::AgentPre;
+use super::counts::ComponentCounts;
 use super::state::SandboxState;
+
+/// A component ready to instantiate, with what instantiating it creates.
+#[derive(Clone)]
+pub(crate) struct Prepared {
+    pub(crate) pre: AgentPre<SandboxState>,
+    pub(crate) counts: ComponentCounts,
+}
 
 /// The compile cache of one host.
 pub(crate) struct ComponentCache {
@@ -33,7 +44,7 @@ pub(crate) struct ComponentCache {
     components_dir: PathBuf,
     compiled_dir: PathBuf,
     engine_tag: String,
-    pres: Mutex<HashMap<String, AgentPre<SandboxState>>>,
+    pres: Mutex<HashMap<String, Prepared>>,
     compiles: AtomicU64,
 }
 
@@ -85,7 +96,7 @@ impl ComponentCache {
     }
 
     /// Stores `bytes` under their digest, compiles them (validating that they are a component
-    /// this host can link) and returns the digest.
+    /// this host can link) and returns the digest. Refused bytes leave no file behind.
     pub(crate) fn add(&self, bytes: &[u8]) -> Result<String, Error> {
         if bytes.is_empty() || bytes.len() as u64 > MAX_COMPONENT_BYTES {
             return Err(Error::InvalidComponent(format!(
@@ -95,16 +106,25 @@ impl ComponentCache {
         }
         let digest = digest_of(bytes);
         let path = self.wasm_path(&digest);
-        if !path.is_file() {
+        let new = !path.is_file();
+        if new {
             write_atomic(&path, bytes)?;
         }
-        self.instance_pre(&digest)?;
+        if let Err(e) = self.prepared(&digest) {
+            // Refused: leave the data directory as it was.
+            if new {
+                for p in [path, self.compiled_path(&digest)] {
+                    let _ = std::fs::remove_file(p);
+                }
+            }
+            return Err(e);
+        }
         Ok(digest)
     }
 
     /// The ready-to-instantiate form of the component `digest`: from memory, else from the
     /// compiled file, else compiled now (counted).
-    pub(crate) fn instance_pre(&self, digest: &str) -> Result<AgentPre<SandboxState>, Error> {
+    pub(crate) fn prepared(&self, digest: &str) -> Result<Prepared, Error> {
         if let Some(pre) = self
             .pres
             .lock()
@@ -113,17 +133,22 @@ impl ComponentCache {
         {
             return Ok(pre.clone());
         }
-        let component = self.load(digest)?;
+        let (component, wasm) = self.load(digest)?;
+        crate::interfaces::check_imports(&self.engine, &component)
+            .map_err(|e| Error::InvalidComponent(format!("{digest} {e}")))?;
         let pre = self
             .linker
             .instantiate_pre(&component)
             .and_then(AgentPre::new)
             .map_err(|e| Error::InvalidComponent(format!("{digest} cannot run here: {e:#}")))?;
+        let counts =
+            ComponentCounts::of(&component, &wasm).map_err(|e| Error::InvalidComponent(format!("{digest} {e}")))?;
+        let prepared = Prepared { pre, counts };
         self.pres
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(digest.to_owned(), pre.clone());
-        Ok(pre)
+            .insert(digest.to_owned(), prepared.clone());
+        Ok(prepared)
     }
 
     /// Drops every in-memory `InstancePre` (the on-disk cache stays): for tests and benches
@@ -148,7 +173,10 @@ impl ComponentCache {
             .join(format!("{}-{}.cwasm", Self::hex(digest), self.engine_tag))
     }
 
-    fn load(&self, digest: &str) -> Result<Component, Error> {
+    /// The component `digest`, from its compiled file or compiled now, and its bytes as
+    /// registered.
+    fn load(&self, digest: &str) -> Result<(Component, Vec<u8>), Error> {
+        let bytes = self.registered_bytes(digest)?;
         let compiled = self.compiled_path(digest);
         if compiled.is_file() {
             // SAFETY: the file is one this host wrote with `Engine::precompile_component` into
@@ -156,12 +184,28 @@ impl ComponentCache {
             // `deserialize_file` requires; wasmtime still checks the engine compatibility.
             #[allow(unsafe_code)]
             match unsafe { Component::deserialize_file(&self.engine, &compiled) } {
-                Ok(c) => return Ok(c),
+                Ok(c) => return Ok((c, bytes)),
                 Err(e) => {
                     tracing::warn!(path = %compiled.display(), error = %e, "recompiling a stale compiled component")
                 }
             }
         }
+        let started = std::time::Instant::now();
+        let artifact = self
+            .engine
+            .precompile_component(&bytes)
+            .map_err(|e| Error::InvalidComponent(format!("{digest} does not compile: {e:#}")))?;
+        self.compiles.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(%digest, elapsed = ?started.elapsed(), "compiled component");
+        write_atomic(&compiled, &artifact)?;
+        // SAFETY: `artifact` was produced by `precompile_component` of this very engine.
+        #[allow(unsafe_code)]
+        let component = unsafe { Component::deserialize(&self.engine, &artifact) };
+        Ok((component.map_err(|e| Error::Wasmtime(format!("{e:#}")))?, bytes))
+    }
+
+    /// The bytes registered as `digest`, checked against it.
+    fn registered_bytes(&self, digest: &str) -> Result<Vec<u8>, Error> {
         let wasm_path = self.wasm_path(digest);
         let bytes = std::fs::read(&wasm_path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => Error::UnknownComponent(digest.to_owned()),
@@ -176,17 +220,6 @@ impl ComponentCache {
                 wasm_path.display()
             )));
         }
-        let started = std::time::Instant::now();
-        let artifact = self
-            .engine
-            .precompile_component(&bytes)
-            .map_err(|e| Error::InvalidComponent(format!("{digest} does not compile: {e:#}")))?;
-        self.compiles.fetch_add(1, Ordering::Relaxed);
-        tracing::info!(%digest, elapsed = ?started.elapsed(), "compiled component");
-        write_atomic(&compiled, &artifact)?;
-        // SAFETY: `artifact` was produced by `precompile_component` of this very engine.
-        #[allow(unsafe_code)]
-        let component = unsafe { Component::deserialize(&self.engine, &artifact) };
-        component.map_err(|e| Error::Wasmtime(format!("{e:#}")))
+        Ok(bytes)
     }
 }

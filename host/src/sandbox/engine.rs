@@ -1,6 +1,6 @@
 //! The one wasmtime `Engine` of a host, how it is configured, and the epoch ticker.
 //!
-//! Choices, and why (figures in `host/SANDBOX_BENCH.md` and `shared/NOTES.md`):
+//! Choices, and why (figures in `BENCHMARKS.md` and `shared/NOTES.md`):
 //! - **Fuel always on** — CPU is metered and capped per turn; costs 0–2 % on loops, more on
 //!   call-heavy code, and is bit-exact run to run, so the same guest costs the same everywhere.
 //! - **Epoch interruption** — the wall-clock ceiling. A ticker thread advances the epoch every
@@ -11,12 +11,15 @@
 //! - **`max_wasm_stack`** — bounds guest recursion well inside the host thread's native stack;
 //!   running out is a clean trap, not a crashed process.
 //! - **Pooling allocator** — instance, memory and table slots are reserved once, sized by
-//!   [`EngineConfig`]: `max_live_sandboxes` component instances, each with up to
+//!   [`EngineConfig`]: `max_live_sandboxes` component instances, with
 //!   [`CORE_INSTANCES_PER_SANDBOX`] core instances, [`TABLES_PER_SANDBOX`] tables and one
-//!   memory of at most `max_memory_bytes`. Memory slots reserve `max_memory_bytes` plus a
-//!   [`MEMORY_GUARD_BYTES`] guard of *address space* (not RAM), so bounds checks are explicit
-//!   rather than elided by a 4 GiB reservation: that is what lets tens of thousands of
-//!   sandboxes fit one process.
+//!   memory of at most `max_memory_bytes` per sandbox in the pool. One component may take more
+//!   of the pool, up to the largest tier's count ceilings ([`max_counts`]): the pool only
+//!   refuses, at registration, a component no tier could run; whether *this* transfer's tier
+//!   allows a component's counts is checked before each instantiation (see `counts`). Memory
+//!   slots reserve `max_memory_bytes` plus a [`MEMORY_GUARD_BYTES`] guard of *address space*
+//!   (not RAM), so bounds checks are explicit rather than elided by a 4 GiB reservation: that
+//!   is what lets tens of thousands of sandboxes fit one process.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +35,28 @@ use super::Error;
 pub const CORE_INSTANCES_PER_SANDBOX: u32 = 8;
 /// Tables one sandbox may need (the guest's own and the component's shims).
 pub const TABLES_PER_SANDBOX: u32 = 4;
+
+/// The largest count ceilings of any tier — core instances, tables, memories — which are the
+/// pool's per-component caps: a component over them can run on no tier.
+pub const fn max_counts() -> (u32, u32, u32) {
+    let mut i = 0;
+    let (mut instances, mut tables, mut memories) = (0, 0, 0);
+    while i < ahp_store::TIER_LIMITS.len() {
+        let t = &ahp_store::TIER_LIMITS[i];
+        if t.instances > instances {
+            instances = t.instances;
+        }
+        if t.tables > tables {
+            tables = t.tables;
+        }
+        if t.memories > memories {
+            memories = t.memories;
+        }
+        i += 1;
+    }
+    (instances, tables, memories)
+}
+
 /// Guard region after each linear memory slot.
 pub const MEMORY_GUARD_BYTES: u64 = 32 * 1024 * 1024;
 /// Bytes of each memory slot kept resident (zeroed, not unmapped) when a sandbox is dropped,
@@ -88,6 +113,7 @@ pub fn build_engine(cfg: &EngineConfig) -> Result<Engine, Error> {
         .memory_reservation_for_growth(0);
     if cfg.pooling {
         let n = cfg.max_live_sandboxes;
+        let (instances, tables, memories) = max_counts();
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(n)
             .total_core_instances(n.saturating_mul(CORE_INSTANCES_PER_SANDBOX))
@@ -95,9 +121,9 @@ pub fn build_engine(cfg: &EngineConfig) -> Result<Engine, Error> {
             .total_tables(n.saturating_mul(TABLES_PER_SANDBOX))
             .max_memory_size(usize::try_from(cfg.max_memory_bytes).unwrap_or(usize::MAX))
             .table_elements(usize::try_from(cfg.max_table_elements).unwrap_or(usize::MAX))
-            .max_core_instances_per_component(CORE_INSTANCES_PER_SANDBOX)
-            .max_tables_per_component(TABLES_PER_SANDBOX)
-            .max_memories_per_component(1)
+            .max_core_instances_per_component(instances)
+            .max_tables_per_component(tables)
+            .max_memories_per_component(memories)
             .linear_memory_keep_resident(KEEP_RESIDENT_BYTES)
             .table_keep_resident(64 * 1024)
             .pagemap_scan(Enabled::Auto);

@@ -5,24 +5,37 @@
 //! [`engine`]), the compile cache ([`cache`]: no activation ever compiles), the component
 //! registry (bytes on disk, records in the store), the vault, and the *live* sandboxes.
 //!
-//! **Activation** ([`Sandboxes::activate`]): `begin_activation` (consumes the token) →
-//! instantiate from the cached `InstancePre` → call the guest's `resume` → `complete_activation`
-//! only if `resume` returned `Ok`; if it returned an error, trapped, ran out of budget or broke
-//! a ceiling → `fail_activation` with the reason (and a `ceiling_exceeded` event naming the
-//! ceiling). A failed sandbox's Store is dropped at once; the host goes on serving the others.
+//! **Activation** ([`Sandboxes::activate`]): `begin_activation` (consumes the token) → check
+//! the component's core instances, memories and tables ([`counts`]) against the tier → instantiate
+//! from the cached `InstancePre` → call the guest's `resume` → `complete_activation` only if
+//! `resume` returned `Ok`; if a count was over its ceiling, or the guest returned an error,
+//! trapped, ran out of budget or broke a ceiling → `fail_activation` with the reason (and a
+//! `ceiling_exceeded` event naming the ceiling). A failed sandbox's Store is dropped at once;
+//! the host goes on serving the others.
 //!
 //! **Live sandboxes.** A resumed sandbox (its Store and instance) is kept in a map keyed by
 //! transfer id: [`Sandboxes::run_turn`] finds it there to call `resume` again for a later turn,
-//! [`Sandboxes::live_count`] counts them. It is dropped when a turn fails, traps, breaks a
-//! ceiling or exhausts the budget (the transfer is then `insolvent`), or when its owner calls
-//! [`Sandboxes::drop_sandbox`] (after `terminate`, or to free the slot). While a turn runs the
-//! sandbox is out of the map, so no lock is held while guest code executes, and a second
-//! concurrent turn for the same transfer is refused ([`Error::NoSandbox`]).
+//! [`Sandboxes::live_count`] counts them. A live sandbox belongs to an `active` transfer, and
+//! the two end together: when a later turn does not resume — `resume` returned an error, the
+//! guest trapped, broke a ceiling (its `ceiling_exceeded` event is recorded first) or ran out
+//! of budget — the sandbox is dropped and, if the transfer is still `active`, it is
+//! `terminate`d with the reason `sandbox stopped: <what happened>` (e.g. `sandbox stopped:
+//! ceiling exceeded: memory_bytes`). A transfer that already left `active` is left as it is:
+//! `insolvent` when the turn spent the last of the budget (the reaper ends it after its grace),
+//! or already `terminated`. The check and the `terminate` happen under the database lock, so
+//! no other writer of this host moves the transfer in between. A sandbox is also dropped when
+//! its owner calls [`Sandboxes::drop_sandbox`] (after `terminate`, or to free the slot), and by
+//! [`Sandboxes::drop_finished`] once its transfer left `active` by a path the sandbox did not
+//! see (`ahp transfer terminate`, the reaper, an MCP `report_usage`): `ahp serve` sweeps on
+//! every reaper tick. While
+//! a turn runs the sandbox is out of the map, so no lock is held while guest code executes,
+//! and a second concurrent turn for the same transfer is refused ([`Error::NoSandbox`]).
 
 #[doc(hidden)]
 pub mod baseline;
 pub mod bindings;
 pub mod cache;
+pub mod counts;
 pub mod egress;
 pub mod engine;
 pub mod limits;
@@ -34,13 +47,14 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use ahp_store::{EventKind, Transfer};
+use ahp_store::{EventKind, Transfer, TransferStatus};
 use serde_json::json;
 use wasmtime::component::Linker;
 use wasmtime::{AsContextMut, Engine, Trap, UpdateDeadline};
 
 use self::bindings::{Agent, AgentPre};
-use self::cache::ComponentCache;
+use self::cache::{ComponentCache, Prepared};
+pub use self::counts::ComponentCounts;
 use self::engine::{EngineConfig, EpochTicker, build_engine};
 pub use self::limits::{Ceiling, CeilingCap, Ceilings};
 pub use self::meter::{COMPUTE_KIND, METER_QUANTUM_FUEL};
@@ -156,6 +170,8 @@ impl SandboxConfig {
 struct Sandbox {
     store: wasmtime::Store<SandboxState>,
     pre: AgentPre<SandboxState>,
+    /// What instantiating `pre` creates, checked against the ceilings before it is.
+    counts: ComponentCounts,
     agent: Option<Agent>,
     egress_audited: std::sync::atomic::AtomicBool,
 }
@@ -331,12 +347,14 @@ impl Sandboxes {
     }
 
     /// Runs a later turn of a live sandbox: calls `resume` again, metered and bounded like the
-    /// first. The sandbox stays live only if the turn resumed.
+    /// first. The sandbox stays live only if the turn resumed; otherwise it is dropped and the
+    /// transfer, if still `active`, is terminated with the reason (see the
+    /// [module docs](self)).
     ///
     /// # Errors
     ///
     /// [`Error::NoSandbox`] if the transfer has no live sandbox here; [`Error::Store`] if the
-    /// transfer can no longer be read.
+    /// transfer can no longer be read or terminated.
     pub fn run_turn(&self, transfer: &str) -> Result<TurnReport, Error> {
         let mut sandbox = self
             .live
@@ -348,21 +366,45 @@ impl Sandboxes {
         self.audit_ceiling(&sandbox, &outcome);
         let compute = sandbox.store.data().meter.charged_micro_usd;
         let store_time = sandbox.store.data().store_time.get();
-        if outcome == TurnOutcome::Resumed {
-            self.live
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(transfer.to_owned(), sandbox);
-        } else {
-            tracing::info!(%transfer, ?outcome, "dropping sandbox");
-        }
+        let t = match outcome.failure_reason() {
+            None => {
+                self.live
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(transfer.to_owned(), sandbox);
+                self.db().transfer(transfer)?
+            }
+            Some(reason) => {
+                tracing::info!(%transfer, ?outcome, "dropping sandbox");
+                drop(sandbox);
+                self.end_with_sandbox(transfer, &reason)?
+            }
+        };
         Ok(TurnReport {
-            transfer: self.db().transfer(transfer)?,
+            transfer: t,
             outcome,
             fuel_consumed: fuel,
             compute_micro_usd: compute,
             store_time,
         })
+    }
+
+    /// After a later turn dropped the sandbox of `transfer`: terminates the transfer with
+    /// `sandbox stopped: <reason>` if it is still `active`, and returns it as it then stands.
+    fn end_with_sandbox(&self, transfer: &str, reason: &str) -> Result<Transfer, Error> {
+        // One lock over the read and the terminate: no other writer of this host can make the
+        // transfer insolvent (or end it) in between.
+        let mut db = self.db();
+        let t = db.transfer(transfer)?;
+        if t.status != TransferStatus::Active {
+            return Ok(t);
+        }
+        match db.terminate(transfer, &bounded(&format!("sandbox stopped: {reason}"))) {
+            Ok(t) => Ok(t),
+            // Another process (`ahp transfer terminate`) ended it meanwhile.
+            Err(ahp_store::Error::InvalidTransition { .. }) => Ok(db.transfer(transfer)?),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Drops the live sandbox of `transfer` (its Store, instance and pool slot). Returns
@@ -414,7 +456,7 @@ impl Sandboxes {
             (db.snapshot(&t.id)?, db.component(component)?)
         };
         let record = record.ok_or_else(|| Error::UnknownComponent(component.to_owned()))?;
-        let pre = self.cache.instance_pre(&record.digest)?;
+        let Prepared { pre, counts } = self.cache.prepared(&record.digest)?;
         let limits = tier.limits();
         let ceilings = Ceilings::of(limits).tightened(&self.cap);
         let state = SandboxState::new(
@@ -441,6 +483,7 @@ impl Sandboxes {
         Ok(Sandbox {
             store,
             pre,
+            counts,
             agent: None,
             egress_audited: Default::default(),
         })
@@ -451,15 +494,16 @@ impl Sandboxes {
         // The egress ceiling cuts a request or response off without trapping the guest: audit
         // the first breach whatever the turn's outcome.
         if st.egress_meter.breached() && !sandbox.egress_audited.swap(true, std::sync::atomic::Ordering::Relaxed) {
-            self.record_breach(st, Ceiling::Egress);
+            self.record_breach(sandbox, Ceiling::Egress);
         }
         let TurnOutcome::CeilingExceeded(ceiling) = *outcome else {
             return;
         };
-        self.record_breach(st, ceiling);
+        self.record_breach(sandbox, ceiling);
     }
 
-    fn record_breach(&self, st: &SandboxState, ceiling: Ceiling) {
+    fn record_breach(&self, sandbox: &Sandbox, ceiling: Ceiling) {
+        let st = sandbox.store.data();
         let c = &st.ceilings;
         let limit = match ceiling {
             Ceiling::FuelPerTurn => json!(c.fuel_per_turn),
@@ -476,15 +520,26 @@ impl Sandboxes {
         if ceiling == Ceiling::Egress {
             detail["usedBytes"] = json!(st.egress_meter.used());
         }
+        // A count ceiling: how many the component creates (its static count, see `counts`).
+        if let Some(count) = sandbox.counts.get(ceiling) {
+            detail["componentCount"] = json!(count);
+        }
         if let Err(e) = self.db().record_event(&st.transfer, EventKind::CeilingExceeded, detail) {
             tracing::error!(transfer = %st.transfer, error = %e, "could not audit a ceiling breach");
         }
     }
 }
 
-/// One turn: fuel the Store, instantiate if needed, call `resume`, settle the meter, classify.
+/// One turn: check the component's counts (before the first instantiation), fuel the Store,
+/// instantiate if needed, call `resume`, settle the meter, classify.
 fn run(sandbox: &mut Sandbox) -> (TurnOutcome, u64) {
     let store = &mut sandbox.store;
+    if sandbox.agent.is_none()
+        && let Some(ceiling) = sandbox.counts.breach(&store.data().ceilings)
+    {
+        store.data_mut().limiter.breach = Some(ceiling);
+        return (TurnOutcome::CeilingExceeded(ceiling), 0);
+    }
     let fuel = match meter::start_turn(&mut store.as_context_mut()) {
         Ok(f) => f,
         Err(e) => return (TurnOutcome::Trapped(format!("{e:#}")), 0),
@@ -532,6 +587,11 @@ fn run(sandbox: &mut Sandbox) -> (TurnOutcome, u64) {
 }
 
 /// Instantiation refused by the limiter's counts (wasmtime reports them as errors, not traps).
+///
+/// A last resort, matched on wasmtime's message as its error has no type: the counts are
+/// checked before instantiating ([`ComponentCounts::breach`]), exactly for memories and tables,
+/// so only core instances that the static count cannot see (the adapter modules wasmtime adds
+/// between composed components, see [`counts`]) can still reach the limiter.
 fn count_ceiling(e: &wasmtime::Error) -> Option<Ceiling> {
     let msg = format!("{e:#}");
     if msg.contains("instance count too high") {

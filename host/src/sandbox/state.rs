@@ -72,8 +72,9 @@ impl SandboxState {
         vault: Arc<dyn Vault>,
     ) -> Self {
         let log = MemoryOutputPipe::new(MAX_GUEST_LOG_BYTES);
-        // Defaults of WasiCtxBuilder: no args, no environment, no preopens, stdin empty.
-        // Sockets and name lookup are refused explicitly.
+        // Defaults of WasiCtxBuilder: no args, no environment, no preopens, stdin empty. The
+        // sockets and filesystem interfaces are not even linked (`interfaces::wasi`); sockets
+        // and name lookup are refused here too, should that ever change.
         let wasi = WasiCtxBuilder::new()
             .stdout(log.clone())
             .stderr(log.clone())
