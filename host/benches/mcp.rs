@@ -25,11 +25,9 @@ use std::time::{Duration, Instant};
 
 use ahp_host::guests;
 use ahp_host::sandbox::{SandboxConfig, Sandboxes, TurnOutcome};
+use ahp_host::testing;
 use ahp_host::vault::DirVault;
-use ahp_store::{
-    DEFAULT_TOKEN_TTL, McpServer, Message, SnapshotInput, Store, Tier, TokenKey, TokenScope, TransferStatus,
-    issue_transfer_token,
-};
+use ahp_store::{McpServer, Message, SnapshotInput, Store, Tier, TokenKey, TransferStatus};
 use criterion::{Criterion, criterion_group, criterion_main};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
@@ -112,13 +110,8 @@ fn get_status(c: &mut Criterion) {
 
 /// A pushed transfer running the forecaster, and a fresh `activate` token for it.
 fn pushed(store: &mut Store, key: &TokenKey) -> (String, String) {
-    let id = store.snapshot_state(&snapshot()).unwrap().id;
-    let tok = issue_transfer_token(key, &id, TokenScope::ProvisionRuntime, store.now(), DEFAULT_TOKEN_TTL).unwrap();
-    store
-        .provision_runtime(&id, Tier::Small, 10_000_000, "forecaster", &tok)
-        .unwrap();
-    store.push_state(&id, None).unwrap();
-    let tok = issue_transfer_token(key, &id, TokenScope::Activate, store.now(), DEFAULT_TOKEN_TTL).unwrap();
+    let id = testing::pushed(store, key, &snapshot(), Tier::Small, 10_000_000, "forecaster").unwrap();
+    let tok = testing::activate_token(store, key, &id).unwrap();
     (id, tok)
 }
 

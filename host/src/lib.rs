@@ -14,6 +14,8 @@ pub mod error;
 pub mod interfaces;
 pub mod mcp;
 pub mod sandbox;
+#[doc(hidden)]
+pub mod testing;
 pub mod vault;
 
 pub use error::{Error, Result};

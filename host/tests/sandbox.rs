@@ -12,6 +12,7 @@ use ahp_host::store::{
     DEFAULT_TOKEN_TTL, EventKind, McpServer, Message, SnapshotInput, Store, Tier, TokenKey, TokenScope, TransferStatus,
     issue_transfer_token,
 };
+use ahp_host::testing;
 use ahp_host::vault::DirVault;
 use serde_json::{Value, json};
 
@@ -92,26 +93,11 @@ fn inventory() -> Value {
 impl Host {
     /// A pushed transfer running `component` at `tier` with `budget` micro-USD.
     fn pushed(&self, snap: &SnapshotInput, tier: Tier, budget: u64, component: &str) -> String {
-        let mut db = self.sandboxes.db();
-        let t = db.snapshot_state(snap).unwrap();
-        let tok = issue_transfer_token(
-            &self.key,
-            &t.id,
-            TokenScope::ProvisionRuntime,
-            db.now(),
-            DEFAULT_TOKEN_TTL,
-        )
-        .unwrap();
-        db.provision_runtime(&t.id, tier, budget, component, &tok).unwrap();
-        db.push_state(&t.id, None).unwrap();
-        t.id
+        testing::pushed(&mut self.sandboxes.db(), &self.key, snap, tier, budget, component).unwrap()
     }
 
     fn activate(&self, id: &str) -> TurnReport {
-        let tok = {
-            let db = self.sandboxes.db();
-            issue_transfer_token(&self.key, id, TokenScope::Activate, db.now(), DEFAULT_TOKEN_TTL).unwrap()
-        };
+        let tok = testing::activate_token(&self.sandboxes.db(), &self.key, id).unwrap();
         self.sandboxes.activate(id, &tok).unwrap()
     }
 

@@ -6,10 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use ahp_host::guests;
 use ahp_host::sandbox::{SandboxConfig, Sandboxes, TurnOutcome};
-use ahp_host::store::{
-    DEFAULT_TOKEN_TTL, McpServer, Message, SnapshotInput, Store, Tier, TokenKey, TokenScope, Transfer,
-    issue_transfer_token,
-};
+use ahp_host::store::{McpServer, Message, SnapshotInput, Store, Tier, TokenKey, Transfer};
+use ahp_host::testing;
 use ahp_host::vault::DirVault;
 use serde_json::Value;
 
@@ -66,30 +64,16 @@ pub(crate) fn inventory() -> Value {
 impl Bench {
     /// An activated transfer running `component`, its sandbox kept live unless `keep` is false.
     pub(crate) fn active(&self, snap: &SnapshotInput, component: &str, keep: bool) -> Transfer {
-        let id = {
-            let mut db = self.sandboxes.db();
-            let t = db.snapshot_state(snap).unwrap();
-            let tok = issue_transfer_token(
-                &self.key,
-                &t.id,
-                TokenScope::ProvisionRuntime,
-                db.now(),
-                DEFAULT_TOKEN_TTL,
-            )
-            .unwrap();
-            db.provision_runtime(&t.id, Tier::Small, 10_000_000_000, component, &tok)
-                .unwrap();
-            db.push_state(&t.id, None).unwrap();
-            t.id
-        };
-        let tok = issue_transfer_token(
+        let id = testing::pushed(
+            &mut self.sandboxes.db(),
             &self.key,
-            &id,
-            TokenScope::Activate,
-            self.sandboxes.db().now(),
-            DEFAULT_TOKEN_TTL,
+            snap,
+            Tier::Small,
+            10_000_000_000,
+            component,
         )
         .unwrap();
+        let tok = testing::activate_token(&self.sandboxes.db(), &self.key, &id).unwrap();
         let report = self.sandboxes.activate(&id, &tok).unwrap();
         assert_eq!(report.outcome, TurnOutcome::Resumed, "{component}");
         if !keep {
