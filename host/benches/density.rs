@@ -8,6 +8,7 @@
 use std::time::Instant;
 
 use ahp_host::sandbox::engine::EngineConfig;
+use ahp_host::testing;
 
 mod common;
 
@@ -39,7 +40,7 @@ fn main() {
             ..EngineConfig::default()
         };
     });
-    let snap = common::snapshot(4, common::inventory());
+    let snap = testing::snapshot(4, testing::inventory());
     // Warm up: one activation, so lazily initialised host state is not charged to the first N.
     b.active(&snap, "forecaster", false);
     let (rss0, maps0) = (proc_status("VmRSS:"), maps());

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use ahp_host::guests;
 use ahp_host::sandbox::TurnOutcome;
 use ahp_host::sandbox::baseline::RawRunner;
+use ahp_host::testing;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 
@@ -23,8 +24,8 @@ fn warm_activate(c: &mut Criterion) {
     let b = common::host(|_| {});
     let mut g = c.benchmark_group("warm_activate");
     for (label, component, snap) in [
-        ("forecaster", "forecaster", common::snapshot(4, common::inventory())),
-        ("minimal", "cpu-burn", common::snapshot(0, json!({ "rounds": 0 }))),
+        ("forecaster", "forecaster", testing::snapshot(4, testing::inventory())),
+        ("minimal", "cpu-burn", testing::snapshot(0, json!({ "rounds": 0 }))),
     ] {
         let t = b.active(&snap, component, false);
         let path = guests::ALL.iter().find(|(n, _)| *n == component).unwrap().1;
@@ -66,12 +67,12 @@ fn guest_to_host_call(c: &mut Criterion) {
     const CALLS: u64 = 10_000;
     let b = common::host(|_| {});
     let none = b.active(
-        &common::snapshot(0, json!({ "rounds": 0, "hostCalls": 0 })),
+        &testing::snapshot(0, json!({ "rounds": 0, "hostCalls": 0 })),
         "cpu-burn",
         false,
     );
     let many = b.active(
-        &common::snapshot(0, json!({ "rounds": 0, "hostCalls": CALLS })),
+        &testing::snapshot(0, json!({ "rounds": 0, "hostCalls": CALLS })),
         "cpu-burn",
         false,
     );
@@ -96,7 +97,7 @@ fn guest_to_host_call(c: &mut Criterion) {
 
 fn fuel_overhead(c: &mut Criterion) {
     let b = common::host(|_| {});
-    let t = b.active(&common::snapshot(0, json!({ "rounds": 5_000_000 })), "cpu-burn", false);
+    let t = b.active(&testing::snapshot(0, json!({ "rounds": 5_000_000 })), "cpu-burn", false);
     let raw = RawRunner::new(&b.sandboxes, &std::fs::read(guests::CPU_BURN).unwrap(), &t).unwrap();
     let mut g = c.benchmark_group("fuel_overhead_5M_rounds");
     g.sample_size(20);

@@ -1,7 +1,42 @@
 //! Shortcuts the tests and benchmarks share to bring a transfer to the point of activation. Not
 //! part of the host's API (hidden from its docs); every step is the store's real operation.
 
-use ahp_store::{DEFAULT_TOKEN_TTL, Result, SnapshotInput, Store, Tier, TokenKey, TokenScope, issue_transfer_token};
+use ahp_store::{
+    DEFAULT_TOKEN_TTL, McpServer, Message, Result, SnapshotInput, Store, Tier, TokenKey, TokenScope,
+    issue_transfer_token,
+};
+use serde_json::{Value, json};
+
+/// The credential reference of [`snapshot`]'s one MCP server.
+pub const CRED_REF: &str = "inventory-api";
+
+/// A forecaster session: `messages` alternating user/assistant messages, `tool_state`, and one
+/// MCP server (the inventory API, credential [`CRED_REF`]).
+pub fn snapshot(messages: usize, tool_state: Value) -> SnapshotInput {
+    SnapshotInput {
+        source_host: "laptop".into(),
+        system_prompt: "You forecast inventory.".into(),
+        message_history: (0..messages)
+            .map(|i| Message {
+                role: if i % 2 == 0 { "user" } else { "assistant" }.into(),
+                content: format!("message {i}"),
+            })
+            .collect(),
+        tool_state,
+        mcp_config: vec![McpServer {
+            server: "https://inventory.example.com/mcp".into(),
+            cred_ref: CRED_REF.into(),
+        }],
+    }
+}
+
+/// The forecaster's tool state: two SKUs, one of which needs a reorder of 60.
+pub fn inventory() -> Value {
+    json!({ "inventory": [
+        { "sku": "A-1", "onHand": 10, "dailySales": [5, 6, 4], "leadTimeDays": 7 },
+        { "sku": "B-2", "onHand": 500, "dailySales": [1, 2], "leadTimeDays": 3 },
+    ]})
+}
 
 /// Snapshots `snap`, provisions it at `tier` with `budget_micro_usd` to run `component`
 /// (minting the provision token with `key`) and pushes it. Returns the transfer id.

@@ -9,10 +9,10 @@ use std::time::Duration;
 use ahp_host::guests;
 use ahp_host::sandbox::{Ceiling, CeilingCap, SandboxConfig, Sandboxes, TurnOutcome, TurnReport};
 use ahp_host::store::{
-    DEFAULT_TOKEN_TTL, EventKind, McpServer, Message, SnapshotInput, Store, Tier, TokenKey, TokenScope, TransferStatus,
+    DEFAULT_TOKEN_TTL, EventKind, SnapshotInput, Store, Tier, TokenKey, TokenScope, TransferStatus,
     issue_transfer_token,
 };
-use ahp_host::testing;
+use ahp_host::testing::{self, inventory, snapshot};
 use ahp_host::vault::DirVault;
 use serde_json::{Value, json};
 
@@ -63,31 +63,6 @@ fn host_with(cap: CeilingCap, data_dir: Option<PathBuf>) -> Host {
 
 fn host() -> Host {
     host_with(CeilingCap::default(), None)
-}
-
-fn snapshot(messages: usize, tool_state: Value) -> SnapshotInput {
-    SnapshotInput {
-        source_host: "laptop".into(),
-        system_prompt: "You forecast inventory.".into(),
-        message_history: (0..messages)
-            .map(|i| Message {
-                role: if i % 2 == 0 { "user" } else { "assistant" }.into(),
-                content: format!("message {i}"),
-            })
-            .collect(),
-        tool_state,
-        mcp_config: vec![McpServer {
-            server: "https://inventory.example.com/mcp".into(),
-            cred_ref: "inventory-api".into(),
-        }],
-    }
-}
-
-fn inventory() -> Value {
-    json!({ "inventory": [
-        { "sku": "A-1", "onHand": 10, "dailySales": [5, 6, 4], "leadTimeDays": 7 },
-        { "sku": "B-2", "onHand": 500, "dailySales": [1, 2], "leadTimeDays": 3 },
-    ]})
 }
 
 impl Host {

@@ -6,10 +6,9 @@ use std::sync::{Arc, Mutex};
 
 use ahp_host::guests;
 use ahp_host::sandbox::{SandboxConfig, Sandboxes, TurnOutcome};
-use ahp_host::store::{McpServer, Message, SnapshotInput, Store, Tier, TokenKey, Transfer};
+use ahp_host::store::{SnapshotInput, Store, Tier, TokenKey, Transfer};
 use ahp_host::testing;
 use ahp_host::vault::DirVault;
-use serde_json::Value;
 
 pub(crate) struct Bench {
     pub(crate) _dir: tempfile::TempDir,
@@ -34,31 +33,6 @@ pub(crate) fn host(configure: impl FnOnce(&mut SandboxConfig)) -> Bench {
         key,
         sandboxes,
     }
-}
-
-pub(crate) fn snapshot(messages: usize, tool_state: Value) -> SnapshotInput {
-    SnapshotInput {
-        source_host: "bench".into(),
-        system_prompt: "You forecast inventory.".into(),
-        message_history: (0..messages)
-            .map(|i| Message {
-                role: "user".into(),
-                content: format!("message {i}"),
-            })
-            .collect(),
-        tool_state,
-        mcp_config: vec![McpServer {
-            server: "https://inventory.example.com/mcp".into(),
-            cred_ref: "inventory-api".into(),
-        }],
-    }
-}
-
-pub(crate) fn inventory() -> Value {
-    serde_json::json!({ "inventory": [
-        { "sku": "A-1", "onHand": 10, "dailySales": [5, 6, 4], "leadTimeDays": 7 },
-        { "sku": "B-2", "onHand": 500, "dailySales": [1, 2], "leadTimeDays": 3 },
-    ]})
 }
 
 impl Bench {
