@@ -10,7 +10,6 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
 use super::bindings::AgentPre;
-use super::limits::Ceilings;
 use super::state::SandboxState;
 use super::{Error, Sandboxes};
 
@@ -47,7 +46,7 @@ impl RawRunner {
                 id.clone(),
                 snapshot.clone(),
                 tier.limits(),
-                Ceilings::of(tier.limits()),
+                *tier.limits(),
                 db.clone(),
                 vault.clone(),
             )

@@ -276,7 +276,7 @@ mod tests {
 
     #[test]
     fn breach_names_the_first_count_over_its_ceiling() {
-        let nano = Ceilings::of(ahp_store::Tier::Nano.limits());
+        let nano = *ahp_store::Tier::Nano.limits();
         let fits = ComponentCounts {
             instances: nano.instances,
             memories: nano.memories,

@@ -10,7 +10,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use ahp_store::{Tier, TierLimits};
+use ahp_store::TierLimits;
 
 /// One of a tier's ceilings, as named in `ceiling_exceeded` audit events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,63 +59,9 @@ impl fmt::Display for Ceiling {
     }
 }
 
-/// The ceilings one sandbox runs under: its tier's, possibly tightened by the host's
-/// configuration (never loosened).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ceilings {
-    /// The tier they come from.
-    pub tier: Tier,
-    /// Fuel one turn may burn.
-    pub fuel_per_turn: u64,
-    /// Largest linear memory, in bytes.
-    pub memory_bytes: u64,
-    /// Most elements in any one table.
-    pub table_elements: u64,
-    /// Most tables.
-    pub tables: u32,
-    /// Most linear memories.
-    pub memories: u32,
-    /// Most core instances.
-    pub instances: u32,
-    /// Wall-clock time of one turn.
-    pub wall_clock_per_turn: Duration,
-    /// Outgoing HTTP bytes over the sandbox's life.
-    pub egress_bytes: u64,
-    /// Largest checkpoint, in bytes.
-    pub checkpoint_bytes: u64,
-}
-
-impl Ceilings {
-    /// The ceilings of `limits`' tier.
-    pub fn of(limits: &TierLimits) -> Self {
-        Self {
-            tier: limits.tier,
-            fuel_per_turn: limits.fuel_per_turn,
-            memory_bytes: limits.memory_bytes,
-            table_elements: limits.table_elements,
-            tables: limits.tables,
-            memories: limits.memories,
-            instances: limits.instances,
-            wall_clock_per_turn: limits.wall_clock_per_turn,
-            egress_bytes: limits.egress_bytes,
-            checkpoint_bytes: limits.checkpoint_bytes,
-        }
-    }
-
-    /// These ceilings, each lowered to `cap`'s where `cap` sets one.
-    pub fn tightened(mut self, cap: &CeilingCap) -> Self {
-        if let Some(f) = cap.fuel_per_turn {
-            self.fuel_per_turn = self.fuel_per_turn.min(f);
-        }
-        if let Some(w) = cap.wall_clock_per_turn {
-            self.wall_clock_per_turn = self.wall_clock_per_turn.min(w);
-        }
-        if let Some(e) = cap.egress_bytes {
-            self.egress_bytes = self.egress_bytes.min(e);
-        }
-        self
-    }
-}
+/// The ceilings one sandbox runs under: its tier's limits, possibly tightened by the host's
+/// [`CeilingCap`] (never loosened). The tier's price rides along unchanged.
+pub type Ceilings = TierLimits;
 
 /// Host-wide caps that lower (never raise) every tier's ceilings: for a host that must be
 /// stricter than the published tiers, and for tests that need a ceiling to bite quickly.
@@ -127,6 +73,23 @@ pub struct CeilingCap {
     pub wall_clock_per_turn: Option<Duration>,
     /// Lower bound on every tier's egress bytes.
     pub egress_bytes: Option<u64>,
+}
+
+impl CeilingCap {
+    /// `limits`, each ceiling lowered to this cap's where it sets one.
+    pub fn tighten(&self, limits: &TierLimits) -> Ceilings {
+        let mut c = *limits;
+        if let Some(f) = self.fuel_per_turn {
+            c.fuel_per_turn = c.fuel_per_turn.min(f);
+        }
+        if let Some(w) = self.wall_clock_per_turn {
+            c.wall_clock_per_turn = c.wall_clock_per_turn.min(w);
+        }
+        if let Some(e) = self.egress_bytes {
+            c.egress_bytes = c.egress_bytes.min(e);
+        }
+        c
+    }
 }
 
 /// The `ResourceLimiter` of one sandbox's Store: refuses growth past the ceilings with a trap
@@ -184,11 +147,12 @@ impl wasmtime::ResourceLimiter for Limiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ahp_store::Tier;
     use wasmtime::ResourceLimiter;
 
     #[test]
     fn limiter_refuses_past_the_tier_and_names_the_ceiling() {
-        let c = Ceilings::of(Tier::Nano.limits());
+        let c = *Tier::Nano.limits();
         let mut l = Limiter::new(c);
         assert!(l.memory_growing(0, c.memory_bytes as usize, None).unwrap());
         assert!(l.breach.is_none());
@@ -201,13 +165,13 @@ mod tests {
 
     #[test]
     fn caps_only_lower() {
-        let c = Ceilings::of(Tier::Nano.limits());
+        let c = *Tier::Nano.limits();
         let cap = CeilingCap {
             fuel_per_turn: Some(u64::MAX),
             wall_clock_per_turn: Some(Duration::from_millis(10)),
             egress_bytes: None,
         };
-        let t = c.tightened(&cap);
+        let t = cap.tighten(&c);
         assert_eq!(t.fuel_per_turn, c.fuel_per_turn);
         assert_eq!(t.wall_clock_per_turn, Duration::from_millis(10));
         assert_eq!(t.egress_bytes, c.egress_bytes);

@@ -458,7 +458,7 @@ impl Sandboxes {
         let record = record.ok_or_else(|| Error::UnknownComponent(component.to_owned()))?;
         let Prepared { pre, counts } = self.cache.prepared(&record.digest)?;
         let limits = tier.limits();
-        let ceilings = Ceilings::of(limits).tightened(&self.cap);
+        let ceilings = self.cap.tighten(limits);
         let state = SandboxState::new(
             t.id.clone(),
             Arc::new(snapshot),

@@ -181,7 +181,7 @@ pub(crate) mod test_support {
             t.id.clone(),
             Arc::new(snap),
             tier.limits(),
-            Ceilings::of(tier.limits()),
+            *tier.limits(),
             Arc::new(Mutex::new(db)),
             Arc::new(vault),
         );
