@@ -27,7 +27,7 @@ use ahp_host::guests;
 use ahp_host::sandbox::{SandboxConfig, Sandboxes, TurnOutcome};
 use ahp_host::testing;
 use ahp_host::vault::DirVault;
-use ahp_store::{McpServer, Message, SnapshotInput, Store, Tier, TokenKey, TransferStatus};
+use ahp_store::{SnapshotInput, Store, Tier, TokenKey, TransferStatus};
 use criterion::{Criterion, criterion_group, criterion_main};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
@@ -37,22 +37,9 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 /// The token secret the bench and the server share, so the bench can mint tokens.
 const SECRET: &str = "bench-secret-bench-secret-bench-secret";
 
+/// The forecaster's session: one message and its inventory.
 fn snapshot() -> SnapshotInput {
-    SnapshotInput {
-        source_host: "laptop-7".into(),
-        system_prompt: "You forecast inventory.".into(),
-        message_history: vec![Message {
-            role: "user".into(),
-            content: "Forecast SKU-1.".into(),
-        }],
-        tool_state: serde_json::json!({ "inventory": [
-            { "sku": "A-1", "onHand": 10, "dailySales": [5, 6, 4], "leadTimeDays": 7 },
-        ]}),
-        mcp_config: vec![McpServer {
-            server: "https://inventory.example.com/mcp".into(),
-            cred_ref: "inventory-api".into(),
-        }],
-    }
+    testing::snapshot(1, testing::inventory())
 }
 
 fn runtime() -> tokio::runtime::Runtime {

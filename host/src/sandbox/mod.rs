@@ -176,6 +176,20 @@ struct Sandbox {
     egress_audited: std::sync::atomic::AtomicBool,
 }
 
+impl Sandbox {
+    /// The report of a turn that burnt `fuel` and ended in `outcome`, leaving `transfer`.
+    fn report(&self, transfer: Transfer, outcome: TurnOutcome, fuel: u64) -> TurnReport {
+        let st = self.store.data();
+        TurnReport {
+            transfer,
+            outcome,
+            fuel_consumed: fuel,
+            compute_micro_usd: st.meter.charged_micro_usd,
+            store_time: st.store_time.get(),
+        }
+    }
+}
+
 /// One host's sandboxes. See the [module docs](self).
 pub struct Sandboxes {
     live: Mutex<HashMap<String, Sandbox>>,
@@ -243,7 +257,7 @@ impl Sandboxes {
 
     /// How many sandboxes are live (resumed and kept for later turns).
     pub fn live_count(&self) -> usize {
-        self.live.lock().unwrap_or_else(PoisonError::into_inner).len()
+        self.live().len()
     }
 
     /// Registers a component: stores its bytes under their digest, compiles and caches it, and
@@ -327,23 +341,12 @@ impl Sandboxes {
         if outcome == TurnOutcome::Resumed {
             self.audit_ceiling(&sandbox, &outcome);
         }
-        let compute = sandbox.store.data().meter.charged_micro_usd;
-        let store_time = sandbox.store.data().store_time.get();
         // Err: the transfer moved under us (terminated or expired mid-activation).
-        let t = t?;
-        if outcome == TurnOutcome::Resumed {
-            self.live
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(transfer.to_owned(), sandbox);
+        let report = sandbox.report(t?, outcome, fuel);
+        if report.outcome == TurnOutcome::Resumed {
+            self.live().insert(transfer.to_owned(), sandbox);
         }
-        Ok(TurnReport {
-            transfer: t,
-            outcome,
-            fuel_consumed: fuel,
-            compute_micro_usd: compute,
-            store_time,
-        })
+        Ok(report)
     }
 
     /// Runs a later turn of a live sandbox: calls `resume` again, metered and bounded like the
@@ -357,36 +360,23 @@ impl Sandboxes {
     /// transfer can no longer be read or terminated.
     pub fn run_turn(&self, transfer: &str) -> Result<TurnReport, Error> {
         let mut sandbox = self
-            .live
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+            .live()
             .remove(transfer)
             .ok_or_else(|| Error::NoSandbox(transfer.to_owned()))?;
         let (outcome, fuel) = run(&mut sandbox);
         self.audit_ceiling(&sandbox, &outcome);
-        let compute = sandbox.store.data().meter.charged_micro_usd;
-        let store_time = sandbox.store.data().store_time.get();
-        let t = match outcome.failure_reason() {
+        match outcome.failure_reason() {
             None => {
-                self.live
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(transfer.to_owned(), sandbox);
-                self.db().transfer(transfer)?
+                let report = sandbox.report(self.db().transfer(transfer)?, outcome, fuel);
+                self.live().insert(transfer.to_owned(), sandbox);
+                Ok(report)
             }
             Some(reason) => {
                 tracing::info!(%transfer, ?outcome, "dropping sandbox");
-                drop(sandbox);
-                self.end_with_sandbox(transfer, &reason)?
+                let report = sandbox.report(self.end_with_sandbox(transfer, &reason)?, outcome, fuel);
+                Ok(report)
             }
-        };
-        Ok(TurnReport {
-            transfer: t,
-            outcome,
-            fuel_consumed: fuel,
-            compute_micro_usd: compute,
-            store_time,
-        })
+        }
     }
 
     /// After a later turn dropped the sandbox of `transfer`: terminates the transfer with
@@ -407,21 +397,22 @@ impl Sandboxes {
         }
     }
 
+    /// The live sandboxes, keyed by transfer id (a panic elsewhere leaves the map usable).
+    fn live(&self) -> MutexGuard<'_, HashMap<String, Sandbox>> {
+        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Drops the live sandbox of `transfer` (its Store, instance and pool slot). Returns
     /// whether there was one.
     pub fn drop_sandbox(&self, transfer: &str) -> bool {
-        self.live
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(transfer)
-            .is_some()
+        self.live().remove(transfer).is_some()
     }
 
     /// What the live sandbox of `transfer` wrote to stdout and stderr (bounded by
     /// [`MAX_GUEST_LOG_BYTES`]).
     pub fn guest_log(&self, transfer: &str) -> Option<String> {
-        let live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
-        live.get(transfer)
+        self.live()
+            .get(transfer)
             .map(|s| String::from_utf8_lossy(&s.store.data().log.contents()).into_owned())
     }
 

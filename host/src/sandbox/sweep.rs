@@ -6,8 +6,6 @@
 //! instance and pool slot would otherwise stay until the host restarts. `ahp serve` sweeps on
 //! every reaper tick.
 
-use std::sync::PoisonError;
-
 use ahp_store::TransferStatus;
 
 use super::Sandboxes;
@@ -21,13 +19,7 @@ impl Sandboxes {
     ///
     /// A store failure while reading a transfer; the sandboxes already checked stay swept.
     pub fn drop_finished(&self) -> Result<Vec<String>, super::Error> {
-        let ids: Vec<String> = self
-            .live
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .keys()
-            .cloned()
-            .collect();
+        let ids: Vec<String> = self.live().keys().cloned().collect();
         let mut finished = Vec::new();
         for id in ids {
             let still_active = match self.db().transfer(&id) {
@@ -47,7 +39,7 @@ impl Sandboxes {
     }
 
     fn drop_all(&self, ids: &[String]) {
-        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut live = self.live();
         for id in ids {
             live.remove(id);
         }
