@@ -37,17 +37,36 @@ pub enum ApiScope {
     /// Every other transfer tool (the provision/activate token is still required on top).
     #[serde(rename = "transfer:write")]
     TransferWrite,
+    /// Reporting spend against a transfer's budget (`report_usage`): metering is the host's,
+    /// so a key that may move transfers does not thereby get to drain their budgets.
+    #[serde(rename = "transfer:meter")]
+    TransferMeter,
+    /// Reading the conversation domain: agents, conversations, transcripts, inboxes.
+    #[serde(rename = "communication:read")]
+    CommunicationRead,
+    /// Changing the conversation domain: agents, endpoints, conversations, posts, consumes.
+    #[serde(rename = "communication:manage")]
+    CommunicationManage,
 }
 
 impl ApiScope {
     /// Every scope.
-    pub const ALL: [ApiScope; 2] = [Self::TransferRead, Self::TransferWrite];
+    pub const ALL: [ApiScope; 5] = [
+        Self::TransferRead,
+        Self::TransferWrite,
+        Self::TransferMeter,
+        Self::CommunicationRead,
+        Self::CommunicationManage,
+    ];
 
     /// The scope's name.
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::TransferRead => "transfer:read",
             Self::TransferWrite => "transfer:write",
+            Self::TransferMeter => "transfer:meter",
+            Self::CommunicationRead => "communication:read",
+            Self::CommunicationManage => "communication:manage",
         }
     }
 }
@@ -65,7 +84,10 @@ impl FromStr for ApiScope {
         Self::ALL
             .into_iter()
             .find(|x| x.as_str() == s)
-            .ok_or_else(|| Error::invalid("scope", format!("{s:?} is not transfer:read or transfer:write")))
+            .ok_or_else(|| {
+                let known = Self::ALL.map(Self::as_str).join(", ");
+                Error::invalid("scope", format!("{s:?} is not a scope; the scopes are {known}"))
+            })
     }
 }
 
@@ -293,5 +315,18 @@ mod tests {
         assert!(s.add_principal("a", &[ApiScope::TransferRead]).is_err());
         assert!("transfer:admin".parse::<ApiScope>().is_err());
         assert_eq!(s.list_principals().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn every_scope_round_trips_through_its_name_and_the_database() {
+        let mut s = Store::open_in_memory().unwrap();
+        for scope in ApiScope::ALL {
+            assert_eq!(scope.as_str().parse::<ApiScope>().unwrap(), scope);
+            assert_eq!(serde_json::to_value(scope).unwrap(), scope.as_str());
+        }
+        let (_, key) = s.add_principal("everything", &ApiScope::ALL).unwrap();
+        assert_eq!(s.authenticate(&key).unwrap().unwrap().scopes, ApiScope::ALL);
+        let err = "communication:admin".parse::<ApiScope>().unwrap_err().to_string();
+        assert!(err.contains("communication:manage") && err.contains("transfer:meter"), "{err}");
     }
 }
