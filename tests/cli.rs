@@ -80,7 +80,7 @@ fn token_issue_prints_only_a_token_that_the_store_accepts_once() {
         &["token", "issue", "--transfer", &t, "--scope", "provision_runtime"],
     ));
     let token = out.trim_end_matches('\n');
-    assert!(!token.contains('\n') && token.starts_with("ahp1."), "{out:?}");
+    assert!(!token.contains('\n') && token.starts_with("ahp2."), "{out:?}");
     let key = ahp_store::TokenKey::from_env_or_file(dir.path()).unwrap();
     let mut store = Store::open(dir.path().join("ahp.db")).unwrap().with_token_key(key);
     store
@@ -163,6 +163,56 @@ fn token_issue_refuses_bad_input_with_a_clear_message() {
         .unwrap();
     assert!(!short.status.success());
     assert!(String::from_utf8_lossy(&short.stderr).contains("at least 32"));
+}
+
+#[test]
+fn issued_tokens_bind_what_the_operator_fixed() {
+    use ahp_store::{Bound, Error, Tier, TokenRefusal};
+    let dir = tempfile::tempdir().unwrap();
+    let t = staged(dir.path());
+    let issue = |extra: &[&str]| {
+        let mut args = vec!["token", "issue", "--transfer", t.as_str()];
+        args.extend_from_slice(extra);
+        stdout(&ahp(dir.path(), &args)).trim().to_owned()
+    };
+    let provision = issue(&[
+        "--scope",
+        "provision_runtime",
+        "--tier",
+        "nano",
+        "--max-budget",
+        "500",
+        "--component",
+        "forecaster",
+    ]);
+    let activate = issue(&["--scope", "activate"]);
+    let free = issue(&["--scope", "activate", "--any-checksum"]);
+    let key = ahp_store::TokenKey::from_env_or_file(dir.path()).unwrap();
+    let mut store = Store::open(dir.path().join("ahp.db")).unwrap().with_token_key(key);
+    let checksum = store.transfer(&t).unwrap().checksum;
+    assert!(activate.contains(&format!(".checksum={checksum}.")), "{activate}");
+    assert!(free.contains(".-."), "{free}");
+    let refused = store
+        .provision_runtime(&t, Tier::Small, 500, "forecaster", &provision)
+        .unwrap_err();
+    assert!(
+        matches!(refused, Error::Token(TokenRefusal::Binding(Bound::Tier))),
+        "{refused:?}"
+    );
+    store
+        .provision_runtime(&t, Tier::Nano, 500, "forecaster", &provision)
+        .unwrap();
+    // Flags of the other scope are refused, printing nothing.
+    for args in [
+        &["--scope", "activate", "--tier", "nano"][..],
+        &["--scope", "provision_runtime", "--any-checksum"][..],
+        &["--scope", "provision_runtime", "--max-budget", "0"][..],
+    ] {
+        let mut all = vec!["token", "issue", "--transfer", t.as_str()];
+        all.extend_from_slice(args);
+        let o = ahp(dir.path(), &all);
+        assert!(!o.status.success() && o.stdout.is_empty(), "{args:?}");
+    }
 }
 
 #[test]

@@ -3,5 +3,7 @@
 //! One integration binary; its modules are the table of contents.
 
 mod cli;
+mod crash;
+mod http_limits;
 mod mcp_http;
 mod mcp_stdio;

@@ -8,9 +8,9 @@ use std::process::{Child, Command, Stdio};
 use serde_json::{Value, json};
 
 /// A running `ahp serve --http 127.0.0.1:0`, killed on drop.
-struct Server {
-    child: Child,
-    url: String,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) url: String,
 }
 
 impl Drop for Server {
@@ -20,7 +20,7 @@ impl Drop for Server {
     }
 }
 
-fn serve(dir: &Path, extra: &[&str]) -> Server {
+pub(crate) fn serve(dir: &Path, extra: &[&str]) -> Server {
     let (server, mut stderr) = serve_logging(dir, extra, "warn");
     std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     server
@@ -53,7 +53,7 @@ fn serve_logging(dir: &Path, extra: &[&str], log: &str) -> (Server, BufReader<st
     (Server { child, url }, stderr)
 }
 
-fn principal(dir: &Path, name: &str, scopes: &[&str]) -> String {
+pub(crate) fn principal(dir: &Path, name: &str, scopes: &[&str]) -> String {
     let mut args = vec!["principal", "add", name, "--scope"];
     args.extend_from_slice(scopes);
     let out = Command::new(env!("CARGO_BIN_EXE_ahp"))
@@ -77,7 +77,13 @@ fn meta() -> Value {
 }
 
 /// A stateless (2026-07-28) request; `name` is the tool for `tools/call`.
-async fn stateless(url: &str, key: Option<&str>, method: &str, name: Option<&str>, params: Value) -> reqwest::Response {
+pub(crate) async fn stateless(
+    url: &str,
+    key: Option<&str>,
+    method: &str,
+    name: Option<&str>,
+    params: Value,
+) -> reqwest::Response {
     let mut params = params;
     params["_meta"] = meta();
     let mut req = reqwest::Client::new()
@@ -97,7 +103,7 @@ async fn stateless(url: &str, key: Option<&str>, method: &str, name: Option<&str
 }
 
 /// The JSON-RPC message in a response body, whether sent as JSON or as one SSE event.
-async fn message(r: reqwest::Response) -> Value {
+pub(crate) async fn message(r: reqwest::Response) -> Value {
     let text = r.text().await.unwrap();
     let json = text
         .lines()
@@ -289,4 +295,75 @@ async fn a_stderr_nobody_reads_never_stops_the_server() {
     let r = stateless(&server.url, None, "tools/list", None, json!({})).await;
     assert_eq!(r.status(), 200);
     assert_eq!(message(r).await["result"]["tools"].as_array().unwrap().len(), 6);
+}
+
+/// The text of a tool error in a `tools/call` response.
+fn tool_error_text(m: &Value) -> String {
+    assert_eq!(m["result"]["isError"], true, "expected a tool error: {m}");
+    m["result"]["content"][0]["text"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn report_usage_needs_the_meter_scope_and_never_takes_compute() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = principal(dir.path(), "orchestrator", &["transfer:read", "transfer:write"]);
+    let meter = principal(dir.path(), "billing", &["transfer:read", "transfer:meter"]);
+    let server = serve(dir.path(), &[]);
+    let url = server.url.clone();
+    let snapshot = json!({"name": "snapshot_state", "arguments": {
+        "sourceHost": "laptop-7", "systemPrompt": "p", "messageHistory": [], "toolState": {}, "mcpConfig": []}});
+    let m = message(stateless(&url, Some(&writer), "tools/call", Some("snapshot_state"), snapshot).await).await;
+    let t = m["result"]["structuredContent"]["transferId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let report =
+        |kind: &str| json!({"name": "report_usage", "arguments": {"transferId": t, "amountMicroUsd": 5, "kind": kind}});
+    let events = || async {
+        let get = json!({"name": "get_status", "arguments": {"transferId": t}});
+        let m = message(stateless(&url, Some(&meter), "tools/call", Some("get_status"), get).await).await;
+        m["result"]["structuredContent"]["events"].clone()
+    };
+    let before = events().await;
+
+    // transfer:write no longer implies metering.
+    let r = stateless(
+        &url,
+        Some(&writer),
+        "tools/call",
+        Some("report_usage"),
+        report("model_tokens"),
+    )
+    .await;
+    assert_eq!(r.status(), 403);
+    let challenge = www_authenticate(&r);
+    assert!(
+        challenge.contains(r#"error="insufficient_scope""#) && challenge.contains("transfer:meter"),
+        "{challenge}"
+    );
+
+    // The meter key reaches the tool, which refuses the host-reserved kind before anything else.
+    let r = stateless(
+        &url,
+        Some(&meter),
+        "tools/call",
+        Some("report_usage"),
+        report("compute"),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let refused = tool_error_text(&message(r).await);
+    assert!(refused.contains("reserved to the host"), "{refused}");
+    // Another kind gets as far as the state machine (a staged transfer has nothing running).
+    let r = stateless(
+        &url,
+        Some(&meter),
+        "tools/call",
+        Some("report_usage"),
+        report("model_tokens"),
+    )
+    .await;
+    let staged = tool_error_text(&message(r).await);
+    assert!(staged.contains("it is staged"), "{staged}");
+    assert_eq!(events().await, before, "a refused report changed the audit log");
 }

@@ -40,14 +40,14 @@ impl Store {
             ));
         }
         let now = self.now();
-        let tx = self.immediate()?;
-        tx.prepare_cached(
-            "INSERT INTO checkpoints (transfer_id, state, saved_at) VALUES (?1, ?2, ?3)
-             ON CONFLICT (transfer_id) DO UPDATE SET state = ?2, saved_at = ?3",
-        )?
-        .execute((transfer, state, now.as_micros()))?;
-        tx.commit()?;
-        Ok(())
+        self.write(|tx, _| {
+            tx.prepare_cached(
+                "INSERT INTO checkpoints (transfer_id, state, saved_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (transfer_id) DO UPDATE SET state = ?2, saved_at = ?3",
+            )?
+            .execute((transfer, state, now.as_micros()))?;
+            Ok(())
+        })
     }
 
     /// `transfer`'s checkpoint, if one was saved.

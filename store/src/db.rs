@@ -7,6 +7,14 @@
 //! transfer the database then forgets. Each state transition is one `BEGIN IMMEDIATE`
 //! transaction, so it costs at most one fsync of the WAL.
 //!
+//! **Busy databases.** Every transfer write goes through [`Store::write`]: one `BEGIN
+//! IMMEDIATE` transaction that, when SQLite reports the database busy or locked (another
+//! process holds the write lock past [`BUSY_TIMEOUT`], or a lock could not be taken at all),
+//! is rolled back and run again from the start, at most [`MAX_WRITE_ATTEMPTS`] times with
+//! growing pauses. A rolled-back attempt changed nothing — no token consumed, no transfer
+//! moved — so retrying is always safe; when every attempt finds the database busy the caller
+//! gets [`Error::Busy`], which [`Error::is_transient`] tells apart from a refusal.
+//!
 //! Migrations are the files `store/sql/NNNN_*.sql`, applied in order inside one immediate
 //! transaction and recorded in `PRAGMA user_version` (the pattern of Mozilla's
 //! application-services). A database whose version is newer than this build knows is refused.
@@ -34,6 +42,16 @@ const MIGRATIONS: &[&str] = &[
 /// Writers hold the lock for one short transaction; five seconds covers a deep queue of them
 /// on a slow disk while still surfacing a wedged writer.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Most attempts [`Store::write`] makes at one transaction while the database is busy. With
+/// [`BUSY_TIMEOUT`] per attempt a wedged writer is reported after about 20 s; a transient
+/// lock (a checkpoint, a second process's short write) is ridden out.
+pub const MAX_WRITE_ATTEMPTS: u32 = 4;
+
+/// Pause before the second attempt; each later pause is four times the one before
+/// (10, 40, 160 ms): long enough for a competing writer's commit (one fsync), short next to
+/// the busy timeout.
+pub const FIRST_WRITE_BACKOFF: Duration = Duration::from_millis(10);
 
 /// Prepared statements kept per connection. The store has about 80 distinct statements and a
 /// turn of a sandbox cycles through a dozen of them; rusqlite's default of 16 evicted hot ones,
@@ -89,6 +107,17 @@ impl Store {
         })
     }
 
+    /// Waits at most `timeout` for another connection's write lock before an attempt counts as
+    /// busy (default [`BUSY_TIMEOUT`]).
+    ///
+    /// # Errors
+    ///
+    /// Only if SQLite refuses the setting.
+    pub fn with_busy_timeout(self, timeout: Duration) -> Result<Self> {
+        self.conn.busy_timeout(timeout)?;
+        Ok(self)
+    }
+
     /// Uses `clock` for every timestamp and deadline from now on.
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
@@ -130,6 +159,43 @@ impl Store {
     /// waits on `busy_timeout` instead of failing on upgrade.
     pub(crate) fn immediate(&mut self) -> Result<Transaction<'_>> {
         Ok(self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?)
+    }
+
+    /// Runs `body` in a `BEGIN IMMEDIATE` transaction and commits it; when SQLite reports the
+    /// database busy or locked (at `BEGIN`, inside `body`, or at `COMMIT`) the attempt is rolled
+    /// back and `body` runs again, up to [`MAX_WRITE_ATTEMPTS`] times (see the module docs).
+    /// `body` gets the transaction and the token key, borrowed apart from the connection.
+    ///
+    /// # Errors
+    ///
+    /// `body`'s error (the transaction rolled back); [`Error::Busy`] when every attempt found
+    /// the database busy.
+    pub(crate) fn write<T>(
+        &mut self,
+        mut body: impl FnMut(&Transaction<'_>, Option<&TokenKey>) -> Result<T>,
+    ) -> Result<T> {
+        let key = self.token_key.as_ref();
+        let mut backoff = FIRST_WRITE_BACKOFF;
+        for attempt in 1..=MAX_WRITE_ATTEMPTS {
+            let outcome = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(Error::from)
+                .and_then(|tx| {
+                    let value = body(&tx, key)?;
+                    tx.commit()?;
+                    Ok(value)
+                });
+            match outcome {
+                Err(e) if e.is_transient() && attempt < MAX_WRITE_ATTEMPTS => {
+                    std::thread::sleep(backoff);
+                    backoff *= 4;
+                }
+                Err(e) if e.is_transient() => return Err(Error::Busy { attempts: attempt }),
+                other => return other,
+            }
+        }
+        unreachable!("the last attempt returns")
     }
 }
 

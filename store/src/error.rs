@@ -3,7 +3,9 @@
 //! Every failure a caller can act on has its own variant: bad input names the field, a refused
 //! transition names the operation and the current state, a refused token says why. SQLite and
 //! I/O failures pass through unchanged; an I/O error on commit is never retried here, because
-//! after a failed fsync SQLite cannot say what reached the disk.
+//! after a failed fsync SQLite cannot say what reached the disk. A busy or locked database is
+//! retried by the store itself and, if it stays busy, reported as [`Error::Busy`]; callers
+//! tell such transient failures from refusals with [`Error::is_transient`].
 
 use crate::state::{Operation, Phase};
 use crate::token::TokenRefusal;
@@ -87,6 +89,15 @@ pub enum Error {
         reason: String,
     },
 
+    /// The database stayed busy or locked (another writer held it) through every attempt of
+    /// [`Store::write`](crate::Store); nothing was changed and the same call may simply be made
+    /// again. Never a refusal: a token presented with it is still unspent.
+    #[error("the database stayed busy through {attempts} attempts; nothing was changed, try again")]
+    Busy {
+        /// Attempts made, each waiting out the busy timeout.
+        attempts: u32,
+    },
+
     /// SQLite failed.
     #[error("database: {0}")]
     Sqlite(#[from] rusqlite::Error),
@@ -103,6 +114,23 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the failure is transient — the database was busy or locked — rather than a
+    /// refusal or a fault: nothing was changed, and the same call may succeed if made again.
+    /// Callers must not treat a transient error as the operation being refused (spend a token,
+    /// end a transfer).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Busy { .. } => true,
+            Self::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => {
+                matches!(
+                    e.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                )
+            }
+            _ => false,
+        }
+    }
+
     /// An [`Error::InvalidInput`] for `field`.
     pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
         Self::InvalidInput {

@@ -199,16 +199,15 @@ impl Store {
             ));
         }
         let now = self.now();
-        let tx = self.immediate()?;
-        let exists = tx
-            .query_row("SELECT 1 FROM transfers WHERE id = ?1", [transfer], |_| Ok(()))
-            .optional()?
-            .is_some();
-        if !exists {
-            return Err(Error::TransferNotFound(transfer.to_owned()));
-        }
-        append(&tx, transfer, kind, now, detail)?;
-        tx.commit()?;
-        Ok(())
+        self.write(|tx, _| {
+            let exists = tx
+                .query_row("SELECT 1 FROM transfers WHERE id = ?1", [transfer], |_| Ok(()))
+                .optional()?
+                .is_some();
+            if !exists {
+                return Err(Error::TransferNotFound(transfer.to_owned()));
+            }
+            append(tx, transfer, kind, now, detail.clone())
+        })
     }
 }

@@ -61,14 +61,17 @@ pub use budget::{Budget, MAX_BUDGET_MICRO_USD, MAX_USAGE_REPORT_MICRO_USD};
 pub use checkpoint::Checkpoint;
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use component::{ComponentRecord, MAX_COMPONENT_BYTES};
-pub use db::Store;
+pub use db::{MAX_WRITE_ATTEMPTS, Store};
 pub use error::{Error, Result};
 pub use event::{Event, EventKind};
-pub use lifecycle::{DEFAULT_USAGE_KIND, UsageReport};
+pub use lifecycle::{COMPUTE_USAGE_KIND, DEFAULT_USAGE_KIND, HOST_RESERVED_USAGE_KINDS, UsageReport};
 pub use principal::{ApiScope, Principal};
 pub use reap::{DEFAULT_GRACE_PERIOD, DEFAULT_TRANSFER_TTL};
 pub use snapshot::{McpServer, Message, SnapshotInput};
 pub use state::{Operation, Phase, TransferStatus, transition};
 pub use tier::{FUEL_PER_CPU_SECOND, TIER_LIMITS, Tier, TierLimits};
-pub use token::{DEFAULT_TOKEN_TTL, TokenKey, TokenRefusal, TokenScope, issue_transfer_token};
+pub use token::{
+    Bound, DEFAULT_TOKEN_TTL, TokenBindings, TokenKey, TokenRefusal, TokenScope, issue_bound_transfer_token,
+    issue_transfer_token,
+};
 pub use transfer::{Transfer, TransferStatusReport};

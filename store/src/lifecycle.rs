@@ -2,7 +2,8 @@
 //!
 //! Each is one `BEGIN IMMEDIATE` transaction that checks the edge with
 //! [`transition`](crate::transition), applies it with a compare-and-set `UPDATE`, and appends its
-//! audit event — all or nothing. Inputs are validated before the transaction starts; a refused
+//! audit event — all or nothing — run through [`Store::write`](crate::Store), which retries it
+//! while the database is busy (a busy attempt rolls back, so it never spends a token). Inputs are validated before the transaction starts; a refused
 //! operation returns an error and leaves the database exactly as it was.
 //!
 //! `activate` is split in two because the sandbox runs the guest between the halves:
@@ -24,13 +25,17 @@ use crate::id::new_id;
 use crate::snapshot::SnapshotInput;
 use crate::state::{Operation, Phase, Refusal, TransferStatus, transition};
 use crate::tier::Tier;
-use crate::token::{self, TokenKey, TokenScope};
+use crate::token::{self, Requested, TokenKey};
 use crate::transfer::{self, TRANSFER_ID_PREFIX, Transfer};
 
 /// Longest reason accepted by `fail_activation` and `terminate`, in bytes.
 pub const MAX_REASON_BYTES: usize = 1024;
 /// Longest usage `kind`, in bytes.
 pub const MAX_USAGE_KIND_BYTES: usize = 32;
+/// The usage kind of compute spend, metered by the host from the fuel a guest burnt.
+pub const COMPUTE_USAGE_KIND: &str = "compute";
+/// Usage kinds only the host's own meter records; [`Store::report_client_usage`] refuses them.
+pub const HOST_RESERVED_USAGE_KINDS: [&str; 1] = [COMPUTE_USAGE_KIND];
 /// The usage kind recorded when the caller names none.
 pub const DEFAULT_USAGE_KIND: &str = "unspecified";
 /// Longest component *name* (a digest is always `sha256:` and 64 hex digits).
@@ -57,43 +62,45 @@ impl Store {
         let id = new_id(TRANSFER_ID_PREFIX);
         let checksum = input.checksum();
         let now = self.now();
-        let tx = self.immediate()?;
-        tx.prepare_cached(
-            "INSERT INTO transfers (id, status, source_host, system_prompt, message_history, message_count,
+        self.write(|tx, _| {
+            tx.prepare_cached(
+                "INSERT INTO transfers (id, status, source_host, system_prompt, message_history, message_count,
                                     tool_state, mcp_config, checksum, created_at, updated_at)
              VALUES (?1, 'staged', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
-        )?
-        .execute((
-            &id,
-            &input.source_host,
-            &input.system_prompt,
-            serde_json::to_string(&input.message_history).expect("messages serialize"),
-            input.message_history.len() as i64,
-            input.tool_state.to_string(),
-            serde_json::to_string(&input.mcp_config).expect("mcp config serializes"),
-            &checksum,
-            now.as_micros(),
-        ))?;
-        let detail = json!({
-            "checksum": checksum,
-            "sourceHost": input.source_host,
-            "messageCount": input.message_history.len(),
-            "mcpServers": input.mcp_config.len(),
-        });
-        event::append(&tx, &id, EventKind::SnapshotCreated, now, detail)?;
-        let t = transfer::load(&tx, &id)?;
-        tx.commit()?;
-        Ok(t)
+            )?
+            .execute((
+                &id,
+                &input.source_host,
+                &input.system_prompt,
+                serde_json::to_string(&input.message_history).expect("messages serialize"),
+                input.message_history.len() as i64,
+                input.tool_state.to_string(),
+                serde_json::to_string(&input.mcp_config).expect("mcp config serializes"),
+                &checksum,
+                now.as_micros(),
+            ))?;
+            let detail = json!({
+                "checksum": checksum,
+                "sourceHost": input.source_host,
+                "messageCount": input.message_history.len(),
+                "mcpServers": input.mcp_config.len(),
+            });
+            event::append(tx, &id, EventKind::SnapshotCreated, now, detail)?;
+            transfer::load(tx, &id)
+        })
     }
 
     /// `provision_runtime`: sizes the destination by `tier`, opens its budget and records the
     /// guest `component` (a `sha256:<hex>` digest or a registered name) the sandbox will run.
-    /// Needs a token of scope `provision_runtime` for this transfer, which it consumes.
+    /// Needs a token of scope `provision_runtime` for this transfer, which it consumes; if the
+    /// token binds the tier, a budget cap or the component, the request must keep to them.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for a budget outside 1..=[`MAX_BUDGET_MICRO_USD`] or a malformed
-    /// component; [`Error::InvalidTransition`] unless `staged`; [`Error::Token`] for a refused token.
+    /// component; [`Error::InvalidTransition`] unless `staged`; [`Error::Token`] for a refused
+    /// token, including [`TokenRefusal::Binding`](crate::TokenRefusal::Binding) for a request
+    /// the token does not allow (the token stays unspent).
     pub fn provision_runtime(
         &mut self,
         transfer: &str,
@@ -111,7 +118,12 @@ impl Store {
         validate_component(component)?;
         let rate = tier.limits().price_micro_usd_per_cpu_second;
         self.step(transfer, Operation::Provision, |key, tx, t, to, now| {
-            token::verify_and_consume(tx, key, token, transfer, TokenScope::ProvisionRuntime, now)?;
+            let requested = Requested::Provision {
+                tier,
+                budget_micro_usd,
+                component,
+            };
+            token::verify_and_consume(tx, key, token, transfer, requested, now)?;
             move_to(tx, t, to, now)?;
             tx.prepare_cached("UPDATE transfers SET tier = ?2, component = ?3 WHERE id = ?1")?
                 .execute((transfer, tier.as_str(), component))?;
@@ -169,15 +181,19 @@ impl Store {
     }
 
     /// First half of `activate`: verifies and consumes the `activate` token and marks the
-    /// activation in progress. Returns the transfer, with the tier and component to run.
+    /// activation in progress. Returns the transfer, with the tier and component to run. A token
+    /// bound to a snapshot checksum activates only that snapshot.
     ///
     /// # Errors
     ///
     /// [`Error::ActivationInProgress`] if another activation has begun and not finished;
-    /// [`Error::InvalidTransition`] unless `pushed`; [`Error::Token`] for a refused token.
+    /// [`Error::InvalidTransition`] unless `pushed`; [`Error::Token`] for a refused token
+    /// (a checksum binding that does not match is
+    /// [`TokenRefusal::Binding`](crate::TokenRefusal::Binding)).
     pub fn begin_activation(&mut self, transfer: &str, token: &str) -> Result<Transfer> {
         self.step(transfer, Operation::BeginActivation, |key, tx, t, to, now| {
-            token::verify_and_consume(tx, key, token, transfer, TokenScope::Activate, now)?;
+            let requested = Requested::Activate { checksum: &t.checksum };
+            token::verify_and_consume(tx, key, token, transfer, requested, now)?;
             move_to(tx, t, to, now)?;
             event::append(
                 tx,
@@ -189,18 +205,31 @@ impl Store {
         })
     }
 
-    /// Second half of `activate`, after the guest's `resume` returned Ok: the transfer is `active`.
+    /// Second half of `activate`, after the guest's `resume` returned Ok: the transfer is
+    /// `active` — or, when spend recorded during the activation already reached the allocation,
+    /// `insolvent` at once (events `activated` then `insolvent`, the grace period starting now):
+    /// the guest resumed, but its budget is gone.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidTransition`] unless an activation is in progress (it may have been
     /// terminated or expired meanwhile).
     pub fn complete_activation(&mut self, transfer: &str) -> Result<Transfer> {
-        self.step(transfer, Operation::CompleteActivation, |_, tx, t, to, now| {
-            move_to(tx, t, to, now)?;
+        transfer::check_id(transfer)?;
+        let now = self.now();
+        self.write(|tx, _| {
+            let t = transfer::load(tx, transfer)?;
+            let budget = budget::load(tx, transfer)?;
+            let budget_exhausted = budget.is_some_and(|b| b.is_exhausted());
+            let to = check(&t, Operation::CompleteActivation { budget_exhausted })?;
+            move_to(tx, &t, to, now)?;
             tx.prepare_cached("UPDATE transfers SET activated_at = ?2 WHERE id = ?1")?
                 .execute((transfer, now.as_micros()))?;
-            event::append(tx, transfer, EventKind::Activated, now, json!({}))
+            event::append(tx, transfer, EventKind::Activated, now, json!({}))?;
+            if let (TransferStatus::Insolvent, Some(b)) = (to.status, budget) {
+                become_insolvent(tx, transfer, &b, now, "activation")?;
+            }
+            transfer::load(tx, transfer)
         })
     }
 
@@ -226,13 +255,17 @@ impl Store {
         })
     }
 
-    /// `report_usage`: adds `micro_usd` of spend of `kind` (e.g. `compute`, `model_tokens`).
+    /// `report_usage` as the host's own meter records it: adds `micro_usd` of spend of `kind`
+    /// (including the host-reserved [`COMPUTE_USAGE_KIND`]). Spend reported by anyone else — an
+    /// MCP client, a guest — goes through [`report_client_usage`](Self::report_client_usage),
+    /// which refuses the reserved kinds.
     ///
     /// By state: while an activation is in progress the spend is recorded and the status is
-    /// unchanged (only an `active` transfer turns insolvent); when `active`, spend reaching the
-    /// allocation makes the transfer `insolvent` (event `insolvent`, starting the grace period);
-    /// when `insolvent`, late spend is still recorded so the account stays true. Every other
-    /// state has nothing running to spend and is refused.
+    /// unchanged (if it reached the allocation, [`complete_activation`](Self::complete_activation)
+    /// makes the transfer `insolvent`); when `active`, spend reaching the allocation makes the
+    /// transfer `insolvent` (event `insolvent`, starting the grace period); when `insolvent`,
+    /// late spend is still recorded so the account stays true. Every other state has nothing
+    /// running to spend and is refused.
     ///
     /// # Errors
     ///
@@ -248,44 +281,91 @@ impl Store {
         validate_usage_kind(kind)?;
         transfer::check_id(transfer)?;
         let now = self.now();
-        let tx = self.immediate()?;
-        let t = transfer::load(&tx, transfer)?;
-        let before = budget::load(&tx, transfer)?;
-        let exhausts_budget = before.is_some_and(|b| b.spent_micro_usd + micro_usd >= b.allocated_micro_usd);
-        let to = check(&t, Operation::ReportUsage { exhausts_budget })?;
-        let before = before.ok_or_else(|| Error::CorruptRow {
-            table: "budgets",
-            reason: format!("{transfer} is {} but has no budget", t.status),
-        })?;
-        let after = Budget {
-            spent_micro_usd: before.spent_micro_usd + micro_usd,
-            ..before
-        };
-        tx.prepare_cached("UPDATE budgets SET spent_micro_usd = ?2 WHERE transfer_id = ?1")?
-            .execute((transfer, after.spent_micro_usd as i64))?;
-        move_to(&tx, &t, to, now)?;
-        let detail = json!({
-            "kind": kind,
-            "amountMicroUsd": micro_usd,
-            "spentMicroUsd": after.spent_micro_usd,
-            "allocatedMicroUsd": after.allocated_micro_usd,
-        });
-        event::append(&tx, transfer, EventKind::UsageReported, now, detail)?;
-        if t.status == TransferStatus::Active && to.status == TransferStatus::Insolvent {
-            tx.prepare_cached("UPDATE transfers SET insolvent_at = ?2 WHERE id = ?1")?
-                .execute((transfer, now.as_micros()))?;
+        self.write(|tx, _| {
+            let t = transfer::load(tx, transfer)?;
+            let before = budget::load(tx, transfer)?;
+            let exhausts_budget = before.is_some_and(|b| b.spent_micro_usd + micro_usd >= b.allocated_micro_usd);
+            let to = check(&t, Operation::ReportUsage { exhausts_budget })?;
+            let before = before.ok_or_else(|| Error::CorruptRow {
+                table: "budgets",
+                reason: format!("{transfer} is {} but has no budget", t.status),
+            })?;
+            let after = Budget {
+                spent_micro_usd: before.spent_micro_usd + micro_usd,
+                ..before
+            };
+            tx.prepare_cached("UPDATE budgets SET spent_micro_usd = ?2 WHERE transfer_id = ?1")?
+                .execute((transfer, after.spent_micro_usd as i64))?;
+            move_to(tx, &t, to, now)?;
             let detail = json!({
+                "kind": kind,
+                "amountMicroUsd": micro_usd,
                 "spentMicroUsd": after.spent_micro_usd,
                 "allocatedMicroUsd": after.allocated_micro_usd,
-                "insolventAt": now.to_string(),
             });
-            event::append(&tx, transfer, EventKind::Insolvent, now, detail)?;
+            event::append(tx, transfer, EventKind::UsageReported, now, detail)?;
+            if t.status == TransferStatus::Active && to.status == TransferStatus::Insolvent {
+                become_insolvent(tx, transfer, &after, now, "usage")?;
+            }
+            Ok(UsageReport {
+                transfer: transfer::load(tx, transfer)?,
+                budget: after,
+            })
+        })
+    }
+
+    /// `report_usage` from outside the host's meter (the MCP tool): as
+    /// [`report_usage`](Self::report_usage), except that the host-reserved kinds
+    /// ([`HOST_RESERVED_USAGE_KINDS`]) are refused — compute is metered by the host from the
+    /// fuel a guest burnt, and nobody else may add to it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] (field `kind`) for a reserved kind, changing nothing; otherwise
+    /// as `report_usage`.
+    pub fn report_client_usage(&mut self, transfer: &str, micro_usd: u64, kind: &str) -> Result<UsageReport> {
+        if HOST_RESERVED_USAGE_KINDS.contains(&kind) {
+            return Err(Error::invalid(
+                "kind",
+                format!("{kind:?} is reserved to the host's meter; report another kind (e.g. model_tokens)"),
+            ));
         }
-        let t = transfer::load(&tx, transfer)?;
-        tx.commit()?;
-        Ok(UsageReport {
-            transfer: t,
-            budget: after,
+        self.report_usage(transfer, micro_usd, kind)
+    }
+
+    /// Fails every activation left in progress by a host that stopped mid-activation (a crash,
+    /// a kill, a power loss): each such transfer gets `activation_failed` with `reason` and is
+    /// `pushed` again, so the orchestrator can retry with a new `activate` token. Returns their
+    /// ids.
+    ///
+    /// Only the process that owns the data directory's sandboxes may call this (`ahp serve`, at
+    /// start, holding the directory's guard): an activation in progress belongs to the process
+    /// running its guest, and no guest survives its process.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for an empty or over-long reason; otherwise only if SQLite fails
+    /// or a row is corrupt (nothing is then changed).
+    pub fn fail_interrupted_activations(&mut self, reason: &str) -> Result<Vec<String>> {
+        validate_reason(reason)?;
+        let now = self.now();
+        let sql = format!(
+            "SELECT {} FROM transfers WHERE status = 'pushed' AND activation_started_at IS NOT NULL ORDER BY id",
+            transfer::TRANSFER_COLUMNS
+        );
+        self.write(|tx, _| {
+            let stuck = {
+                let mut stmt = tx.prepare_cached(&sql)?;
+                let rows = stmt.query_map([], |r| Ok(transfer::from_row(r)))?;
+                rows.map(|r| r?).collect::<Result<Vec<_>>>()?
+            };
+            for t in &stuck {
+                let to = check(t, Operation::FailActivation)?;
+                move_to(tx, t, to, now)?;
+                let detail = json!({ "reason": reason, "interrupted": true });
+                event::append(tx, &t.id, EventKind::ActivationFailed, now, detail)?;
+            }
+            Ok(stuck.into_iter().map(|t| t.id).collect())
         })
     }
 
@@ -303,27 +383,37 @@ impl Store {
         })
     }
 
-    /// Runs one operation on one transfer: a transaction, the edge check, `body`, commit.
+    /// Runs one operation on one transfer: a transaction (retried while the database is busy),
+    /// the edge check, `body`, commit.
     fn step(
         &mut self,
         transfer: &str,
         op: Operation,
-        body: impl FnOnce(Option<&TokenKey>, &Transaction<'_>, &Transfer, Phase, Timestamp) -> Result<()>,
+        mut body: impl FnMut(Option<&TokenKey>, &Transaction<'_>, &Transfer, Phase, Timestamp) -> Result<()>,
     ) -> Result<Transfer> {
         transfer::check_id(transfer)?;
         let now = self.now();
-        // Borrow the connection and the key as separate fields: the body needs both.
-        let key = self.token_key.as_ref();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let t = transfer::load(&tx, transfer)?;
-        let to = check(&t, op)?;
-        body(key, &tx, &t, to, now)?;
-        let t = transfer::load(&tx, transfer)?;
-        tx.commit()?;
-        Ok(t)
+        self.write(|tx, key| {
+            let t = transfer::load(tx, transfer)?;
+            let to = check(&t, op)?;
+            body(key, tx, &t, to, now)?;
+            transfer::load(tx, transfer)
+        })
     }
+}
+
+/// Stamps `insolvent_at` and appends the `insolvent` event; `during` says what found the
+/// budget spent (`usage` or `activation`).
+fn become_insolvent(tx: &Transaction<'_>, transfer: &str, b: &Budget, now: Timestamp, during: &str) -> Result<()> {
+    tx.prepare_cached("UPDATE transfers SET insolvent_at = ?2 WHERE id = ?1")?
+        .execute((transfer, now.as_micros()))?;
+    let detail = json!({
+        "spentMicroUsd": b.spent_micro_usd,
+        "allocatedMicroUsd": b.allocated_micro_usd,
+        "insolventAt": now.to_string(),
+        "during": during,
+    });
+    event::append(tx, transfer, EventKind::Insolvent, now, detail)
 }
 
 /// The phase `op` moves `t` to, or the error that names why not.

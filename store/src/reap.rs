@@ -74,19 +74,21 @@ impl Store {
         let sql = format!("SELECT {TRANSFER_COLUMNS} FROM transfers WHERE {condition} ORDER BY id LIMIT {REAP_BATCH}");
         let mut ended = Vec::new();
         loop {
-            let tx = self.immediate()?;
-            let batch = {
-                let mut stmt = tx.prepare_cached(&sql)?;
-                let rows = stmt.query_map([cutoff], |r| Ok(transfer::from_row(r)))?;
-                rows.map(|r| r?).collect::<Result<Vec<_>>>()?
-            };
-            for t in &batch {
-                let to = check(t, op)?;
-                end(&tx, t, to, now, kind, reason)?;
-                ended.push(t.id.clone());
-            }
-            tx.commit()?;
-            if batch.len() < REAP_BATCH {
+            let batch = self.write(|tx, _| {
+                let batch = {
+                    let mut stmt = tx.prepare_cached(&sql)?;
+                    let rows = stmt.query_map([cutoff], |r| Ok(transfer::from_row(r)))?;
+                    rows.map(|r| r?).collect::<Result<Vec<_>>>()?
+                };
+                for t in &batch {
+                    let to = check(t, op)?;
+                    end(tx, t, to, now, kind, reason)?;
+                }
+                Ok(batch.into_iter().map(|t| t.id).collect::<Vec<_>>())
+            })?;
+            let full = batch.len() == REAP_BATCH;
+            ended.extend(batch);
+            if !full {
                 return Ok(ended);
             }
         }

@@ -139,8 +139,12 @@ pub enum Operation {
     Push,
     /// First half of `activate`: consume the token, mark the activation as started.
     BeginActivation,
-    /// Second half of `activate`: the guest's `resume` returned Ok.
-    CompleteActivation,
+    /// Second half of `activate`: the guest's `resume` returned Ok. `budget_exhausted` says
+    /// whether spend recorded during the activation already reached the allocation.
+    CompleteActivation {
+        /// Spent ≥ allocated when the activation completes.
+        budget_exhausted: bool,
+    },
     /// The guest's `resume` failed, trapped or broke a ceiling.
     FailActivation,
     /// `report_usage`; `exhausts_budget` says whether spend reaches the allocation with it.
@@ -158,11 +162,14 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation, for exhaustive tests.
-    pub const ALL: [Operation; 10] = [
+    pub const ALL: [Operation; 11] = [
         Self::Provision,
         Self::Push,
         Self::BeginActivation,
-        Self::CompleteActivation,
+        Self::CompleteActivation {
+            budget_exhausted: false,
+        },
+        Self::CompleteActivation { budget_exhausted: true },
         Self::FailActivation,
         Self::ReportUsage { exhausts_budget: false },
         Self::ReportUsage { exhausts_budget: true },
@@ -177,7 +184,7 @@ impl Operation {
             Self::Provision => "provision_runtime",
             Self::Push => "push_state",
             Self::BeginActivation => "activate",
-            Self::CompleteActivation => "complete_activation",
+            Self::CompleteActivation { .. } => "complete_activation",
             Self::FailActivation => "fail_activation",
             Self::ReportUsage { .. } => "report_usage",
             Self::Terminate => "terminate",
@@ -204,9 +211,11 @@ pub enum Refusal {
 
 /// The phase a transfer moves to when `op` is applied in `from`, or why it cannot be.
 ///
-/// Usage reported while an activation is in progress is recorded but never changes the status:
-/// only an `active` transfer becomes `insolvent`. A guest that exhausts its budget during
-/// `resume` is stopped by the sandbox, which then calls `fail_activation`.
+/// Usage reported while an activation is in progress is recorded but does not change the
+/// status; if it reached the allocation, the activation completes straight into `insolvent`
+/// (the guest did resume, but nothing is left to run it on, so the grace period starts at
+/// once). A guest that exhausts its budget *burning fuel* during `resume` is stopped by the
+/// sandbox, which then calls `fail_activation`.
 pub fn transition(from: Phase, op: Operation) -> Result<Phase, Refusal> {
     use Operation as O;
     use TransferStatus as S;
@@ -219,7 +228,14 @@ pub fn transition(from: Phase, op: Operation) -> Result<Phase, Refusal> {
             activating: true,
         }),
         (S::Pushed, true, O::BeginActivation) => Err(Refusal::ActivationInProgress),
-        (S::Pushed, true, O::CompleteActivation) => to(S::Active),
+        (
+            S::Pushed,
+            true,
+            O::CompleteActivation {
+                budget_exhausted: false,
+            },
+        ) => to(S::Active),
+        (S::Pushed, true, O::CompleteActivation { budget_exhausted: true }) => to(S::Insolvent),
         (S::Pushed, true, O::FailActivation) => to(S::Pushed),
         (S::Pushed, true, O::ReportUsage { .. }) => Ok(from),
         (S::Active, false, O::ReportUsage { exhausts_budget: false }) => to(S::Active),
@@ -260,7 +276,9 @@ mod tests {
             Operation::Provision,
             Operation::Push,
             Operation::BeginActivation,
-            Operation::CompleteActivation,
+            Operation::CompleteActivation {
+                budget_exhausted: false,
+            },
             Operation::ReportUsage { exhausts_budget: false },
             Operation::ReportUsage { exhausts_budget: true },
             Operation::ReapInsolvent,
@@ -277,8 +295,22 @@ mod tests {
             .flat_map(|p| Operation::ALL.into_iter().map(move |op| (p, op)))
             .filter(|&(p, op)| transition(p, op).is_ok())
             .count();
-        // provision 1, push 1, begin 1, complete 1, fail 1, report 2 (activating) + 2 (active)
-        // + 2 (insolvent), reap 1, expire 4, terminate 6.
-        assert_eq!(allowed, 22);
+        // provision 1, push 1, begin 1, complete 2 (active or insolvent), fail 1, report 2
+        // (activating) + 2 (active) + 2 (insolvent), reap 1, expire 4, terminate 6.
+        assert_eq!(allowed, 23);
+    }
+
+    #[test]
+    fn an_activation_whose_budget_ran_out_completes_insolvent() {
+        let activating = Phase {
+            status: TransferStatus::Pushed,
+            activating: true,
+        };
+        let spent = transition(activating, Operation::ReportUsage { exhausts_budget: true }).unwrap();
+        assert_eq!(spent, activating, "spend alone never ends an activation");
+        assert_eq!(
+            transition(spent, Operation::CompleteActivation { budget_exhausted: true }),
+            Ok(Phase::settled(TransferStatus::Insolvent))
+        );
     }
 }

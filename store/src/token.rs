@@ -9,13 +9,20 @@
 //! # Format
 //!
 //! ```text
-//! ahp1.<transfer id>.<scope>.<expires, µs since epoch>.<nonce: 32 hex>.<mac: 64 hex>
+//! ahp2.<transfer id>.<scope>.<expires, µs since epoch>.<nonce: 32 hex>.<bindings>.<mac: 64 hex>
 //! ```
 //!
 //! `mac` is HMAC-SHA256, keyed by the [`TokenKey`], over everything before the last `.`; it is
 //! checked in constant time before any other field is believed. `nonce` is 128 random bits and
 //! is the token's id in the single-use ledger. No field is secret; the token only proves the key
 //! holder minted it.
+//!
+//! `bindings` ([`TokenBindings`]) fixes what the operation may do: `-` for none, else
+//! comma-separated `name=value` pairs — for `provision_runtime` `tier=`, `budget=` (a cap in
+//! micro-USD) and `component=`; for `activate` `checksum=` (the snapshot's SHA-256). A request
+//! that differs is refused with [`TokenRefusal::Binding`] and changes nothing; the token stays
+//! unspent. Tokens of the first format (`ahp1.…`, no bindings field) still verify, unbound:
+//! they live at most [`MAX_TOKEN_TTL`], so the compatibility ends an hour after an upgrade.
 //!
 //! # The key
 //!
@@ -35,6 +42,7 @@ use rusqlite::Transaction;
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
 use crate::id::{self, random_bytes};
+use crate::tier::Tier;
 
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
@@ -49,9 +57,14 @@ pub const TOKEN_SECRET_ENV: &str = "AHP_TRANSFER_TOKEN_SECRET";
 /// Name of the key file inside the data directory.
 pub const TOKEN_KEY_FILE: &str = "transfer-token.key";
 /// Longest string considered as a token; anything longer is malformed without being parsed.
-pub const MAX_TOKEN_LEN: usize = 256;
+/// The longest real token (a provision token binding a tier, the largest budget and a digest
+/// component) is about 270 bytes.
+pub const MAX_TOKEN_LEN: usize = 512;
 
-const VERSION: &str = "ahp1";
+const VERSION: &str = "ahp2";
+/// The first format, without a bindings field: still accepted, as unbound.
+const VERSION_UNBOUND: &str = "ahp1";
+const NO_BINDINGS: &str = "-";
 const NONCE_HEX: usize = 32;
 const MAC_HEX: usize = 64;
 
@@ -116,6 +129,167 @@ pub enum TokenRefusal {
     /// Already consumed; a retry needs a new token.
     #[error("token was already used")]
     Replayed,
+    /// The request differs from a parameter the token fixes.
+    #[error("the token does not allow this {0}")]
+    Binding(Bound),
+}
+
+/// A parameter a token can fix ([`TokenBindings`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Bound {
+    /// `provision_runtime`'s tier.
+    Tier,
+    /// `provision_runtime`'s budget (the token caps it).
+    Budget,
+    /// `provision_runtime`'s component.
+    Component,
+    /// The snapshot checksum an `activate` token was issued for.
+    Checksum,
+}
+
+impl fmt::Display for Bound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Tier => "tier",
+            Self::Budget => "budget (over the token's cap)",
+            Self::Component => "component",
+            Self::Checksum => "snapshot (its checksum changed since the token was issued)",
+        })
+    }
+}
+
+/// What a token fixes about the operation it authorizes; `None` leaves a parameter free.
+/// `tier`, `max_budget_micro_usd` and `component` apply to `provision_runtime` tokens,
+/// `checksum` to `activate` tokens.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TokenBindings {
+    /// The only tier `provision_runtime` may pick.
+    pub tier: Option<Tier>,
+    /// The largest budget `provision_runtime` may open, micro-USD.
+    pub max_budget_micro_usd: Option<u64>,
+    /// The only component reference (name or digest, exactly as sent) `provision_runtime` may
+    /// record.
+    pub component: Option<String>,
+    /// The snapshot checksum `activate` requires (lowercase hex SHA-256).
+    pub checksum: Option<String>,
+}
+
+impl TokenBindings {
+    fn validate(&self, scope: TokenScope) -> Result<()> {
+        let provision_only = self.tier.is_some() || self.max_budget_micro_usd.is_some() || self.component.is_some();
+        if provision_only && scope != TokenScope::ProvisionRuntime {
+            return Err(Error::invalid(
+                "bindings",
+                "tier, budget and component bind only provision_runtime tokens",
+            ));
+        }
+        if self.checksum.is_some() && scope != TokenScope::Activate {
+            return Err(Error::invalid("bindings", "a checksum binds only activate tokens"));
+        }
+        if let Some(b) = self.max_budget_micro_usd
+            && (b == 0 || b > crate::budget::MAX_BUDGET_MICRO_USD)
+        {
+            return Err(Error::invalid(
+                "maxBudgetMicroUsd",
+                format!("must be 1 to {}", crate::budget::MAX_BUDGET_MICRO_USD),
+            ));
+        }
+        if let Some(c) = &self.component {
+            crate::lifecycle::validate_component(c)?;
+        }
+        if let Some(c) = &self.checksum
+            && !is_checksum(c)
+        {
+            return Err(Error::invalid("checksum", "must be 64 lowercase hex digits"));
+        }
+        Ok(())
+    }
+
+    /// The bindings field of a token.
+    fn encode(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(t) = self.tier {
+            parts.push(format!("tier={t}"));
+        }
+        if let Some(b) = self.max_budget_micro_usd {
+            parts.push(format!("budget={b}"));
+        }
+        if let Some(c) = &self.component {
+            parts.push(format!("component={c}"));
+        }
+        if let Some(c) = &self.checksum {
+            parts.push(format!("checksum={c}"));
+        }
+        if parts.is_empty() {
+            NO_BINDINGS.to_owned()
+        } else {
+            parts.join(",")
+        }
+    }
+
+    /// Parses a bindings field (of an authentic token: any failure is a malformed token).
+    fn decode(field: &str) -> Option<Self> {
+        let mut b = Self::default();
+        if field == NO_BINDINGS {
+            return Some(b);
+        }
+        for part in field.split(',') {
+            let (name, value) = part.split_once('=')?;
+            match name {
+                "tier" if b.tier.is_none() => b.tier = Some(value.parse().ok()?),
+                "budget" if b.max_budget_micro_usd.is_none() => b.max_budget_micro_usd = Some(value.parse().ok()?),
+                "component" if b.component.is_none() => b.component = Some(value.to_owned()),
+                "checksum" if b.checksum.is_none() => b.checksum = Some(value.to_owned()),
+                _ => return None,
+            }
+        }
+        Some(b)
+    }
+}
+
+fn is_checksum(c: &str) -> bool {
+    c.len() == 64 && c.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// What an operation asks for, checked against a token's [`TokenBindings`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Requested<'a> {
+    /// `provision_runtime`'s parameters.
+    Provision {
+        tier: Tier,
+        budget_micro_usd: u64,
+        component: &'a str,
+    },
+    /// The checksum of the snapshot being activated.
+    Activate { checksum: &'a str },
+}
+
+impl TokenBindings {
+    /// The first parameter of `req` this token does not allow.
+    fn refuse(&self, req: Requested<'_>) -> Option<Bound> {
+        match req {
+            Requested::Provision {
+                tier,
+                budget_micro_usd,
+                component,
+            } => {
+                if self.tier.is_some_and(|t| t != tier) {
+                    Some(Bound::Tier)
+                } else if self.max_budget_micro_usd.is_some_and(|cap| budget_micro_usd > cap) {
+                    Some(Bound::Budget)
+                } else if self.component.as_deref().is_some_and(|c| c != component) {
+                    Some(Bound::Component)
+                } else {
+                    None
+                }
+            }
+            Requested::Activate { checksum } => self
+                .checksum
+                .as_deref()
+                .is_some_and(|c| c != checksum)
+                .then_some(Bound::Checksum),
+        }
+    }
 }
 
 /// The shared secret that signs and verifies transfer tokens. Its `Debug` never shows the secret.
@@ -219,7 +393,8 @@ impl TokenKey {
     }
 }
 
-/// Mints a token for `scope` on `transfer`, valid from `now` for `ttl`.
+/// Mints an unbound token for `scope` on `transfer`, valid from `now` for `ttl` (see
+/// [`issue_bound_transfer_token`] to fix its parameters).
 ///
 /// # Errors
 ///
@@ -231,7 +406,7 @@ impl TokenKey {
 /// let key = TokenKey::new(*b"0123456789abcdef0123456789abcdef").unwrap();
 /// let token = issue_transfer_token(&key, "tr_000000000000000000000000", TokenScope::Activate,
 ///     Timestamp::from_micros(0), DEFAULT_TOKEN_TTL).unwrap();
-/// assert!(token.starts_with("ahp1.tr_000000000000000000000000.activate.300000000."));
+/// assert!(token.starts_with("ahp2.tr_000000000000000000000000.activate.300000000."));
 /// assert!(issue_transfer_token(&key, "agt_1", TokenScope::Activate,
 ///     Timestamp::from_micros(0), DEFAULT_TOKEN_TTL).is_err());
 /// ```
@@ -242,6 +417,27 @@ pub fn issue_transfer_token(
     now: Timestamp,
     ttl: Duration,
 ) -> Result<String> {
+    issue_bound_transfer_token(key, transfer, scope, now, ttl, &TokenBindings::default())
+}
+
+/// Mints a token for `scope` on `transfer`, valid from `now` for `ttl`, that allows only what
+/// `bindings` fixes: a `provision_runtime` request with another tier or component or a budget
+/// over the cap, or an `activate` of a snapshot with another checksum, is refused.
+///
+/// # Errors
+///
+/// As [`issue_transfer_token`], and [`Error::InvalidInput`] for a binding the scope does not
+/// have (a tier on an `activate` token, a checksum on a `provision_runtime` token) or a bound
+/// value out of its rules.
+pub fn issue_bound_transfer_token(
+    key: &TokenKey,
+    transfer: &str,
+    scope: TokenScope,
+    now: Timestamp,
+    ttl: Duration,
+    bindings: &TokenBindings,
+) -> Result<String> {
+    bindings.validate(scope)?;
     if !id::is_well_formed(transfer, crate::transfer::TRANSFER_ID_PREFIX) {
         return Err(Error::invalid(
             "transfer",
@@ -256,7 +452,7 @@ pub fn issue_transfer_token(
     }
     let expires = now.saturating_add(ttl).as_micros();
     let nonce = hex::encode(random_bytes::<{ NONCE_HEX / 2 }>());
-    let signed = format!("{VERSION}.{transfer}.{scope}.{expires}.{nonce}");
+    let signed = format!("{VERSION}.{transfer}.{scope}.{expires}.{nonce}.{}", bindings.encode());
     let tag = hex::encode(key.mac(&signed).finalize().into_bytes());
     Ok(format!("{signed}.{tag}"))
 }
@@ -266,6 +462,7 @@ pub fn issue_transfer_token(
 pub(crate) struct VerifiedToken {
     pub(crate) token_id: String,
     pub(crate) expires_at: Timestamp,
+    pub(crate) bindings: TokenBindings,
 }
 
 /// Checks `token` for `scope` on `transfer` at `now`, without consuming it.
@@ -280,11 +477,14 @@ pub(crate) fn verify(
         return Err(TokenRefusal::Malformed);
     }
     let (signed, tag_hex) = token.rsplit_once('.').ok_or(TokenRefusal::Malformed)?;
-    let parts: Vec<&str> = signed.split('.').collect();
-    let [version, token_transfer, token_scope, expires, nonce] = parts[..] else {
-        return Err(TokenRefusal::Malformed);
+    // Bindings may hold dots (a component name): they are the last field, taken whole.
+    let parts: Vec<&str> = signed.splitn(6, '.').collect();
+    let (token_transfer, token_scope, expires, nonce, bindings) = match parts[..] {
+        [VERSION, tr, sc, ex, no, b] => (tr, sc, ex, no, Some(b)),
+        [VERSION_UNBOUND, tr, sc, ex, no] => (tr, sc, ex, no, None),
+        _ => return Err(TokenRefusal::Malformed),
     };
-    if version != VERSION || nonce.len() != NONCE_HEX || tag_hex.len() != MAC_HEX {
+    if nonce.len() != NONCE_HEX || tag_hex.len() != MAC_HEX {
         return Err(TokenRefusal::Malformed);
     }
     let tag = hex::decode(tag_hex).map_err(|_| TokenRefusal::Malformed)?;
@@ -302,23 +502,36 @@ pub(crate) fn verify(
     if now >= expires_at {
         return Err(TokenRefusal::Expired);
     }
+    let bindings = match bindings {
+        Some(field) => TokenBindings::decode(field).ok_or(TokenRefusal::Malformed)?,
+        None => TokenBindings::default(),
+    };
     Ok(VerifiedToken {
         token_id: nonce.to_owned(),
         expires_at,
+        bindings,
     })
 }
 
-/// Verifies `token` and consumes it inside `tx`, the transaction of the transition it authorizes.
+/// Verifies `token`, checks `requested` against its bindings, and consumes it inside `tx`, the
+/// transaction of the transition it authorizes. A refusal consumes nothing.
 pub(crate) fn verify_and_consume(
     tx: &Transaction<'_>,
     key: Option<&TokenKey>,
     token: &str,
     transfer: &str,
-    scope: TokenScope,
+    requested: Requested<'_>,
     now: Timestamp,
 ) -> Result<()> {
     let key = key.ok_or(Error::NoTokenKey)?;
+    let scope = match requested {
+        Requested::Provision { .. } => TokenScope::ProvisionRuntime,
+        Requested::Activate { .. } => TokenScope::Activate,
+    };
     let verified = verify(key, token, transfer, scope, now)?;
+    if let Some(bound) = verified.bindings.refuse(requested) {
+        return Err(TokenRefusal::Binding(bound).into());
+    }
     let inserted = tx
         .prepare_cached(
             "INSERT INTO used_transfer_tokens (token_id, transfer_id, scope, used_at, expires_at)
@@ -423,6 +636,141 @@ mod tests {
             .is_err()
         );
         assert!(issue_transfer_token(&key(), T, TokenScope::Activate, now, MAX_TOKEN_TTL).is_ok());
+    }
+
+    const SUM: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    fn bound(scope: TokenScope, b: &TokenBindings) -> Result<String> {
+        issue_bound_transfer_token(&key(), T, scope, Timestamp::from_micros(0), DEFAULT_TOKEN_TTL, b)
+    }
+
+    #[test]
+    fn bindings_ride_in_the_signed_token_and_cannot_be_edited() {
+        let b = TokenBindings {
+            tier: Some(Tier::Nano),
+            max_budget_micro_usd: Some(5_000),
+            component: Some("forecaster.v2".into()),
+            checksum: None,
+        };
+        let tok = bound(TokenScope::ProvisionRuntime, &b).unwrap();
+        assert!(tok.contains(".tier=nano,budget=5000,component=forecaster.v2."), "{tok}");
+        let now = Timestamp::from_micros(1);
+        let v = verify(&key(), &tok, T, TokenScope::ProvisionRuntime, now).unwrap();
+        assert_eq!(v.bindings, b);
+        for edited in [
+            tok.replace("tier=nano", "tier=large"),
+            tok.replace("budget=5000", "budget=9000"),
+            tok.replace(".tier=nano,budget=5000,component=forecaster.v2.", ".-."),
+        ] {
+            assert_eq!(
+                verify(&key(), &edited, T, TokenScope::ProvisionRuntime, now),
+                Err(TokenRefusal::BadSignature),
+                "{edited}"
+            );
+        }
+        let unbound = token_at(0);
+        assert!(unbound.contains(".-."), "{unbound}");
+        assert_eq!(
+            verify(&key(), &unbound, T, TokenScope::Activate, now).unwrap().bindings,
+            TokenBindings::default()
+        );
+    }
+
+    #[test]
+    fn a_request_outside_the_bindings_names_what_it_broke() {
+        let b = TokenBindings {
+            tier: Some(Tier::Small),
+            max_budget_micro_usd: Some(100),
+            component: Some("forecaster".into()),
+            checksum: None,
+        };
+        let ask = |tier, budget_micro_usd, component| {
+            b.refuse(Requested::Provision {
+                tier,
+                budget_micro_usd,
+                component,
+            })
+        };
+        assert_eq!(ask(Tier::Small, 100, "forecaster"), None, "at the cap");
+        assert_eq!(ask(Tier::Small, 101, "forecaster"), Some(Bound::Budget), "one past it");
+        assert_eq!(ask(Tier::Large, 1, "forecaster"), Some(Bound::Tier));
+        assert_eq!(ask(Tier::Small, 1, "sha256:00"), Some(Bound::Component));
+        let free = TokenBindings::default();
+        assert_eq!(
+            free.refuse(Requested::Provision {
+                tier: Tier::Large,
+                budget_micro_usd: u64::MAX,
+                component: "x"
+            }),
+            None
+        );
+        let sum = TokenBindings {
+            checksum: Some(SUM.into()),
+            ..TokenBindings::default()
+        };
+        assert_eq!(sum.refuse(Requested::Activate { checksum: SUM }), None);
+        assert_eq!(
+            sum.refuse(Requested::Activate {
+                checksum: &"f".repeat(64)
+            }),
+            Some(Bound::Checksum)
+        );
+    }
+
+    #[test]
+    fn bindings_must_fit_the_scope_and_their_rules() {
+        let with = |f: fn(&mut TokenBindings)| {
+            let mut b = TokenBindings::default();
+            f(&mut b);
+            b
+        };
+        let bad = [
+            (TokenScope::Activate, with(|b| b.tier = Some(Tier::Nano))),
+            (TokenScope::Activate, with(|b| b.component = Some("forecaster".into()))),
+            (TokenScope::ProvisionRuntime, with(|b| b.checksum = Some(SUM.into()))),
+            (TokenScope::ProvisionRuntime, with(|b| b.max_budget_micro_usd = Some(0))),
+            (
+                TokenScope::ProvisionRuntime,
+                with(|b| b.max_budget_micro_usd = Some(crate::budget::MAX_BUDGET_MICRO_USD + 1)),
+            ),
+            (
+                TokenScope::ProvisionRuntime,
+                with(|b| b.component = Some("Bad Name".into())),
+            ),
+            (TokenScope::Activate, with(|b| b.checksum = Some(SUM.to_uppercase()))),
+        ];
+        for (scope, b) in bad {
+            assert!(
+                matches!(bound(scope, &b), Err(Error::InvalidInput { .. })),
+                "{scope} {b:?}"
+            );
+        }
+        // The longest token there can be still fits MAX_TOKEN_LEN and verifies.
+        let longest = TokenBindings {
+            tier: Some(Tier::Small),
+            max_budget_micro_usd: Some(crate::budget::MAX_BUDGET_MICRO_USD),
+            component: Some(format!("sha256:{SUM}")),
+            checksum: None,
+        };
+        let tok = bound(TokenScope::ProvisionRuntime, &longest).unwrap();
+        assert!(tok.len() <= MAX_TOKEN_LEN, "{}", tok.len());
+        assert!(verify(&key(), &tok, T, TokenScope::ProvisionRuntime, Timestamp::from_micros(1)).is_ok());
+    }
+
+    #[test]
+    fn first_format_tokens_still_verify_unbound() {
+        use hmac::Mac as _;
+        let signed = format!("{VERSION_UNBOUND}.{T}.activate.300000000.{}", "ab".repeat(16));
+        let tok = format!("{signed}.{}", hex::encode(key().mac(&signed).finalize().into_bytes()));
+        let v = verify(&key(), &tok, T, TokenScope::Activate, Timestamp::from_micros(1)).unwrap();
+        assert_eq!(v.bindings, TokenBindings::default());
+        // A first-format token with a bindings field is not a token.
+        let signed = format!("{signed}.tier=nano");
+        let tok = format!("{signed}.{}", hex::encode(key().mac(&signed).finalize().into_bytes()));
+        assert_eq!(
+            verify(&key(), &tok, T, TokenScope::Activate, Timestamp::from_micros(1)),
+            Err(TokenRefusal::Malformed)
+        );
     }
 
     #[cfg(unix)]

@@ -94,7 +94,15 @@ impl Fixture {
                 let tok = self.token(t, TokenScope::Activate);
                 self.store.begin_activation(t, &tok).map(drop)
             }
-            Operation::CompleteActivation => self.store.complete_activation(t).map(drop),
+            Operation::CompleteActivation { budget_exhausted } => {
+                // Spend during the activation is what exhausts the budget; report it only where
+                // the completion can follow, so a refused completion is still compared against
+                // an untouched database.
+                if budget_exhausted && self.store.transfer(t)?.activating {
+                    self.store.report_usage(t, BUDGET, "model_tokens")?;
+                }
+                self.store.complete_activation(t).map(drop)
+            }
             Operation::FailActivation => self.store.fail_activation(t, "resume returned an error").map(drop),
             Operation::ReportUsage { exhausts_budget } => {
                 let amount = if exhausts_budget { BUDGET } else { 1 };
@@ -153,7 +161,10 @@ fn expected_event(op: Operation, from: Phase, to: Phase) -> EventKind {
         Operation::Provision => EventKind::RuntimeProvisioned,
         Operation::Push => EventKind::StatePushed,
         Operation::BeginActivation => EventKind::ActivationStarted,
-        Operation::CompleteActivation => EventKind::Activated,
+        Operation::CompleteActivation {
+            budget_exhausted: false,
+        } => EventKind::Activated,
+        Operation::CompleteActivation { budget_exhausted: true } => EventKind::Insolvent,
         Operation::FailActivation => EventKind::ActivationFailed,
         Operation::ReportUsage { .. }
             if from.status == TransferStatus::Active && to.status == TransferStatus::Insolvent =>
@@ -227,7 +238,7 @@ fn every_phase_and_operation_pair_follows_the_state_machine() {
             }
         }
     }
-    assert_eq!(allowed, 22);
+    assert_eq!(allowed, 23);
 }
 
 #[test]
@@ -691,4 +702,272 @@ fn no_column_holds_a_secret() {
             assert!(!c.contains(word), "column {c} looks like it holds a secret");
         }
     }
+}
+
+#[test]
+fn clients_cannot_report_the_host_reserved_compute_kind() {
+    let mut f = Fixture::new();
+    let t = f.transfer_in(Phase::settled(TransferStatus::Active));
+    let before = f.bytes();
+    for kind in HOST_RESERVED_USAGE_KINDS {
+        let err = f.store.report_client_usage(&t, 1, kind).unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidInput { field, reason } if field == "kind" && reason.contains("reserved")),
+            "{err:?}"
+        );
+    }
+    assert!(f.bytes() == before, "a refused compute report changed the database");
+    let r = f.store.report_client_usage(&t, 7, "model_tokens").unwrap();
+    assert_eq!(r.budget.spent_micro_usd, 7);
+    // The host's meter still records compute.
+    let r = f.store.report_usage(&t, 3, COMPUTE_USAGE_KIND).unwrap();
+    assert_eq!(r.budget.spent_micro_usd, 10);
+}
+
+#[test]
+fn spend_that_exhausts_the_budget_during_activation_completes_it_insolvent() {
+    let mut f = Fixture::new();
+    let t = f.transfer_in(Phase {
+        status: TransferStatus::Pushed,
+        activating: true,
+    });
+    // One micro-USD short: the activation completes `active`.
+    let short = f.transfer_in(Phase {
+        status: TransferStatus::Pushed,
+        activating: true,
+    });
+    f.store.report_usage(&short, BUDGET - 1, "model_tokens").unwrap();
+    assert_eq!(
+        f.store.complete_activation(&short).unwrap().status,
+        TransferStatus::Active
+    );
+    let r = f.store.report_usage(&t, BUDGET, "model_tokens").unwrap();
+    assert_eq!(
+        r.transfer.phase(),
+        Phase {
+            status: TransferStatus::Pushed,
+            activating: true
+        }
+    );
+    f.clock.advance(Duration::from_secs(2));
+    let done = f.store.complete_activation(&t).unwrap();
+    assert_eq!(
+        (done.status, done.activating, done.insolvent_at, done.activated_at),
+        (
+            TransferStatus::Insolvent,
+            false,
+            Some(f.clock.now()),
+            Some(f.clock.now())
+        )
+    );
+    let events = f.store.get_status(&t).unwrap().events;
+    let tail: Vec<_> = events.iter().rev().take(2).map(|e| e.kind).collect();
+    assert_eq!(tail, [EventKind::Insolvent, EventKind::Activated]);
+    assert_eq!(events.last().unwrap().detail["during"], json!("activation"));
+    // The grace period runs from completion, and the reaper ends it as any insolvent transfer.
+    let grace = Duration::from_secs(60);
+    f.clock.advance(grace);
+    assert_eq!(f.store.reap_insolvent(f.clock.now(), grace).unwrap(), vec![t]);
+}
+
+#[test]
+fn an_activation_interrupted_by_a_crash_is_failed_and_a_new_token_retries_it() {
+    let mut f = Fixture::new();
+    let stuck = f.transfer_in(Phase {
+        status: TransferStatus::Pushed,
+        activating: true,
+    });
+    let active = f.transfer_in(Phase::settled(TransferStatus::Active));
+    let pushed = f.transfer_in(Phase::settled(TransferStatus::Pushed));
+    // While it is "in progress" nothing can retry it.
+    let retry = f.token(&stuck, TokenScope::Activate);
+    assert!(matches!(
+        f.store.begin_activation(&stuck, &retry),
+        Err(Error::ActivationInProgress { .. })
+    ));
+    let before = f.bytes();
+    assert!(matches!(
+        f.store.fail_interrupted_activations(" "),
+        Err(Error::InvalidInput { .. })
+    ));
+    assert!(f.bytes() == before);
+    let reason = "interrupted: the host stopped during the activation";
+    assert_eq!(
+        f.store.fail_interrupted_activations(reason).unwrap(),
+        vec![stuck.clone()]
+    );
+    let last = f.store.get_status(&stuck).unwrap().events.pop().unwrap();
+    assert_eq!(
+        (last.kind, &last.detail["reason"], &last.detail["interrupted"]),
+        (EventKind::ActivationFailed, &json!(reason), &json!(true))
+    );
+    assert_eq!(f.store.transfer(&active).unwrap().status, TransferStatus::Active);
+    assert_eq!(
+        f.store.transfer(&pushed).unwrap().phase(),
+        Phase::settled(TransferStatus::Pushed)
+    );
+    // A second sweep finds nothing; the retry token works.
+    assert!(f.store.fail_interrupted_activations(reason).unwrap().is_empty());
+    f.store.begin_activation(&stuck, &retry).unwrap();
+    assert_eq!(
+        f.store.complete_activation(&stuck).unwrap().status,
+        TransferStatus::Active
+    );
+}
+
+/// A file database with a second connection that can hold its write lock.
+fn busy_fixture(busy: Duration) -> (tempfile::TempDir, std::path::PathBuf, Store, TokenKey, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("busy.db");
+    let key = TokenKey::random();
+    let mut store = Store::open(&path)
+        .unwrap()
+        .with_token_key(key.clone())
+        .with_busy_timeout(busy)
+        .unwrap();
+    let t = store.snapshot_state(&snapshot()).unwrap().id;
+    (dir, path, store, key, t)
+}
+
+#[test]
+fn a_database_that_stays_busy_is_reported_as_transient_and_spends_no_token() {
+    let (_dir, path, mut store, key, t) = busy_fixture(Duration::from_millis(20));
+    let tok = issue_transfer_token(&key, &t, TokenScope::ProvisionRuntime, store.now(), DEFAULT_TOKEN_TTL).unwrap();
+    let holder = rusqlite::Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let before = store.connection().serialize(MAIN_DB).unwrap().to_vec();
+    let started = std::time::Instant::now();
+    let err = store
+        .provision_runtime(&t, Tier::Nano, BUDGET, "forecaster", &tok)
+        .unwrap_err();
+    let took = started.elapsed();
+    assert!(
+        matches!(err, Error::Busy { attempts } if attempts == MAX_WRITE_ATTEMPTS),
+        "{err:?}"
+    );
+    assert!(err.is_transient() && err.to_string().contains("try again"), "{err}");
+    // Bounded: four 20 ms waits and 10 + 40 + 160 ms of backoff, not an endless loop.
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    // Refusals are not transient.
+    assert!(!Error::Token(TokenRefusal::Replayed).is_transient());
+    assert!(!Error::invalid("x", "y").is_transient());
+    holder.execute_batch("ROLLBACK").unwrap();
+    assert!(
+        store.connection().serialize(MAIN_DB).unwrap().to_vec() == before,
+        "a busy attempt changed the database"
+    );
+    // The same token was never spent: it provisions now.
+    let t = store
+        .provision_runtime(&t, Tier::Nano, BUDGET, "forecaster", &tok)
+        .unwrap();
+    assert_eq!(t.status, TransferStatus::Provisioned);
+}
+
+#[test]
+fn a_lock_released_during_the_backoff_is_ridden_out() {
+    let (_dir, path, mut store, key, t) = busy_fixture(Duration::from_millis(20));
+    let tok = issue_transfer_token(&key, &t, TokenScope::ProvisionRuntime, store.now(), DEFAULT_TOKEN_TTL).unwrap();
+    let locked = Arc::new(Barrier::new(2));
+    let holder = {
+        let (path, locked) = (path.clone(), locked.clone());
+        std::thread::spawn(move || {
+            let c = rusqlite::Connection::open(&path).unwrap();
+            c.execute_batch("BEGIN IMMEDIATE").unwrap();
+            locked.wait();
+            std::thread::sleep(Duration::from_millis(100));
+            c.execute_batch("COMMIT").unwrap();
+        })
+    };
+    locked.wait();
+    let started = std::time::Instant::now();
+    let t = store
+        .provision_runtime(&t, Tier::Nano, BUDGET, "forecaster", &tok)
+        .unwrap();
+    // Longer than one busy wait: the first attempts found the lock held and were retried.
+    assert!(
+        started.elapsed() >= Duration::from_millis(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(t.status, TransferStatus::Provisioned);
+    holder.join().unwrap();
+    let events = store.get_status(&t.id).unwrap().events;
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.kind == EventKind::RuntimeProvisioned)
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn a_provision_token_binds_tier_budget_cap_and_component() {
+    let mut f = Fixture::new();
+    let t = f.store.snapshot_state(&snapshot()).unwrap().id;
+    let bindings = TokenBindings {
+        tier: Some(Tier::Small),
+        max_budget_micro_usd: Some(BUDGET),
+        component: Some("forecaster".into()),
+        checksum: None,
+    };
+    let tok = issue_bound_transfer_token(
+        &f.key,
+        &t,
+        TokenScope::ProvisionRuntime,
+        f.clock.now(),
+        DEFAULT_TOKEN_TTL,
+        &bindings,
+    )
+    .unwrap();
+    let before = f.bytes();
+    for (tier, budget, component, bound) in [
+        (Tier::Large, BUDGET, "forecaster", Bound::Tier),
+        (Tier::Small, BUDGET + 1, "forecaster", Bound::Budget),
+        (Tier::Small, BUDGET, "cpu-burn", Bound::Component),
+    ] {
+        let err = f
+            .store
+            .provision_runtime(&t, tier, budget, component, &tok)
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Token(TokenRefusal::Binding(b)) if b == bound),
+            "{bound:?}: {err:?}"
+        );
+        assert!(err.to_string().contains("does not allow this"), "{err}");
+        assert!(f.bytes() == before, "{bound:?} refused but changed the database");
+    }
+    // The refusals spent nothing: the same token provisions within its bindings (at the cap).
+    let p = f
+        .store
+        .provision_runtime(&t, Tier::Small, BUDGET, "forecaster", &tok)
+        .unwrap();
+    assert_eq!((p.status, p.tier), (TransferStatus::Provisioned, Some(Tier::Small)));
+}
+
+#[test]
+fn an_activate_token_bound_to_a_checksum_activates_only_that_snapshot() {
+    let mut f = Fixture::new();
+    let t = f.transfer_in(Phase::settled(TransferStatus::Pushed));
+    let checksum = f.store.transfer(&t).unwrap().checksum;
+    let bound_to = |f: &Fixture, sum: &str| {
+        let b = TokenBindings {
+            checksum: Some(sum.to_owned()),
+            ..TokenBindings::default()
+        };
+        issue_bound_transfer_token(&f.key, &t, TokenScope::Activate, f.clock.now(), DEFAULT_TOKEN_TTL, &b).unwrap()
+    };
+    let other = bound_to(&f, &"f".repeat(64));
+    let before = f.bytes();
+    let err = f.store.begin_activation(&t, &other).unwrap_err();
+    assert!(
+        matches!(err, Error::Token(TokenRefusal::Binding(Bound::Checksum))),
+        "{err:?}"
+    );
+    assert!(f.bytes() == before, "a refused activation changed the database");
+    let right = bound_to(&f, &checksum);
+    assert!(f.store.begin_activation(&t, &right).unwrap().activating);
 }

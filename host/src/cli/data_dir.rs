@@ -15,6 +15,8 @@ pub(crate) const DATA_DIR_ENV: &str = "AHP_DATA_DIR";
 pub(crate) const VAULT_DIR: &str = "vault";
 /// The database file inside the data directory.
 pub(crate) const DATABASE_FILE: &str = "ahp.db";
+/// The lock file `ahp serve` holds an exclusive lock on while it runs.
+pub(crate) const SERVE_LOCK_FILE: &str = "serve.lock";
 
 /// A resolved, existing data directory.
 #[derive(Debug, Clone)]
@@ -59,6 +61,27 @@ impl DataDir {
         let path = self.0.join(DATABASE_FILE);
         let store = Store::open(&path).with_context(|| format!("opening {}", path.display()))?;
         Ok(store.with_token_key(self.token_key()?))
+    }
+
+    /// Takes the data directory's serve guard: an exclusive lock on [`SERVE_LOCK_FILE`], held
+    /// until the returned file is dropped (the OS releases it when the process dies, `kill -9`
+    /// included).
+    pub(crate) fn lock_for_serve(&self) -> anyhow::Result<std::fs::File> {
+        let path = self.0.join(SERVE_LOCK_FILE);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+                "another ahp serve is already using {} (it holds {SERVE_LOCK_FILE})",
+                self.0.display()
+            ),
+            Err(std::fs::TryLockError::Error(e)) => Err(e).with_context(|| format!("locking {}", path.display())),
+        }
     }
 
     /// The vault directory.

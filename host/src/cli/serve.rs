@@ -2,6 +2,12 @@
 //!
 //! With `--stdio` the server runs until the stdio client disconnects; with only `--http` it runs
 //! until SIGINT or SIGTERM. Logs go to stderr, never to the stdio MCP stream.
+//!
+//! At start it takes the data directory's serve guard (one `ahp serve` per directory) and fails
+//! every activation a previous process left in progress — a crash or `kill -9` mid-activation —
+//! so the orchestrator can retry with a new token. The HTTP listener's timeouts and connection
+//! limit are flags (`--header-read-timeout`, `--request-timeout`, `--idle-timeout`,
+//! `--max-connections`).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -9,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ahp_host::mcp::http::{self, Auth};
+use ahp_host::mcp::listener::{self, Limits};
 use ahp_host::mcp::{TransferTools, serve_stdio};
 use ahp_host::sandbox::Sandboxes;
 use ahp_store::Store;
@@ -37,7 +44,50 @@ pub(crate) struct ServeArgs {
     /// Insolvent transfers are terminated after this grace period.
     #[arg(long, default_value = "15m", value_parser = super::parse_duration)]
     grace: Duration,
+    #[command(flatten)]
+    http_limits: HttpLimitArgs,
 }
+
+/// The HTTP listener's bounds (see `ahp_host::mcp::listener::Limits` for why each default).
+#[derive(Debug, Args)]
+struct HttpLimitArgs {
+    /// Close a connection that has not sent a complete request head within this long.
+    #[arg(long, default_value = "10s", value_parser = super::parse_duration)]
+    header_read_timeout: Duration,
+    /// Answer 408 to a request not handled within this long of its head (above the largest
+    /// tier's wall clock per turn, so activations are never cut).
+    #[arg(long, default_value = "120s", value_parser = super::parse_duration)]
+    request_timeout: Duration,
+    /// Close a connection with no request being handled and no bytes moving for this long.
+    #[arg(long, default_value = "60s", value_parser = super::parse_duration)]
+    idle_timeout: Duration,
+    /// Most open HTTP connections; one more is answered 503 and closed.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    max_connections: u32,
+}
+
+impl HttpLimitArgs {
+    fn limits(&self) -> anyhow::Result<Limits> {
+        for (flag, d) in [
+            ("--header-read-timeout", self.header_read_timeout),
+            ("--request-timeout", self.request_timeout),
+            ("--idle-timeout", self.idle_timeout),
+        ] {
+            anyhow::ensure!(!d.is_zero(), "{flag} must be longer than zero");
+        }
+        Ok(Limits {
+            header_read_timeout: self.header_read_timeout,
+            request_timeout: self.request_timeout,
+            idle_timeout: self.idle_timeout,
+            max_connections: self.max_connections as usize,
+            ..Limits::default()
+        })
+    }
+}
+
+/// The reason recorded on an activation a previous `ahp serve` left in progress.
+const INTERRUPTED_REASON: &str =
+    "interrupted: the host stopped during the activation (no guest survives its process); retry with a new token";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum AuthArg {
@@ -59,7 +109,18 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
         }
         _ => Auth::Keys,
     };
+    let limits = args.http_limits.limits()?;
+    // One serving process per data directory: only the holder may decide that an activation
+    // in progress was interrupted, since an activation belongs to the process running its guest.
+    let _guard = dir.lock_for_serve()?;
     let (store, sandboxes) = dir.open_host()?;
+    let interrupted = store
+        .lock()
+        .map_err(|_| anyhow::anyhow!("the store lock is poisoned"))?
+        .fail_interrupted_activations(INTERRUPTED_REASON)?;
+    for id in interrupted {
+        tracing::warn!(transfer = %id, "failed an activation a previous ahp serve left in progress");
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
         let reaper = tokio::spawn(reap_forever(
@@ -77,7 +138,12 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
                 // Not `eprintln!`: it panics when stderr is closed.
                 let _ = writeln!(std::io::stderr(), "ahp: MCP over HTTP at http://{local}/mcp");
                 let router = http::router(tools.clone(), store.clone(), auth, local);
-                Some(tokio::spawn(http::serve(listener, router, shutdown_signal())))
+                Some(tokio::spawn(listener::serve(
+                    listener,
+                    router,
+                    limits,
+                    shutdown_signal(),
+                )))
             }
             None => None,
         };

@@ -3,10 +3,16 @@
 //! Every request must carry `Authorization: Bearer <api key>` of an unrevoked principal
 //! (`ahp principal add`). No or unknown key → `401` with `WWW-Authenticate: Bearer`; a
 //! `tools/call` whose tool needs a scope the principal lacks → `403` with
-//! `error="insufficient_scope"`. `get_status` needs `transfer:read`; the other tools
-//! `transfer:write` (and still their provision/activate token). Host and Origin headers are
+//! `error="insufficient_scope"`. `get_status` needs `transfer:read`; `report_usage` needs
+//! `transfer:meter` (spend drains a budget, so a key that may move transfers does not thereby
+//! get to end them); the other tools `transfer:write` (and still their provision/activate
+//! token). Host and Origin headers are
 //! validated by rmcp (DNS-rebinding protection). [`Auth::None`] disables the key check and is
 //! meant only for loopback (the CLI refuses it elsewhere).
+//!
+//! A key that does not have a key's shape (prefix, hex, length) is refused before any blocking
+//! work: no thread, no store lock, no hash. Timeouts, the body limit and the connection limit
+//! are the listener's ([`super::listener`]).
 //!
 //! rmcp serves both protocol eras: 2025-11-25 sessions (`initialize`) and the stateless
 //! 2026-07-28 protocol, where the service factory runs once per request — all state lives in
@@ -15,6 +21,7 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+use ahp_store::principal::{API_KEY_PREFIX, MAX_API_KEY_LEN};
 use ahp_store::{ApiScope, Store};
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -23,7 +30,6 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use tokio::net::TcpListener;
 
 use super::TransferTools;
 
@@ -69,19 +75,6 @@ pub fn router(tools: TransferTools, store: Arc<Mutex<Store>>, auth: Auth, local:
         ))
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves.
-///
-/// # Errors
-///
-/// If the listener fails.
-pub async fn serve(
-    listener: TcpListener,
-    router: axum::Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, router).with_graceful_shutdown(shutdown).await
-}
-
 fn challenge(status: StatusCode, value: &str, message: &str) -> Response {
     let mut r = (status, message.to_owned()).into_response();
     r.headers_mut().insert(
@@ -89,6 +82,23 @@ fn challenge(status: StatusCode, value: &str, message: &str) -> Response {
         HeaderValue::from_str(value).expect("ASCII header"),
     );
     r
+}
+
+fn invalid_key() -> Response {
+    challenge(
+        StatusCode::UNAUTHORIZED,
+        r#"Bearer realm="ahp", error="invalid_token""#,
+        "unknown or revoked API key",
+    )
+}
+
+/// Whether `key` has the shape of an API key: [`API_KEY_PREFIX`], then lowercase hex, at most
+/// [`MAX_API_KEY_LEN`] bytes in all. Keys `ahp principal add` mints always do.
+fn has_key_shape(key: &str) -> bool {
+    key.len() <= MAX_API_KEY_LEN
+        && key
+            .strip_prefix(API_KEY_PREFIX)
+            .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
 }
 
 async fn authorize(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Response {
@@ -109,17 +119,16 @@ async fn authorize(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
             "an API key is required (Authorization: Bearer …)",
         );
     };
+    // The cheap check first: a string that cannot be a key costs no blocking thread, no store
+    // lock and no hash, however many of them arrive.
+    if !has_key_shape(&key) {
+        return invalid_key();
+    }
     let store = gate.store.clone();
     let principal = tokio::task::spawn_blocking(move || store.lock().ok().map(|s| s.authenticate(&key))).await;
     let principal = match principal {
         Ok(Some(Ok(Some(p)))) => p,
-        Ok(Some(Ok(None))) => {
-            return challenge(
-                StatusCode::UNAUTHORIZED,
-                r#"Bearer realm="ahp", error="invalid_token""#,
-                "unknown or revoked API key",
-            );
-        }
+        Ok(Some(Ok(None))) => return invalid_key(),
         _ => return (StatusCode::INTERNAL_SERVER_ERROR, "the store is unavailable").into_response(),
     };
     let (parts, body) = req.into_parts();
@@ -169,14 +178,18 @@ fn required_scopes(body: &[u8]) -> Vec<ApiScope> {
     messages
         .iter()
         .filter(|m| m["method"] == "tools/call")
-        .map(|m| {
-            if m["params"]["name"] == "get_status" {
-                ApiScope::TransferRead
-            } else {
-                ApiScope::TransferWrite
-            }
-        })
+        .map(|m| tool_scope(m["params"]["name"].as_str().unwrap_or_default()))
         .collect()
+}
+
+/// The scope a call of `tool` needs. An unknown tool needs `transfer:write`, the widest
+/// transfer scope, so a typo never slips past a narrower key (rmcp then reports it unknown).
+fn tool_scope(tool: &str) -> ApiScope {
+    match tool {
+        "get_status" => ApiScope::TransferRead,
+        "report_usage" => ApiScope::TransferMeter,
+        _ => ApiScope::TransferWrite,
+    }
 }
 
 #[cfg(test)]
@@ -190,12 +203,80 @@ mod tests {
         let scopes = |v: serde_json::Value| required_scopes(v.to_string().as_bytes());
         assert_eq!(scopes(call("get_status")), [ApiScope::TransferRead]);
         assert_eq!(scopes(call("activate")), [ApiScope::TransferWrite]);
+        assert_eq!(scopes(call("report_usage")), [ApiScope::TransferMeter]);
+        for tool in ["snapshot_state", "provision_runtime", "push_state"] {
+            assert_eq!(scopes(call(tool)), [ApiScope::TransferWrite], "{tool}");
+        }
         assert_eq!(scopes(call("no_such_tool")), [ApiScope::TransferWrite]);
         assert!(scopes(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).is_empty());
         assert_eq!(
-            scopes(json!([call("get_status"), call("push_state")])),
-            [ApiScope::TransferRead, ApiScope::TransferWrite]
+            scopes(json!([call("get_status"), call("push_state"), call("report_usage")])),
+            [ApiScope::TransferRead, ApiScope::TransferWrite, ApiScope::TransferMeter]
         );
         assert!(required_scopes(b"not json").is_empty());
+    }
+}
+
+#[cfg(test)]
+mod shape_tests {
+    use std::time::Duration;
+
+    use axum::routing::post;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    fn gated(store: Arc<Mutex<Store>>) -> axum::Router {
+        axum::Router::new()
+            .route("/mcp", post(|| async { "reached" }))
+            .layer(middleware::from_fn_with_state(
+                Arc::new(Gate {
+                    store,
+                    auth: Auth::Keys,
+                }),
+                authorize,
+            ))
+    }
+
+    fn request(key: &str) -> Request {
+        axum::http::Request::post("/mcp")
+            .header(header::AUTHORIZATION, format!("Bearer {key}"))
+            .body(Body::from("{}"))
+            .unwrap()
+    }
+
+    // Holding the store lock across the awaits is the point: it stands for a busy writer.
+    #[allow(clippy::await_holding_lock)]
+    #[tokio::test]
+    async fn a_key_of_the_wrong_shape_is_refused_without_waiting_for_the_store() {
+        let store = Arc::new(Mutex::new(Store::open_in_memory().unwrap()));
+        let app = gated(store.clone());
+        let hex_of = |n: usize| "a".repeat(n);
+        let longest = format!("{API_KEY_PREFIX}{}", hex_of(MAX_API_KEY_LEN - API_KEY_PREFIX.len()));
+        let one_past = format!("{longest}a");
+        // A writer holds the store (an fsync, a long sweep): whatever must consult it waits.
+        let held = store.lock().unwrap();
+        for key in [
+            one_past.as_str(),
+            API_KEY_PREFIX,
+            "ahp_key_ABCDEF",
+            "ahp_key_0123 456",
+            "sk-live-0123",
+        ] {
+            let answer = tokio::time::timeout(Duration::from_secs(1), app.clone().oneshot(request(key)))
+                .await
+                .unwrap_or_else(|_| panic!("{key:?} waited for the store"))
+                .unwrap();
+            assert_eq!(answer.status(), StatusCode::UNAUTHORIZED, "{key:?}");
+            let challenge = answer.headers()[header::WWW_AUTHENTICATE].to_str().unwrap();
+            assert!(challenge.contains("invalid_token"), "{challenge}");
+        }
+        // The longest well-shaped key is looked up, so it waits for the store …
+        let waiting = tokio::time::timeout(Duration::from_millis(200), app.clone().oneshot(request(&longest))).await;
+        assert!(waiting.is_err(), "a well-shaped key must be checked against the store");
+        drop(held);
+        // … and, unknown, is refused once the store is free.
+        let answer = app.oneshot(request(&longest)).await.unwrap();
+        assert_eq!(answer.status(), StatusCode::UNAUTHORIZED);
     }
 }

@@ -1,6 +1,7 @@
 //! The MCP server orchestrators call: the transfer tools over stdio and Streamable HTTP.
 
 pub mod http;
+pub mod listener;
 pub mod schema;
 mod transfer_tools;
 

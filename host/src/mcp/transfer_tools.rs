@@ -3,7 +3,8 @@
 //! Each tool converts its arguments and calls the store: on a blocking thread for every state
 //! change (each is an fsynced SQLite commit), inline for `get_status` when the store is free. Bad input and refused transitions come back as tool
 //! errors (`isError: true`) with the store's message and change nothing. No tool mints a token,
-//! terminates a transfer or reveals a secret.
+//! terminates a transfer or reveals a secret, and `report_usage` cannot report the
+//! host-reserved kind `compute` (the host meters it from the fuel a guest burnt).
 
 use std::sync::{Arc, Mutex, TryLockError};
 
@@ -162,8 +163,9 @@ impl TransferTools {
         .map_err(|e| format!("internal error: {e}"))?
     }
 
-    /// Add metered spend to the transfer's budget; at the allocation an active transfer becomes
-    /// `insolvent` and its grace period starts.
+    /// Add spend (e.g. model tokens) to the transfer's budget; at the allocation an active
+    /// transfer becomes `insolvent` and its grace period starts. The kind `compute` is metered
+    /// by the host and cannot be reported.
     #[tool(annotations(
         read_only_hint = false,
         destructive_hint = false,
@@ -174,7 +176,7 @@ impl TransferTools {
         self.with_store(move |s| {
             let kind = a.kind.as_deref().unwrap_or(DEFAULT_USAGE_KIND);
             let r = s
-                .report_usage(&a.transfer_id, a.amount_micro_usd, kind)
+                .report_client_usage(&a.transfer_id, a.amount_micro_usd, kind)
                 .map_err(|e| e.to_string())?;
             Ok(Json(UsageResult {
                 transfer_id: r.transfer.id.clone(),
