@@ -2,6 +2,8 @@
 //!
 //! One integration binary; its modules are the table of contents.
 
+mod browser;
 mod cli;
+mod console;
 mod mcp_http;
 mod mcp_stdio;

@@ -8,9 +8,9 @@ use std::process::{Child, Command, Stdio};
 use serde_json::{Value, json};
 
 /// A running `ahp serve --http 127.0.0.1:0`, killed on drop.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Drop for Server {
@@ -20,7 +20,7 @@ impl Drop for Server {
     }
 }
 
-fn serve(dir: &Path, extra: &[&str]) -> Server {
+pub(crate) fn serve(dir: &Path, extra: &[&str]) -> Server {
     let (server, mut stderr) = serve_logging(dir, extra, "warn");
     std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     server
@@ -53,7 +53,7 @@ fn serve_logging(dir: &Path, extra: &[&str], log: &str) -> (Server, BufReader<st
     (Server { child, url }, stderr)
 }
 
-fn principal(dir: &Path, name: &str, scopes: &[&str]) -> String {
+pub(crate) fn principal(dir: &Path, name: &str, scopes: &[&str]) -> String {
     let mut args = vec!["principal", "add", name, "--scope"];
     args.extend_from_slice(scopes);
     let out = Command::new(env!("CARGO_BIN_EXE_ahp"))
@@ -77,7 +77,7 @@ fn meta() -> Value {
 }
 
 /// A stateless (2026-07-28) request; `name` is the tool for `tools/call`.
-async fn stateless(url: &str, key: Option<&str>, method: &str, name: Option<&str>, params: Value) -> reqwest::Response {
+pub(crate) async fn stateless(url: &str, key: Option<&str>, method: &str, name: Option<&str>, params: Value) -> reqwest::Response {
     let mut params = params;
     params["_meta"] = meta();
     let mut req = reqwest::Client::new()
@@ -97,7 +97,7 @@ async fn stateless(url: &str, key: Option<&str>, method: &str, name: Option<&str
 }
 
 /// The JSON-RPC message in a response body, whether sent as JSON or as one SSE event.
-async fn message(r: reqwest::Response) -> Value {
+pub(crate) async fn message(r: reqwest::Response) -> Value {
     let text = r.text().await.unwrap();
     let json = text
         .lines()
