@@ -51,7 +51,11 @@ impl Browser {
             eprintln!("skipping the browser test: install chromium and chromium-driver to run it");
             return None;
         };
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let driver = Command::new(driver)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
@@ -117,12 +121,17 @@ impl Browser {
 
     /// Navigates to `url`.
     pub(crate) async fn goto(&self, url: &str) {
-        self.call(reqwest::Method::POST, "/url", Some(json!({"url": url}))).await;
+        self.call(reqwest::Method::POST, "/url", Some(json!({"url": url})))
+            .await;
     }
 
     /// The current URL.
     pub(crate) async fn url(&self) -> String {
-        self.call(reqwest::Method::GET, "/url", None).await.as_str().unwrap().to_owned()
+        self.call(reqwest::Method::GET, "/url", None)
+            .await
+            .as_str()
+            .unwrap()
+            .to_owned()
     }
 
     async fn element(&self, css: &str) -> String {
@@ -139,8 +148,12 @@ impl Browser {
     /// Types `text` into the element `css` selects.
     pub(crate) async fn type_into(&self, css: &str, text: &str) {
         let e = self.element(css).await;
-        self.call(reqwest::Method::POST, &format!("/element/{e}/value"), Some(json!({"text": text})))
-            .await;
+        self.call(
+            reqwest::Method::POST,
+            &format!("/element/{e}/value"),
+            Some(json!({"text": text})),
+        )
+        .await;
     }
 
     /// Clicks the element `css` selects.

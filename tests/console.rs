@@ -30,7 +30,9 @@ const FORM: &str = "application/x-www-form-urlencoded";
 
 /// An HTML form's body.
 fn form(fields: &[(&str, &str)]) -> String {
-    url::form_urlencoded::Serializer::new(String::new()).extend_pairs(fields).finish()
+    url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(fields)
+        .finish()
 }
 
 fn client() -> reqwest::Client {
@@ -39,7 +41,14 @@ fn client() -> reqwest::Client {
 
 fn token(dir: &Path, transfer: &str, scope: TokenScope) -> String {
     let key = TokenKey::from_env_or_file(dir).unwrap();
-    issue_transfer_token(&key, transfer, scope, ahp_store::Clock::now(&SystemClock), DEFAULT_TOKEN_TTL).unwrap()
+    issue_transfer_token(
+        &key,
+        transfer,
+        scope,
+        ahp_store::Clock::now(&SystemClock),
+        DEFAULT_TOKEN_TTL,
+    )
+    .unwrap()
 }
 
 /// A transfer pushed on the data directory's database, ready to activate the forecaster.
@@ -61,7 +70,9 @@ fn pushed(dir: &Path, source_host: &str) -> String {
     };
     let id = store.snapshot_state(&snap).unwrap().id;
     let provision = token(dir, &id, TokenScope::ProvisionRuntime);
-    store.provision_runtime(&id, Tier::Nano, 50_000, "forecaster", &provision).unwrap();
+    store
+        .provision_runtime(&id, Tier::Nano, 50_000, "forecaster", &provision)
+        .unwrap();
     store.push_state(&id, None).unwrap();
     id
 }
@@ -78,7 +89,10 @@ async fn sign_in(base: &str, key: &str) -> String {
         .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let cookie = r.headers()["set-cookie"].to_str().unwrap().to_owned();
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
     cookie.split(';').next().unwrap().to_owned()
 }
 
@@ -105,7 +119,9 @@ async fn the_console_refuses_strangers_foreign_origins_and_missing_scopes() {
     assert_eq!(r.headers()["location"], "/console/sign-in");
     assert_eq!(get(&format!("{base}/console/transfers/live"), None).await.status(), 401);
     assert_eq!(
-        get(&format!("{base}/console/transfers/live"), Some("ahp_console=forged")).await.status(),
+        get(&format!("{base}/console/transfers/live"), Some("ahp_console=forged"))
+            .await
+            .status(),
         401
     );
 
@@ -123,13 +139,20 @@ async fn the_console_refuses_strangers_foreign_origins_and_missing_scopes() {
     let own: &'static str = Box::leak(base.clone().into_boxed_str());
     assert_eq!(post(Some(own), "ahp_key_wrong".into()).await.unwrap().status(), 401);
     assert_eq!(post(Some(own), "x".repeat(5000)).await.unwrap().status(), 413);
-    assert_eq!(post(Some("http://evil.example"), reader.clone()).await.unwrap().status(), 403);
+    assert_eq!(
+        post(Some("http://evil.example"), reader.clone())
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
     assert_eq!(post(None, reader.clone()).await.unwrap().status(), 403);
     let r = client()
         .post(format!("{base}/console/sign-in"))
         .header("Origin", own)
         .header("Sec-Fetch-Site", "cross-site")
-        .header("Content-Type", FORM).body(form(&[("key", reader.as_str())]))
+        .header("Content-Type", FORM)
+        .body(form(&[("key", reader.as_str())]))
         .send()
         .await
         .unwrap();
@@ -152,14 +175,28 @@ async fn the_console_refuses_strangers_foreign_origins_and_missing_scopes() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let page = get(&format!("{base}/console/transfers/{t}/live"), Some(&cookie)).await.text().await.unwrap();
-    assert!(page.contains("&lt;img src=x onerror=alert(1)&gt;") && !page.contains("<img"), "{page}");
+    let page = get(&format!("{base}/console/transfers/{t}/live"), Some(&cookie))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("&lt;img src=x onerror=alert(1)&gt;") && !page.contains("<img"),
+        "{page}"
+    );
     assert_eq!(
-        get(&format!("{base}/console/transfers?status=sideways"), Some(&cookie)).await.status(),
+        get(&format!("{base}/console/transfers?status=sideways"), Some(&cookie))
+            .await
+            .status(),
         400
     );
     assert_eq!(
-        get(&format!("{base}/console/transfers/tr_ffffffffffffffffffffffff"), Some(&cookie)).await.status(),
+        get(
+            &format!("{base}/console/transfers/tr_ffffffffffffffffffffffff"),
+            Some(&cookie)
+        )
+        .await
+        .status(),
         404
     );
 
@@ -179,22 +216,44 @@ async fn the_console_refuses_strangers_foreign_origins_and_missing_scopes() {
             .post(format!("{base}/console/sign-out"))
             .header("Origin", origin)
             .header("Cookie", &cookie)
-            .header("Content-Type", FORM).body(form(&[("csrf", csrf)]))
+            .header("Content-Type", FORM)
+            .body(form(&[("csrf", csrf)]))
             .send()
     };
     assert_eq!(sign_out(own, "0000").await.unwrap().status(), 403);
-    let page = get(&format!("{base}/console/transfers"), Some(&cookie)).await.text().await.unwrap();
-    let csrf = page.split(r#"name="csrf" value=""#).nth(1).unwrap().split('"').next().unwrap().to_owned();
+    let page = get(&format!("{base}/console/transfers"), Some(&cookie))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let csrf = page
+        .split(r#"name="csrf" value=""#)
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned();
     assert_eq!(sign_out("http://evil.example", &csrf).await.unwrap().status(), 403);
     assert_eq!(sign_out(own, &csrf).await.unwrap().status(), StatusCode::SEE_OTHER);
-    assert_eq!(get(&format!("{base}/console/transfers/live"), Some(&cookie)).await.status(), 401);
+    assert_eq!(
+        get(&format!("{base}/console/transfers/live"), Some(&cookie))
+            .await
+            .status(),
+        401
+    );
 
     // A key without transfer:read sees no transfers.
     let cookie = sign_in(&base, &talker).await;
     let r = get(&format!("{base}/console/transfers"), Some(&cookie)).await;
     assert_eq!(r.status(), 403);
     assert!(!r.text().await.unwrap().contains(&t));
-    assert_eq!(get(&format!("{base}/console/transfers/{t}/live"), Some(&cookie)).await.status(), 403);
+    assert_eq!(
+        get(&format!("{base}/console/transfers/{t}/live"), Some(&cookie))
+            .await
+            .status(),
+        403
+    );
 
     // Revoking a key ends its sessions at once.
     let cookie = sign_in(&base, &reader).await;
@@ -205,7 +264,12 @@ async fn the_console_refuses_strangers_foreign_origins_and_missing_scopes() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    assert_eq!(get(&format!("{base}/console/transfers/live"), Some(&cookie)).await.status(), 401);
+    assert_eq!(
+        get(&format!("{base}/console/transfers/live"), Some(&cookie))
+            .await
+            .status(),
+        401
+    );
 }
 
 #[tokio::test]
@@ -225,14 +289,21 @@ async fn a_person_watches_a_transfer_go_live_in_a_real_browser() {
     browser.screenshot(&shots.join("sign-in.png")).await;
     browser.type_into("#key", &key).await;
     browser.click("form.signin button").await;
-    assert!(browser.url().await.ends_with("/console/transfers"), "{}", browser.url().await);
+    assert!(
+        browser.url().await.ends_with("/console/transfers"),
+        "{}",
+        browser.url().await
+    );
     let listed = format!("return document.querySelector('tbody#live').textContent.includes('{t}')");
     assert_eq!(browser.eval(&listed).await, true);
 
     // Open the transfer; activate it over MCP and watch the page follow without a reload.
     browser.click(&format!("a[href='/console/transfers/{t}']")).await;
     browser
-        .wait_for("return document.querySelector('#status') !== null", Duration::from_secs(5))
+        .wait_for(
+            "return document.querySelector('#status') !== null",
+            Duration::from_secs(5),
+        )
         .await;
     let count = "return Number(document.querySelector('#event-count').textContent.replace(/[()]/g, ''))";
     let before = browser.eval(count).await.as_u64().unwrap();
@@ -261,10 +332,7 @@ async fn a_person_watches_a_transfer_go_live_in_a_real_browser() {
         store.report_usage(&t, 9_000, "model").unwrap();
     }
     browser
-        .wait_for(
-            &format!("{points} === {}", drawn + 2),
-            Duration::from_secs(10),
-        )
+        .wait_for(&format!("{points} === {}", drawn + 2), Duration::from_secs(10))
         .await;
     let segments = "return document.querySelector('svg.chart polyline').getAttribute('points').split(' ').length";
     assert_eq!(browser.eval(segments).await.as_u64().unwrap(), 2 * (drawn + 2));

@@ -77,7 +77,13 @@ fn meta() -> Value {
 }
 
 /// A stateless (2026-07-28) request; `name` is the tool for `tools/call`.
-pub(crate) async fn stateless(url: &str, key: Option<&str>, method: &str, name: Option<&str>, params: Value) -> reqwest::Response {
+pub(crate) async fn stateless(
+    url: &str,
+    key: Option<&str>,
+    method: &str,
+    name: Option<&str>,
+    params: Value,
+) -> reqwest::Response {
     let mut params = params;
     params["_meta"] = meta();
     let mut req = reqwest::Client::new()

@@ -63,7 +63,9 @@ fn bench(c: &mut Criterion) {
     g.bench_function("baseline_raw_select_1000", |b| {
         b.iter(|| {
             let mut stmt = raw
-                .prepare_cached("SELECT id, status, tier, component, created_at FROM transfers ORDER BY created_at DESC LIMIT 1000")
+                .prepare_cached(
+                    "SELECT id, status, tier, component, created_at FROM transfers ORDER BY created_at DESC LIMIT 1000",
+                )
                 .unwrap();
             let n = stmt
                 .query_map([], |r| {

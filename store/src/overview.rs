@@ -119,9 +119,7 @@ impl Store {
         );
         let limit = i64::try_from(limit.min(MAX_LIST_LIMIT)).unwrap_or(0);
         let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map((status.map(TransferStatus::as_str), limit), |r| {
-            Ok(summary_from_row(r))
-        })?;
+        let rows = stmt.query_map((status.map(TransferStatus::as_str), limit), |r| Ok(summary_from_row(r)))?;
         rows.map(|r| r?).collect()
     }
 
@@ -197,16 +195,27 @@ mod tests {
     fn summaries_carry_budget_and_latest_event_newest_first() {
         let key = TokenKey::random();
         let clock = std::sync::Arc::new(ManualClock::new(Timestamp::from_micros(1_000_000)));
-        let mut s = Store::open_in_memory().unwrap().with_token_key(key.clone()).with_clock(clock.clone());
+        let mut s = Store::open_in_memory()
+            .unwrap()
+            .with_token_key(key.clone())
+            .with_clock(clock.clone());
         let a = s.snapshot_state(&snapshot(0)).unwrap();
         clock.advance(std::time::Duration::from_secs(1));
         let b = s.snapshot_state(&snapshot(1)).unwrap();
-        let token = issue_transfer_token(&key, &b.id, TokenScope::ProvisionRuntime, s.now(), DEFAULT_TOKEN_TTL).unwrap();
-        s.provision_runtime(&b.id, Tier::Nano, 5_000, "forecaster", &token).unwrap();
+        let token =
+            issue_transfer_token(&key, &b.id, TokenScope::ProvisionRuntime, s.now(), DEFAULT_TOKEN_TTL).unwrap();
+        s.provision_runtime(&b.id, Tier::Nano, 5_000, "forecaster", &token)
+            .unwrap();
 
         let all = s.list_transfer_summaries(None, 10).unwrap();
-        assert_eq!(all.iter().map(|x| x.transfer.id.as_str()).collect::<Vec<_>>(), [&b.id, &a.id]);
-        assert_eq!(all[0].budget.map(|b| (b.allocated_micro_usd, b.spent_micro_usd)), Some((5_000, 0)));
+        assert_eq!(
+            all.iter().map(|x| x.transfer.id.as_str()).collect::<Vec<_>>(),
+            [&b.id, &a.id]
+        );
+        assert_eq!(
+            all[0].budget.map(|b| (b.allocated_micro_usd, b.spent_micro_usd)),
+            Some((5_000, 0))
+        );
         assert_eq!(all[0].last_event.map(|e| e.0), Some(EventKind::RuntimeProvisioned));
         assert_eq!(all[1].budget, None);
         assert_eq!(all[1].last_event.map(|e| e.0), Some(EventKind::SnapshotCreated));

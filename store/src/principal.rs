@@ -81,13 +81,10 @@ impl FromStr for ApiScope {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|x| x.as_str() == s)
-            .ok_or_else(|| {
-                let known = Self::ALL.map(Self::as_str).join(", ");
-                Error::invalid("scope", format!("{s:?} is not a scope; the scopes are {known}"))
-            })
+        Self::ALL.into_iter().find(|x| x.as_str() == s).ok_or_else(|| {
+            let known = Self::ALL.map(Self::as_str).join(", ");
+            Error::invalid("scope", format!("{s:?} is not a scope; the scopes are {known}"))
+        })
     }
 }
 
@@ -309,7 +306,10 @@ mod tests {
             .unwrap();
         assert_ne!(stored, key);
         assert!(!stored.contains(&key[API_KEY_PREFIX.len()..]));
-        assert_eq!(s.active_principal(&p.id).unwrap().map(|x| x.name), Some("orchestrator".into()));
+        assert_eq!(
+            s.active_principal(&p.id).unwrap().map(|x| x.name),
+            Some("orchestrator".into())
+        );
         assert_eq!(s.active_principal("prn_nope").unwrap(), None);
         s.revoke_principal("orchestrator").unwrap();
         assert_eq!(s.authenticate(&key).unwrap(), None);
@@ -349,6 +349,9 @@ mod tests {
         let (_, key) = s.add_principal("everything", &ApiScope::ALL).unwrap();
         assert_eq!(s.authenticate(&key).unwrap().unwrap().scopes, ApiScope::ALL);
         let err = "communication:admin".parse::<ApiScope>().unwrap_err().to_string();
-        assert!(err.contains("communication:manage") && err.contains("transfer:meter"), "{err}");
+        assert!(
+            err.contains("communication:manage") && err.contains("transfer:meter"),
+            "{err}"
+        );
     }
 }

@@ -37,12 +37,17 @@ pub fn spend_points(events: &[Event]) -> Vec<SpendPoint> {
         });
     opened
         .into_iter()
-        .chain(events.iter().filter(|e| e.kind == EventKind::UsageReported).filter_map(|e| {
-            Some(SpendPoint {
-                at: e.at,
-                spent_micro_usd: e.detail.get("spentMicroUsd")?.as_u64()?,
-            })
-        }))
+        .chain(
+            events
+                .iter()
+                .filter(|e| e.kind == EventKind::UsageReported)
+                .filter_map(|e| {
+                    Some(SpendPoint {
+                        at: e.at,
+                        spent_micro_usd: e.detail.get("spentMicroUsd")?.as_u64()?,
+                    })
+                }),
+        )
         .collect()
 }
 
@@ -62,7 +67,10 @@ pub fn budget_chart(points: &[SpendPoint], allocated_micro_usd: u64, now: Timest
         .max(allocated_micro_usd)
         .max(1) as f64;
     let start = points.first().map_or(now, |p| p.at).as_micros();
-    let end = now.as_micros().max(points.last().map_or(start, |p| p.at.as_micros())).max(start + 1);
+    let end = now
+        .as_micros()
+        .max(points.last().map_or(start, |p| p.at.as_micros()))
+        .max(start + 1);
     let x = |t: i64| LEFT + (t - start) as f64 / (end - start) as f64 * WIDTH;
     let y = |v: u64| PAD + HEIGHT - v as f64 / top * HEIGHT;
     let mut line = String::new();
@@ -126,12 +134,21 @@ mod tests {
         ];
         let points = spend_points(&events);
         assert_eq!(
-            points.iter().map(|p| (p.at.as_micros(), p.spent_micro_usd)).collect::<Vec<_>>(),
+            points
+                .iter()
+                .map(|p| (p.at.as_micros(), p.spent_micro_usd))
+                .collect::<Vec<_>>(),
             [(10, 0), (20, 300), (30, 700)]
         );
         let svg = budget_chart(&points, 1000, Timestamp::from_micros(40)).into_string();
         assert!(svg.contains(r#"data-points="3""#), "{svg}");
-        let line = svg.split(r#"points=""#).nth(1).unwrap().split('"').next().unwrap();
+        let line = svg
+            .split(r#"class="spend" points=""#)
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap();
         // Steps: each report adds a horizontal then a vertical segment, plus the tail to now.
         assert_eq!(line.split(' ').count(), 1 + 2 + 2 + 1, "{line}");
         assert!(svg.contains("$0.000700 of $0.001000"));

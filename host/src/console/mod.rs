@@ -65,7 +65,12 @@ pub fn router(store: Arc<Mutex<Store>>, local: SocketAddr) -> axum::Router {
         std::net::IpAddr::V6(v6) => format!("[{v6}]"),
         v4 => v4.to_string(),
     };
-    let mut hosts = vec![format!("localhost:{port}"), format!("127.0.0.1:{port}"), format!("[::1]:{port}"), format!("{ip}:{port}")];
+    let mut hosts = vec![
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("[::1]:{port}"),
+        format!("{ip}:{port}"),
+    ];
     hosts.dedup();
     let origins = hosts.iter().map(|h| format!("http://{h}")).collect();
     let console = Arc::new(Console {
@@ -83,8 +88,14 @@ pub fn router(store: Arc<Mutex<Store>>, local: SocketAddr) -> axum::Router {
         .route("/console/transfers/live", get(transfers_live))
         .route("/console/transfers/{id}", get(transfer))
         .route("/console/transfers/{id}/live", get(transfer_live))
-        .route("/console/assets/console.css", get(|| async { asset("text/css; charset=utf-8", CSS) }))
-        .route("/console/assets/console.js", get(|| async { asset("text/javascript; charset=utf-8", JS) }))
+        .route(
+            "/console/assets/console.css",
+            get(|| async { asset("text/css; charset=utf-8", CSS) }),
+        )
+        .route(
+            "/console/assets/console.js",
+            get(|| async { asset("text/javascript; charset=utf-8", JS) }),
+        )
         .layer(DefaultBodyLimit::max(MAX_FORM_BYTES))
         .layer(middleware::from_fn_with_state(console.clone(), guard))
         .with_state(console)
@@ -106,7 +117,10 @@ async fn guard(State(console): State<Arc<Console>>, req: Request, next: Next) ->
         next.run(req).await
     };
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     // Not `no-referrer`: under it a browser sends `Origin: null` on its own form POSTs, which
@@ -136,10 +150,11 @@ async fn read<T: Send + 'static>(
     .await;
     match result {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(Some(ahp_store::Error::TransferNotFound(_) | ahp_store::Error::InvalidInput { .. }))) => {
-            Err((StatusCode::NOT_FOUND, Html(pages::message(None, "Not found", "No such transfer.").into_string()))
-                .into_response())
-        }
+        Ok(Err(Some(ahp_store::Error::TransferNotFound(_) | ahp_store::Error::InvalidInput { .. }))) => Err((
+            StatusCode::NOT_FOUND,
+            Html(pages::message(None, "Not found", "No such transfer.").into_string()),
+        )
+            .into_response()),
         Ok(Err(Some(e))) => {
             tracing::error!("console read failed: {e}");
             Err((StatusCode::INTERNAL_SERVER_ERROR, "the store failed").into_response())
@@ -173,7 +188,10 @@ async fn caller(console: &Arc<Console>, headers: &HeaderMap, page: bool) -> Resu
         } else {
             (StatusCode::UNAUTHORIZED, "sign in first").into_response()
         };
-        r.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&session::clear_cookie()).expect("ASCII"));
+        r.headers_mut().insert(
+            header::SET_COOKIE,
+            HeaderValue::from_str(&session::clear_cookie()).expect("ASCII"),
+        );
         r
     };
     let cookie = headers
@@ -182,8 +200,12 @@ async fn caller(console: &Arc<Console>, headers: &HeaderMap, page: bool) -> Resu
         .filter_map(|v| v.to_str().ok())
         .find_map(|h| session::cookie(h, COOKIE))
         .map(str::to_owned);
-    let Some(cookie) = cookie else { return Err(refuse(console, None)) };
-    let Some(session) = console.sessions.find(&cookie) else { return Err(refuse(console, Some(&cookie))) };
+    let Some(cookie) = cookie else {
+        return Err(refuse(console, None));
+    };
+    let Some(session) = console.sessions.find(&cookie) else {
+        return Err(refuse(console, Some(&cookie)));
+    };
     let id = session.principal_id.clone();
     match read(console, move |s| s.active_principal(&id)).await? {
         Some(principal) => Ok(Caller {
@@ -212,7 +234,13 @@ struct SignInForm {
 }
 
 async fn sign_in(State(console): State<Arc<Console>>, Form(form): Form<SignInForm>) -> Response {
-    let refused = || (StatusCode::UNAUTHORIZED, html(pages::sign_in(Some("Unknown or revoked API key.")))).into_response();
+    let refused = || {
+        (
+            StatusCode::UNAUTHORIZED,
+            html(pages::sign_in(Some("Unknown or revoked API key."))),
+        )
+            .into_response()
+    };
     let key = form.key.trim().to_owned();
     // The cheap shape check first: a key of the wrong form never costs a hash or the store lock.
     if key.len() > MAX_API_KEY_LEN || !key.starts_with(API_KEY_PREFIX) {
@@ -226,7 +254,10 @@ async fn sign_in(State(console): State<Arc<Console>>, Form(form): Form<SignInFor
     let (id, _) = console.sessions.start(&principal.id);
     tracing::info!(principal = %principal.name, "console sign-in");
     let mut r = Redirect::to("/console/transfers").into_response();
-    r.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&session::set_cookie(&id)).expect("hex"));
+    r.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_str(&session::set_cookie(&id)).expect("hex"),
+    );
     r
 }
 
@@ -245,7 +276,10 @@ async fn sign_out(State(console): State<Arc<Console>>, headers: HeaderMap, Form(
     }
     console.sessions.end(&c.cookie);
     let mut r = Redirect::to("/console/sign-in").into_response();
-    r.headers_mut().insert(header::SET_COOKIE, HeaderValue::from_str(&session::clear_cookie()).expect("ASCII"));
+    r.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_str(&session::clear_cookie()).expect("ASCII"),
+    );
     r
 }
 
@@ -254,12 +288,13 @@ struct Filter {
     status: Option<String>,
 }
 
-fn parse_filter(filter: &Filter) -> Result<Option<TransferStatus>, Response> {
+/// The status a filter names (`None` for all), or the `400` page for one that names none.
+fn parse_filter(filter: &Filter) -> Result<Option<TransferStatus>, Box<Response>> {
     match filter.status.as_deref() {
         None | Some("") => Ok(None),
         Some(s) => s.parse().map(Some).map_err(|_| {
-            (StatusCode::BAD_REQUEST, html(pages::message(None, "Bad filter", &format!("{s:?} is not a transfer status"))))
-                .into_response()
+            let page = pages::message(None, "Bad filter", &format!("{s:?} is not a transfer status"));
+            Box::new((StatusCode::BAD_REQUEST, html(page)).into_response())
         }),
     }
 }
@@ -286,7 +321,8 @@ fn live(markup: Markup) -> Response {
     let body = markup.into_string();
     let version = hex::encode(&Sha256::digest(body.as_bytes())[..8]);
     let mut r = Html(body).into_response();
-    r.headers_mut().insert("x-live-version", HeaderValue::from_str(&version).expect("hex"));
+    r.headers_mut()
+        .insert("x-live-version", HeaderValue::from_str(&version).expect("hex"));
     r
 }
 
@@ -297,23 +333,35 @@ async fn transfers(State(console): State<Arc<Console>>, headers: HeaderMap, Quer
     };
     let status = match parse_filter(&filter) {
         Ok(s) => s,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
-    match read(&console, move |s| Ok((s.list_transfer_summaries(status, TRANSFERS_PER_PAGE)?, s.now()))).await {
+    match read(&console, move |s| {
+        Ok((s.list_transfer_summaries(status, TRANSFERS_PER_PAGE)?, s.now()))
+    })
+    .await
+    {
         Ok((rows, now)) => html(pages::transfers(c.who(), &rows, status, now)),
         Err(r) => r,
     }
 }
 
-async fn transfers_live(State(console): State<Arc<Console>>, headers: HeaderMap, Query(filter): Query<Filter>) -> Response {
+async fn transfers_live(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    Query(filter): Query<Filter>,
+) -> Response {
     if let Err(r) = caller_with(&console, &headers, false, ApiScope::TransferRead).await {
         return r;
     }
     let status = match parse_filter(&filter) {
         Ok(s) => s,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
-    match read(&console, move |s| Ok((s.list_transfer_summaries(status, TRANSFERS_PER_PAGE)?, s.now()))).await {
+    match read(&console, move |s| {
+        Ok((s.list_transfer_summaries(status, TRANSFERS_PER_PAGE)?, s.now()))
+    })
+    .await
+    {
         Ok((rows, now)) => live(pages::transfer_rows(&rows, now)),
         Err(r) => r,
     }
@@ -324,7 +372,11 @@ async fn transfer(State(console): State<Arc<Console>>, headers: HeaderMap, Path(
         Ok(c) => c,
         Err(r) => return r,
     };
-    match read(&console, move |s| Ok((s.get_status(&id)?, s.snapshot_summary(&id)?, s.now()))).await {
+    match read(&console, move |s| {
+        Ok((s.get_status(&id)?, s.snapshot_summary(&id)?, s.now()))
+    })
+    .await
+    {
         Ok((report, snapshot, now)) => html(pages::transfer(c.who(), &report, &snapshot, now)),
         Err(r) => r,
     }

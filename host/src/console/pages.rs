@@ -144,7 +144,12 @@ pub fn transfer_rows(rows: &[TransferSummary], now: Timestamp) -> Markup {
 }
 
 /// The transfers page: filter, and the table whose body updates live.
-pub fn transfers(who: (&Principal, &str), rows: &[TransferSummary], filter: Option<TransferStatus>, now: Timestamp) -> Markup {
+pub fn transfers(
+    who: (&Principal, &str),
+    rows: &[TransferSummary],
+    filter: Option<TransferStatus>,
+    now: Timestamp,
+) -> Markup {
     let live = match filter {
         Some(s) => format!("/console/transfers/live?status={s}"),
         None => "/console/transfers/live".to_owned(),
@@ -206,7 +211,12 @@ fn event_log(events: &[Event]) -> Markup {
 }
 
 /// A transfer's page: snapshot summary (references only), then the live part.
-pub fn transfer(who: (&Principal, &str), report: &TransferStatusReport, snapshot: &SnapshotSummary, now: Timestamp) -> Markup {
+pub fn transfer(
+    who: (&Principal, &str),
+    report: &TransferStatusReport,
+    snapshot: &SnapshotSummary,
+    now: Timestamp,
+) -> Markup {
     let id = &report.transfer.id;
     layout(
         id,
