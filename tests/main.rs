@@ -2,7 +2,9 @@
 //!
 //! One integration binary; its modules are the table of contents.
 
+mod browser;
 mod cli;
+mod console;
 mod crash;
 mod http_limits;
 mod mcp_http;

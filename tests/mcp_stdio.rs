@@ -61,7 +61,7 @@ fn snapshot_args() -> Value {
 }
 
 /// Registers the forecaster guest as `forecaster` and writes its credential into the vault.
-fn register_forecaster(dir: &Path) {
+pub(crate) fn register_forecaster(dir: &Path) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ahp"))
         .arg("--data-dir")
         .arg(dir)

@@ -5,11 +5,13 @@
 //! - [`interfaces`]: the host side of each `ahp:agent` WIT interface.
 //! - [`vault`]: credential references to secrets.
 //! - [`mcp`]: the transfer tools over stdio and Streamable HTTP.
+//! - [`console`]: the web console at `/console` (transfers, budgets, event logs).
 //! - [`guests`]: paths of the example guest components built by `build.rs`.
 
 pub use ahp_store as store;
 
 pub mod activation;
+pub mod console;
 pub mod error;
 pub mod interfaces;
 pub mod mcp;

@@ -244,6 +244,25 @@ impl Store {
         Ok(p)
     }
 
+    /// The unrevoked principal with id `id`, or `None` (unknown, malformed or revoked): how a
+    /// console session re-checks, on every request, that its key still stands.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CorruptRow`] for an unknown scope in the database.
+    pub fn active_principal(&self, id: &str) -> Result<Option<Principal>> {
+        if !crate::id::is_well_formed(id, PRINCIPAL_ID_PREFIX) {
+            return Ok(None);
+        }
+        self.conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM principals WHERE id = ?1 AND revoked_at IS NULL"
+            ))?
+            .query_row([id], from_row)
+            .optional()?
+            .transpose()
+    }
+
     /// The unrevoked principal holding `api_key`, or `None`.
     ///
     /// # Errors
@@ -287,8 +306,14 @@ mod tests {
             .unwrap();
         assert_ne!(stored, key);
         assert!(!stored.contains(&key[API_KEY_PREFIX.len()..]));
+        assert_eq!(
+            s.active_principal(&p.id).unwrap().map(|x| x.name),
+            Some("orchestrator".into())
+        );
+        assert_eq!(s.active_principal("prn_nope").unwrap(), None);
         s.revoke_principal("orchestrator").unwrap();
         assert_eq!(s.authenticate(&key).unwrap(), None);
+        assert_eq!(s.active_principal(&p.id).unwrap(), None);
         assert!(s.revoke_principal("orchestrator").is_err());
         assert_eq!(s.list_principals().unwrap().len(), 1);
     }

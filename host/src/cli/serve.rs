@@ -1,4 +1,5 @@
-//! `ahp serve`: the MCP transfer server over stdio and/or HTTP, plus the reapers on an interval.
+//! `ahp serve`: the MCP transfer server over stdio and/or HTTP (with the console at
+//! `/console`), plus the reapers on an interval.
 //!
 //! With `--stdio` the server runs until the stdio client disconnects; with only `--http` it runs
 //! until SIGINT or SIGTERM. Logs go to stderr, never to the stdio MCP stream.
@@ -137,7 +138,9 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
                 let local = listener.local_addr()?;
                 // Not `eprintln!`: it panics when stderr is closed.
                 let _ = writeln!(std::io::stderr(), "ahp: MCP over HTTP at http://{local}/mcp");
-                let router = http::router(tools.clone(), store.clone(), auth, local);
+                let _ = writeln!(std::io::stderr(), "ahp: console at http://{local}/console");
+                let router = http::router(tools.clone(), store.clone(), auth, local)
+                    .merge(ahp_host::console::router(store.clone(), local));
                 Some(tokio::spawn(listener::serve(
                     listener,
                     router,

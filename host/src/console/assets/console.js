@@ -1,0 +1,29 @@
+// ahp console — live regions. Each element with data-live="URL" is polled every data-every
+// milliseconds (bounded: at least one second apart) and its content replaced when the server's
+// X-Live-Version changed. The server renders the HTML (every value escaped); nothing here
+// builds markup from data. A signed-out session goes back to the sign-in page.
+"use strict";
+for (const region of document.querySelectorAll("[data-live]")) {
+  const every = Math.max(1000, Number(region.dataset.every) || 2000);
+  let version = null;
+  const tick = async () => {
+    try {
+      const response = await fetch(region.dataset.live, { credentials: "same-origin" });
+      if (response.status === 401) {
+        window.location.assign("/console/sign-in");
+        return;
+      }
+      const next = response.headers.get("X-Live-Version");
+      if (response.ok && next !== version) {
+        const html = await response.text();
+        region.innerHTML = html;
+        version = next;
+        region.dataset.version = next;
+      }
+    } catch (_) {
+      // The server is restarting or the network dropped: try again at the next tick.
+    }
+    window.setTimeout(tick, every);
+  };
+  tick();
+}

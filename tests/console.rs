@@ -1,0 +1,350 @@
+//! The console at `/console` of a real `ahp serve --http`: its refusals over plain HTTP, and a
+//! person's session in headless Chromium (sign in, watch a transfer go live, sign out).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use ahp_store::{
+    DEFAULT_TOKEN_TTL, McpServer, Message, SnapshotInput, Store, SystemClock, Tier, TokenKey, TokenScope,
+    issue_transfer_token,
+};
+use reqwest::StatusCode;
+use reqwest::redirect::Policy;
+use serde_json::json;
+
+use crate::browser::Browser;
+use crate::mcp_http::{Server, message, principal, serve, stateless};
+use crate::mcp_stdio::register_forecaster;
+
+/// Where the browser test leaves its screenshots, for a person to look at.
+fn screenshots() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots")
+}
+
+fn base(server: &Server) -> String {
+    server.url.trim_end_matches("/mcp").to_owned()
+}
+
+const FORM: &str = "application/x-www-form-urlencoded";
+
+/// An HTML form's body.
+fn form(fields: &[(&str, &str)]) -> String {
+    url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(fields)
+        .finish()
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().redirect(Policy::none()).build().unwrap()
+}
+
+fn token(dir: &Path, transfer: &str, scope: TokenScope) -> String {
+    let key = TokenKey::from_env_or_file(dir).unwrap();
+    issue_transfer_token(
+        &key,
+        transfer,
+        scope,
+        ahp_store::Clock::now(&SystemClock),
+        DEFAULT_TOKEN_TTL,
+    )
+    .unwrap()
+}
+
+/// A transfer pushed on the data directory's database, ready to activate the forecaster.
+fn pushed(dir: &Path, source_host: &str) -> String {
+    let key = TokenKey::from_env_or_file(dir).unwrap();
+    let mut store = Store::open(dir.join("ahp.db")).unwrap().with_token_key(key);
+    let snap = SnapshotInput {
+        source_host: source_host.into(),
+        system_prompt: "You forecast inventory.".into(),
+        message_history: vec![Message {
+            role: "user".into(),
+            content: "hi".into(),
+        }],
+        tool_state: ahp_host::testing::inventory(),
+        mcp_config: vec![McpServer {
+            server: "https://inventory.example.com/mcp".into(),
+            cred_ref: "inventory-api".into(),
+        }],
+    };
+    let id = store.snapshot_state(&snap).unwrap().id;
+    let provision = token(dir, &id, TokenScope::ProvisionRuntime);
+    store
+        .provision_runtime(&id, Tier::Nano, 50_000, "forecaster", &provision)
+        .unwrap();
+    store.push_state(&id, None).unwrap();
+    id
+}
+
+/// Signs in with `key` from the server's own origin; returns the session cookie.
+async fn sign_in(base: &str, key: &str) -> String {
+    let r = client()
+        .post(format!("{base}/console/sign-in"))
+        .header("Origin", base)
+        .header("Content-Type", FORM)
+        .body(form(&[("key", key)]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    cookie.split(';').next().unwrap().to_owned()
+}
+
+async fn get(url: &str, cookie: Option<&str>) -> reqwest::Response {
+    let mut req = client().get(url);
+    if let Some(c) = cookie {
+        req = req.header("Cookie", c);
+    }
+    req.send().await.unwrap()
+}
+
+#[tokio::test]
+async fn the_console_refuses_strangers_foreign_origins_and_missing_scopes() {
+    let dir = tempfile::tempdir().unwrap();
+    let reader = principal(dir.path(), "watcher", &["transfer:read"]);
+    let talker = principal(dir.path(), "talker", &["communication:read"]);
+    let server = serve(dir.path(), &[]);
+    let base = base(&server);
+    let t = pushed(dir.path(), "<script>alert(1)</script>");
+
+    // No session: pages send you to sign in, live regions say 401.
+    let r = get(&format!("{base}/console/transfers"), None).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()["location"], "/console/sign-in");
+    assert_eq!(get(&format!("{base}/console/transfers/live"), None).await.status(), 401);
+    assert_eq!(
+        get(&format!("{base}/console/transfers/live"), Some("ahp_console=forged"))
+            .await
+            .status(),
+        401
+    );
+
+    // Sign-in: a wrong key, and the right key from a foreign origin or none at all.
+    let post = |origin: Option<&'static str>, key: String| {
+        let mut req = client()
+            .post(format!("{base}/console/sign-in"))
+            .header("Content-Type", FORM)
+            .body(form(&[("key", &key)]));
+        if let Some(o) = origin {
+            req = req.header("Origin", o);
+        }
+        req.send()
+    };
+    let own: &'static str = Box::leak(base.clone().into_boxed_str());
+    assert_eq!(post(Some(own), "ahp_key_wrong".into()).await.unwrap().status(), 401);
+    assert_eq!(post(Some(own), "x".repeat(5000)).await.unwrap().status(), 413);
+    assert_eq!(
+        post(Some("http://evil.example"), reader.clone())
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
+    assert_eq!(post(None, reader.clone()).await.unwrap().status(), 403);
+    let r = client()
+        .post(format!("{base}/console/sign-in"))
+        .header("Origin", own)
+        .header("Sec-Fetch-Site", "cross-site")
+        .header("Content-Type", FORM)
+        .body(form(&[("key", reader.as_str())]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+
+    // Signed in: pages render under a strict CSP, and what key holders wrote renders as text.
+    let cookie = sign_in(&base, &reader).await;
+    let r = get(&format!("{base}/console/transfers/{t}"), Some(&cookie)).await;
+    assert_eq!(r.status(), 200);
+    let csp = r.headers()["content-security-policy"].to_str().unwrap().to_owned();
+    assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'") && !csp.contains("unsafe"));
+    let page = r.text().await.unwrap();
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{page}");
+    assert!(!page.contains("<script>alert"));
+    assert!(page.contains("inventory-api"), "credential references are shown");
+    let out = Command::new(env!("CARGO_BIN_EXE_ahp"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["transfer", "terminate", &t, "--reason", "<img src=x onerror=alert(1)>"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let page = get(&format!("{base}/console/transfers/{t}/live"), Some(&cookie))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("&lt;img src=x onerror=alert(1)&gt;") && !page.contains("<img"),
+        "{page}"
+    );
+    assert_eq!(
+        get(&format!("{base}/console/transfers?status=sideways"), Some(&cookie))
+            .await
+            .status(),
+        400
+    );
+    assert_eq!(
+        get(
+            &format!("{base}/console/transfers/tr_ffffffffffffffffffffffff"),
+            Some(&cookie)
+        )
+        .await
+        .status(),
+        404
+    );
+
+    // A foreign Host is refused (DNS rebinding), even with a session.
+    let r = client()
+        .get(format!("{base}/console/transfers"))
+        .header("Host", "evil.example")
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+
+    // Sign-out needs the session's CSRF token and the own origin.
+    let sign_out = |origin: &'static str, csrf: &str| {
+        client()
+            .post(format!("{base}/console/sign-out"))
+            .header("Origin", origin)
+            .header("Cookie", &cookie)
+            .header("Content-Type", FORM)
+            .body(form(&[("csrf", csrf)]))
+            .send()
+    };
+    assert_eq!(sign_out(own, "0000").await.unwrap().status(), 403);
+    let page = get(&format!("{base}/console/transfers"), Some(&cookie))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let csrf = page
+        .split(r#"name="csrf" value=""#)
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert_eq!(sign_out("http://evil.example", &csrf).await.unwrap().status(), 403);
+    assert_eq!(sign_out(own, &csrf).await.unwrap().status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        get(&format!("{base}/console/transfers/live"), Some(&cookie))
+            .await
+            .status(),
+        401
+    );
+
+    // A key without transfer:read sees no transfers.
+    let cookie = sign_in(&base, &talker).await;
+    let r = get(&format!("{base}/console/transfers"), Some(&cookie)).await;
+    assert_eq!(r.status(), 403);
+    assert!(!r.text().await.unwrap().contains(&t));
+    assert_eq!(
+        get(&format!("{base}/console/transfers/{t}/live"), Some(&cookie))
+            .await
+            .status(),
+        403
+    );
+
+    // Revoking a key ends its sessions at once.
+    let cookie = sign_in(&base, &reader).await;
+    let out = Command::new(env!("CARGO_BIN_EXE_ahp"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["principal", "revoke", "watcher"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        get(&format!("{base}/console/transfers/live"), Some(&cookie))
+            .await
+            .status(),
+        401
+    );
+}
+
+#[tokio::test]
+async fn a_person_watches_a_transfer_go_live_in_a_real_browser() {
+    let Some(browser) = Browser::launch().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    register_forecaster(dir.path());
+    let key = principal(dir.path(), "operator", &["transfer:read", "transfer:write"]);
+    let server = serve(dir.path(), &[]);
+    let base = base(&server);
+    let t = pushed(dir.path(), "laptop-7");
+    let shots = screenshots();
+
+    // Sign in.
+    browser.goto(&format!("{base}/console")).await;
+    assert!(browser.url().await.ends_with("/console/sign-in"));
+    browser.screenshot(&shots.join("sign-in.png")).await;
+    browser.type_into("#key", &key).await;
+    browser.click("form.signin button").await;
+    assert!(
+        browser.url().await.ends_with("/console/transfers"),
+        "{}",
+        browser.url().await
+    );
+    let listed = format!("return document.querySelector('tbody#live').textContent.includes('{t}')");
+    assert_eq!(browser.eval(&listed).await, true);
+
+    // Open the transfer; activate it over MCP and watch the page follow without a reload.
+    browser.click(&format!("a[href='/console/transfers/{t}']")).await;
+    browser
+        .wait_for(
+            "return document.querySelector('#status') !== null",
+            Duration::from_secs(5),
+        )
+        .await;
+    let count = "return Number(document.querySelector('#event-count').textContent.replace(/[()]/g, ''))";
+    let before = browser.eval(count).await.as_u64().unwrap();
+    assert_eq!(before, 3, "snapshot_created, runtime_provisioned, state_pushed");
+    browser.eval("window.__notReloaded = true; return true").await;
+
+    let activate = json!({"name": "activate", "arguments": {"transferId": t, "token": token(dir.path(), &t, TokenScope::Activate)}});
+    let r = stateless(&server.url, Some(&key), "tools/call", Some("activate"), activate).await;
+    let m = message(r).await;
+    assert_eq!(m["result"]["structuredContent"]["status"], "active", "{m}");
+    browser
+        .wait_for(
+            "return document.querySelector('#status').textContent.includes('active')",
+            Duration::from_secs(10),
+        )
+        .await;
+    assert!(browser.eval(count).await.as_u64().unwrap() > before);
+
+    // Spend from the agent's model calls extends the budget chart, one point per report.
+    let points = "return Number(document.querySelector('svg.chart').dataset.points)";
+    let drawn = browser.eval(points).await.as_u64().unwrap();
+    assert!(drawn >= 2, "the budget's opening and the activation's compute");
+    {
+        let mut store = Store::open(dir.path().join("ahp.db")).unwrap();
+        store.report_usage(&t, 12_000, "model").unwrap();
+        store.report_usage(&t, 9_000, "model").unwrap();
+    }
+    browser
+        .wait_for(&format!("{points} === {}", drawn + 2), Duration::from_secs(10))
+        .await;
+    let segments = "return document.querySelector('svg.chart polyline').getAttribute('points').split(' ').length";
+    assert_eq!(browser.eval(segments).await.as_u64().unwrap(), 2 * (drawn + 2));
+    assert_eq!(browser.eval("return window.__notReloaded === true").await, true);
+    browser.screenshot(&shots.join("transfer.png")).await;
+
+    browser.goto(&format!("{base}/console/transfers")).await;
+    browser.screenshot(&shots.join("transfers.png")).await;
+
+    // Sign out ends the session: the pages send the browser back to sign in.
+    browser.click("form.signout button").await;
+    assert!(browser.url().await.ends_with("/console/sign-in"));
+    browser.goto(&format!("{base}/console/transfers")).await;
+    assert!(browser.url().await.ends_with("/console/sign-in"));
+}
