@@ -81,13 +81,10 @@ impl FromStr for ApiScope {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|x| x.as_str() == s)
-            .ok_or_else(|| {
-                let known = Self::ALL.map(Self::as_str).join(", ");
-                Error::invalid("scope", format!("{s:?} is not a scope; the scopes are {known}"))
-            })
+        Self::ALL.into_iter().find(|x| x.as_str() == s).ok_or_else(|| {
+            let known = Self::ALL.map(Self::as_str).join(", ");
+            Error::invalid("scope", format!("{s:?} is not a scope; the scopes are {known}"))
+        })
     }
 }
 
@@ -327,6 +324,9 @@ mod tests {
         let (_, key) = s.add_principal("everything", &ApiScope::ALL).unwrap();
         assert_eq!(s.authenticate(&key).unwrap().unwrap().scopes, ApiScope::ALL);
         let err = "communication:admin".parse::<ApiScope>().unwrap_err().to_string();
-        assert!(err.contains("communication:manage") && err.contains("transfer:meter"), "{err}");
+        assert!(
+            err.contains("communication:manage") && err.contains("transfer:meter"),
+            "{err}"
+        );
     }
 }
