@@ -60,7 +60,8 @@ fn snapshot_args() -> Value {
     })
 }
 
-/// Registers the forecaster guest as `forecaster` and writes its credential into the vault.
+/// Registers the forecaster guest as `forecaster`, writes its credential into the vault and
+/// binds it to the inventory server in the operator's policy.
 pub(crate) fn register_forecaster(dir: &Path) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ahp"))
         .arg("--data-dir")
@@ -71,6 +72,15 @@ pub(crate) fn register_forecaster(dir: &Path) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8(out.stdout).unwrap().starts_with("sha256:"));
     std::fs::write(dir.join("vault").join("inventory-api"), "test-key").unwrap();
+    // The operator's policy binds (and reveals) the credential to the inventory server.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ahp"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["policy", "allow-server", "https://inventory.example.com"])
+        .args(["--credential", "inventory-api", "--reveal"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 fn token(key: &TokenKey, t: &str, scope: TokenScope) -> String {

@@ -130,6 +130,7 @@ fn activate(c: &mut Criterion) {
         .unwrap();
     assert!(added.status.success(), "{}", String::from_utf8_lossy(&added.stderr));
     std::fs::write(dir.path().join("vault/inventory-api"), "sk-bench").unwrap();
+    ahp_host::testing::policy().save(dir.path()).unwrap();
     let mut store = Store::open(dir.path().join("ahp.db"))
         .unwrap()
         .with_token_key(key.clone());
@@ -159,7 +160,9 @@ fn activate(c: &mut Criterion) {
     ));
     let vault = DirVault::open(dir.path().join("vault")).unwrap();
     std::fs::write(dir.path().join("vault/inventory-api"), "sk-bench").unwrap();
-    let sandboxes = Sandboxes::open(&SandboxConfig::new(dir.path()), db.clone(), Arc::new(vault)).unwrap();
+    let mut config = SandboxConfig::new(dir.path());
+    config.policy = ahp_host::testing::policy();
+    let sandboxes = Sandboxes::open(&config, db.clone(), Arc::new(vault)).unwrap();
     sandboxes
         .register_component_file(guests::FORECASTER, Some("forecaster"))
         .unwrap();

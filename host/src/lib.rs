@@ -4,6 +4,7 @@
 //! - [`sandbox`]: wasmtime sandboxes under tier ceilings, metered against the budget.
 //! - [`interfaces`]: the host side of each `ahp:agent` WIT interface.
 //! - [`vault`]: credential references to secrets.
+//! - [`policy`]: the operator's credential and egress policy, which snapshots can only narrow.
 //! - [`mcp`]: the transfer tools over stdio and Streamable HTTP.
 //! - [`console`]: the web console at `/console` (transfers, budgets, event logs).
 //! - [`guests`]: paths of the example guest components built by `build.rs`.
@@ -15,6 +16,7 @@ pub mod console;
 pub mod error;
 pub mod interfaces;
 pub mod mcp;
+pub mod policy;
 pub mod sandbox;
 #[doc(hidden)]
 pub mod testing;

@@ -30,6 +30,22 @@ pub fn snapshot(messages: usize, tool_state: Value) -> SnapshotInput {
     }
 }
 
+/// The operator policy [`snapshot`]'s transfers need: the inventory server reachable, with
+/// [`CRED_REF`] bound to it and revealed (the forecaster checks it has a credential).
+pub fn policy() -> crate::policy::Policy {
+    crate::policy::Policy {
+        servers: vec![crate::policy::ServerRule {
+            server: "https://inventory.example.com".into(),
+            credential: Some(crate::policy::CredentialRule {
+                cred_ref: CRED_REF.into(),
+                inject: crate::policy::Injection::default(),
+                reveal: true,
+            }),
+        }],
+        allow_networks: vec![],
+    }
+}
+
 /// The forecaster's tool state: two SKUs, one of which needs a reorder of 60.
 pub fn inventory() -> Value {
     json!({ "inventory": [

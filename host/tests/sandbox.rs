@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ahp_host::guests;
-use ahp_host::sandbox::{Ceiling, CeilingCap, SandboxConfig, Sandboxes, TurnOutcome, TurnReport};
+use ahp_host::policy::Policy;
+use ahp_host::sandbox::{Ceiling, CeilingCap, SandboxConfig, Sandboxes, TurnOutcome, TurnReport, host_resources};
 use ahp_host::store::{
     DEFAULT_TOKEN_TTL, EventKind, SnapshotInput, Store, Tier, TokenKey, TokenScope, TransferStatus,
     issue_transfer_token,
@@ -24,6 +25,16 @@ const WAT_GUESTS: &[&str] = &["table-bomb", "many-instances", "many-memories", "
 
 fn wat_guest(name: &str) -> Vec<u8> {
     std::fs::read(format!("{}/tests/guests/{name}.wat", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+/// The test host's operator policy: the snapshots' inventory server, its credential bound and
+/// revealed (the forecaster checks it has one).
+fn default_policy() -> Policy {
+    serde_json::from_value(json!({ "servers": [{
+        "server": "https://inventory.example.com",
+        "credential": { "credRef": "inventory-api", "reveal": true },
+    }]}))
+    .unwrap()
 }
 
 struct Host {
@@ -47,6 +58,7 @@ fn host_with(cap: CeilingCap, data_dir: Option<PathBuf>) -> Host {
     let mut config = SandboxConfig::new(data_dir);
     config.engine.max_live_sandboxes = 16;
     config.cap = cap;
+    config.policy = default_policy();
     let sandboxes = Sandboxes::open(&config, Arc::new(Mutex::new(db)), Arc::new(vault)).unwrap();
     for (name, path) in guests::ALL {
         sandboxes.register_component_file(path, Some(name)).unwrap();
@@ -66,6 +78,19 @@ fn host() -> Host {
 }
 
 impl Host {
+    /// Adds `servers` (each a policy `servers` entry) to the default policy, and makes
+    /// loopback reachable if `loopback`.
+    fn allow(&self, servers: Value, loopback: bool) {
+        let mut policy = default_policy();
+        let extra: Vec<ahp_host::policy::ServerRule> = serde_json::from_value(servers).unwrap();
+        policy.servers.extend(extra);
+        if loopback {
+            policy.allow_networks.push("127.0.0.0/8".into());
+        }
+        policy.validate().unwrap();
+        self.sandboxes.set_policy(policy);
+    }
+
     /// A pushed transfer running `component` at `tier` with `budget` micro-USD.
     fn pushed(&self, snap: &SnapshotInput, tier: Tier, budget: u64, component: &str) -> String {
         testing::pushed(&mut self.sandboxes.db(), &self.key, snap, tier, budget, component).unwrap()
@@ -135,19 +160,27 @@ impl Host {
     /// return at once), then runs a second turn, which must break `ceiling`: the sandbox is
     /// dropped and the transfer terminated, after the breach was audited.
     fn assert_later_turn_terminates(&self, component: &str, ceiling: Ceiling) {
-        let id = self.pushed(
-            &snapshot(0, json!({ "resumeFirst": true })),
-            Tier::Nano,
-            1_000_000,
-            component,
-        );
+        self.assert_later_turn_terminates_with(&snapshot(0, json!({ "resumeFirst": true })), component, ceiling);
+    }
+
+    /// [`assert_later_turn_terminates`](Self::assert_later_turn_terminates) with `snap`.
+    fn assert_later_turn_terminates_with(&self, snap: &SnapshotInput, component: &str, ceiling: Ceiling) {
+        let id = self.pushed(snap, Tier::Nano, 1_000_000, component);
         let first = self.activate(&id);
         assert_eq!(first.outcome, TurnOutcome::Resumed);
         assert_eq!(first.transfer.status, TransferStatus::Active);
         assert_eq!(self.sandboxes.live_count(), 1);
 
+        let started = std::time::Instant::now();
         let second = self.sandboxes.run_turn(&id).unwrap();
         assert_eq!(second.outcome, TurnOutcome::CeilingExceeded(ceiling), "{component}");
+        if ceiling == Ceiling::WallClock {
+            assert!(
+                started.elapsed() <= wall_clock_bound(Tier::Nano),
+                "{:?}",
+                started.elapsed()
+            );
+        }
         assert_eq!(second.transfer.status, TransferStatus::Terminated);
         assert_eq!(self.sandboxes.live_count(), 0, "the sandbox is dropped");
         assert!(matches!(
@@ -494,6 +527,8 @@ struct Loopback {
     url: String,
     requests: Arc<std::sync::atomic::AtomicU64>,
     body_bytes: Arc<std::sync::atomic::AtomicU64>,
+    /// The `authorization` header of each request (empty if it had none).
+    authorizations: Arc<Mutex<Vec<String>>>,
 }
 
 fn loopback() -> Loopback {
@@ -503,12 +538,13 @@ fn loopback() -> Loopback {
     let url = format!("http://127.0.0.1:{}/mcp", listener.local_addr().unwrap().port());
     let requests = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let body_bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let (r, b) = (requests.clone(), body_bytes.clone());
+    let authorizations = Arc::new(Mutex::new(Vec::new()));
+    let (r, b, a) = (requests.clone(), body_bytes.clone(), authorizations.clone());
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(conn) = conn else { return };
             let mut reader = BufReader::new(conn.try_clone().unwrap());
-            let (mut length, mut chunked) = (0usize, false);
+            let (mut length, mut chunked, mut auth) = (0usize, false, String::new());
             let mut line = String::new();
             if reader.read_line(&mut line).unwrap_or(0) == 0 {
                 continue;
@@ -523,6 +559,9 @@ fn loopback() -> Loopback {
                     length = v.trim().parse().unwrap_or(0);
                 }
                 chunked |= lower.starts_with("transfer-encoding:") && lower.contains("chunked");
+                if lower.starts_with("authorization:") {
+                    auth = line["authorization:".len()..].trim().to_owned();
+                }
             }
             let mut got = 0usize;
             let mut sink = vec![0; 64 * 1024];
@@ -551,6 +590,7 @@ fn loopback() -> Loopback {
                     got += n;
                 }
             }
+            a.lock().unwrap().push(auth);
             r.fetch_add(1, Ordering::Relaxed);
             b.fetch_add(got as u64, Ordering::Relaxed);
             let mut conn = conn;
@@ -561,6 +601,7 @@ fn loopback() -> Loopback {
         url,
         requests,
         body_bytes,
+        authorizations,
     }
 }
 
@@ -575,6 +616,7 @@ fn egress_flood() {
     use std::sync::atomic::Ordering;
     let server = loopback();
     let h = host();
+    h.allow(json!([{ "server": server.url }]), true);
     let id = h.pushed(&snapshot_for(&server.url), Tier::Nano, 1_000_000, "egress-flood");
     let report = h.activate(&id);
     // The flood was cut off at the ceiling (the guest resumes only once it was).
@@ -612,6 +654,7 @@ fn egress_denied() {
     use std::sync::atomic::Ordering;
     let server = loopback();
     let h = host();
+    h.allow(json!([{ "server": server.url }]), true);
     let id = h.pushed(&snapshot_for(&server.url), Tier::Nano, 1_000_000, "egress-denied");
     let report = h.activate(&id);
     // The guest resumes only if example.com and `localhost` were refused and its own server
@@ -619,6 +662,493 @@ fn egress_denied() {
     assert_eq!(report.outcome, TurnOutcome::Resumed, "{:?}", h.sandboxes.guest_log(&id));
     assert_eq!(server.requests.load(Ordering::Relaxed), 1);
     assert!(h.sandboxes.guest_log(&id).unwrap().contains("own server answered 200"));
+}
+
+/// The most a turn may take past its wall-clock ceiling: 10 % of it plus 100 ms.
+fn wall_clock_bound(tier: Tier) -> Duration {
+    let ceiling = tier.limits().wall_clock_per_turn;
+    ceiling + ceiling / 10 + Duration::from_millis(100)
+}
+
+impl Host {
+    /// Activates the sleeper with `tool_state` under nano, which must be stopped by the
+    /// wall-clock ceiling within its bound: the transfer back in `pushed`, the breach audited.
+    fn assert_wait_ends_with_the_turn(&self, snap: &SnapshotInput) {
+        let id = self.pushed(snap, Tier::Nano, 1_000_000, "sleeper");
+        let tok = testing::activate_token(&self.sandboxes.db(), &self.key, &id).unwrap();
+        let started = std::time::Instant::now();
+        let report = self.sandboxes.activate(&id, &tok).unwrap();
+        let took = started.elapsed();
+        let mode = &snap.tool_state["mode"];
+        assert_eq!(
+            report.outcome,
+            TurnOutcome::CeilingExceeded(Ceiling::WallClock),
+            "{mode}: {:?}",
+            self.sandboxes.guest_log(&id)
+        );
+        assert!(took <= wall_clock_bound(Tier::Nano), "{mode}: the turn took {took:?}");
+        assert!(
+            took >= Tier::Nano.limits().wall_clock_per_turn,
+            "{mode}: ended early, {took:?}"
+        );
+        assert_eq!(report.transfer.status, TransferStatus::Pushed);
+        assert!(!report.transfer.activating);
+        let breaches = self.events(&id, EventKind::CeilingExceeded);
+        assert_eq!(breaches.len(), 1, "{breaches:?}");
+        assert_eq!(breaches[0]["ceiling"], "wall_clock_per_turn");
+        assert_eq!(breaches[0]["limit"], 2_000);
+        let failed = self.events(&id, EventKind::ActivationFailed);
+        assert_eq!(failed[0]["reason"], "ceiling exceeded: wall_clock_per_turn");
+        assert_eq!(self.sandboxes.live_count(), 0, "the sandbox is dropped");
+    }
+}
+
+/// A loopback HTTP server that reads each request and then stalls: with `head`, after sending
+/// a response head announcing 1,000 body bytes and 10 of them; without, before answering at
+/// all. Connections stay open for a minute.
+fn stalling_server(head: bool) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://127.0.0.1:{}/mcp", listener.local_addr().unwrap().port());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                    line.clear();
+                }
+                if head {
+                    let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\n0123456789");
+                }
+                std::thread::sleep(Duration::from_secs(60));
+            });
+        }
+    });
+    url
+}
+
+#[test]
+fn sleeper() {
+    let h = host();
+    for mode in ["sleep", "poll", "block"] {
+        h.assert_wait_ends_with_the_turn(&snapshot(0, json!({ "mode": mode })));
+    }
+    h.assert_serves_a_forecaster();
+}
+
+#[test]
+fn a_guest_blocked_on_a_stalled_response_body_ends_with_the_turn() {
+    let h = host();
+    let url = stalling_server(true);
+    h.allow(json!([{ "server": url }]), true);
+    let mut snap = snapshot_for(&url);
+    snap.tool_state = json!({ "mode": "stream" });
+    h.assert_wait_ends_with_the_turn(&snap);
+    h.assert_serves_a_forecaster();
+}
+
+#[test]
+fn a_guest_waiting_for_http_responses_ends_with_the_turn() {
+    let h = host();
+    let url = stalling_server(false);
+    h.allow(json!([{ "server": url }]), true);
+    let mut snap = snapshot_for(&url);
+    snap.tool_state = json!({ "mode": "http" });
+    h.assert_wait_ends_with_the_turn(&snap);
+    h.assert_serves_a_forecaster();
+}
+
+#[test]
+fn a_blocking_wait_on_a_later_turn_terminates_the_transfer() {
+    let h = host();
+    let started = std::time::Instant::now();
+    h.assert_later_turn_terminates_with(
+        &snapshot(0, json!({ "mode": "sleep", "resumeFirst": true })),
+        "sleeper",
+        Ceiling::WallClock,
+    );
+    // Two activations and a forecaster besides the blocked turn.
+    assert!(started.elapsed() < wall_clock_bound(Tier::Nano) + Duration::from_secs(2));
+}
+
+#[test]
+fn resource_hoarder() {
+    let h = host();
+    let capacity = host_resources::table_capacity(Tier::Nano.limits());
+    // At the limit: every entry the table has.
+    let id = h.pushed(
+        &snapshot(0, json!({ "count": capacity })),
+        Tier::Nano,
+        1_000_000,
+        "resource-hoarder",
+    );
+    let report = h.activate(&id);
+    assert_eq!(report.outcome, TurnOutcome::Resumed, "{capacity} fields fit");
+    assert!(h.sandboxes.drop_sandbox(&id));
+    // One past it, and the issue's 8,000.
+    for count in [capacity + 1, 8_000] {
+        let id = h.pushed(
+            &snapshot(0, json!({ "count": count })),
+            Tier::Nano,
+            1_000_000,
+            "resource-hoarder",
+        );
+        let report = h.activate(&id);
+        assert_eq!(
+            report.outcome,
+            TurnOutcome::CeilingExceeded(Ceiling::HostResources),
+            "{count}"
+        );
+        assert_eq!(report.transfer.status, TransferStatus::Pushed);
+        let breaches = h.events(&id, EventKind::CeilingExceeded);
+        assert_eq!(breaches.len(), 1, "{breaches:?}");
+        assert_eq!(breaches[0]["ceiling"], "host_resources");
+        assert_eq!(breaches[0]["limit"], capacity);
+        assert_eq!(breaches[0]["entryBytes"], host_resources::MAX_ENTRY_BYTES);
+        assert_eq!(
+            h.events(&id, EventKind::ActivationFailed)[0]["reason"],
+            "ceiling exceeded: host_resources"
+        );
+    }
+    assert_eq!(h.sandboxes.live_count(), 0);
+    h.assert_serves_a_forecaster();
+}
+
+/// `VmRSS` or `VmHWM` of this process, in bytes.
+fn proc_status_bytes(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib * 1024
+}
+
+/// The number a probe printed after `key` (libtest may print it after its own `test … `).
+fn probe_value(stdout: &str, key: &str) -> u64 {
+    let rest = stdout
+        .split(key)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {key} in {stdout}"));
+    rest.chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap()
+}
+
+/// Slack over a sandbox's documented host bound for the rest of the process during one
+/// activation: the guest's own linear memory (the hoarder touches ~1 MiB), the audit rows,
+/// allocator fragmentation.
+const PROCESS_SLACK_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Run alone in a child process (see the test below) so no other test's memory is counted.
+#[test]
+#[ignore = "run by host_rss_stays_bounded_while_a_guest_hoards_resources in its own process"]
+fn hoarder_rss_probe() {
+    let h = host();
+    h.assert_serves_a_forecaster();
+    let id = h.pushed(
+        &snapshot(0, json!({ "count": 8_000 })),
+        Tier::Nano,
+        1_000_000,
+        "resource-hoarder",
+    );
+    let tok = testing::activate_token(&h.sandboxes.db(), &h.key, &id).unwrap();
+    // Reset the peak (VmHWM) to the current RSS, then take the peak over the activation.
+    std::fs::write("/proc/self/clear_refs", "5").unwrap();
+    let before = proc_status_bytes("VmRSS:");
+    let report = h.sandboxes.activate(&id, &tok).unwrap();
+    let peak = proc_status_bytes("VmHWM:");
+    assert_eq!(report.outcome, TurnOutcome::CeilingExceeded(Ceiling::HostResources));
+    println!("rss_growth_bytes={}", peak.saturating_sub(before));
+}
+
+#[test]
+fn host_rss_stays_bounded_while_a_guest_hoards_resources() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "hoarder_rss_probe",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let growth = probe_value(&stdout, "rss_growth_bytes=");
+    let bound = host_resources::host_bytes_bound(Tier::Nano.limits()) + PROCESS_SLACK_BYTES;
+    // Before the ceiling the same guest grew the host by ~940 MB.
+    assert!(growth <= bound, "peak RSS grew {growth} bytes; the bound is {bound}");
+    eprintln!(
+        "peak RSS growth while hoarding: {} KiB (bound {} KiB)",
+        growth / 1024,
+        bound / 1024
+    );
+}
+
+/// Whether the prober's `log` says its GET of `url` was refused with the error `code`.
+fn refused_with(log: &str, url: &str, code: &str) -> bool {
+    log.lines()
+        .any(|l| l.starts_with(&format!("GET {url} -> refused: ")) && l.contains(code))
+}
+
+/// A snapshot listing `servers` as `(url, credRef)`.
+fn snapshot_with(servers: &[(&str, &str)]) -> SnapshotInput {
+    let mut s = snapshot(0, json!({}));
+    s.mcp_config = servers
+        .iter()
+        .map(|(server, cred_ref)| ahp_host::store::McpServer {
+            server: (*server).to_owned(),
+            cred_ref: (*cred_ref).to_owned(),
+        })
+        .collect();
+    s
+}
+
+impl Host {
+    /// Runs the egress prober over `snap` and returns its log (it always resumes).
+    fn probe(&self, snap: &SnapshotInput) -> (String, String) {
+        let id = self.pushed(snap, Tier::Nano, 1_000_000, "egress-prober");
+        let report = self.activate(&id);
+        assert_eq!(report.outcome, TurnOutcome::Resumed);
+        let log = self.sandboxes.guest_log(&id).unwrap();
+        assert!(self.sandboxes.drop_sandbox(&id));
+        (id, log)
+    }
+}
+
+#[test]
+fn egress_prober() {
+    // Metadata, loopback (by address and by name) and private destinations are refused by
+    // default, on the address the name resolves to — even though the policy lists each server.
+    use std::sync::atomic::Ordering;
+    let server = loopback();
+    let port = server
+        .url
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let by_name = format!("http://localhost:{port}/mcp");
+    let targets = [
+        "http://169.254.169.254/latest/meta-data",
+        server.url.as_str(),
+        by_name.as_str(),
+        "http://10.0.0.1/mcp",
+        "http://192.168.1.1/mcp",
+        "http://[::1]:9/mcp",
+    ];
+    let h = host();
+    let rules: Vec<Value> = targets.iter().map(|t| json!({ "server": t })).collect();
+    h.allow(Value::Array(rules), false);
+    let snap = snapshot_with(&targets.map(|t| (t, "inventory-api")));
+    let (_, log) = h.probe(&snap);
+    for t in targets {
+        assert!(refused_with(&log, t, "DestinationIpProhibited"), "{t}: {log}");
+    }
+    assert_eq!(
+        server.requests.load(Ordering::Relaxed),
+        0,
+        "nothing reached the loopback server"
+    );
+}
+
+#[test]
+fn an_injected_credential_reaches_the_server_and_never_the_guest() {
+    use std::sync::atomic::Ordering;
+    let server = loopback();
+    let h = host();
+    // The operator binds inventory-api to the loopback server, injected and not revealed, and
+    // lets this test reach loopback.
+    h.allow(
+        json!([{ "server": server.url, "credential": { "credRef": "inventory-api" } }]),
+        true,
+    );
+    let (id, log) = h.probe(&snapshot_with(&[(&server.url, "inventory-api")]));
+    assert!(log.contains(&format!("GET {} -> 200 (2 bytes)", server.url)), "{log}");
+    assert_eq!(*server.authorizations.lock().unwrap(), [format!("Bearer {SECRET}")]);
+    assert!(
+        log.contains("resolve inventory-api -> refused: NotAllowed(\"the operator's policy injects it"),
+        "{log}"
+    );
+    assert!(!log.contains(SECRET), "{log}");
+    let events = h.sandboxes.db().get_status(&id).unwrap().events;
+    let injected: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.kind == EventKind::CredentialResolved)
+        .map(|e| &e.detail)
+        .collect();
+    assert_eq!(
+        injected,
+        [&json!({ "credRef": "inventory-api", "server": server.url.replace("/mcp", ""), "use": "injected" })]
+    );
+    assert!(!serde_json::to_string(&events).unwrap().contains(SECRET));
+    assert_eq!(server.requests.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn a_snapshot_cannot_use_a_credential_the_policy_does_not_bind_to_that_server() {
+    let server = loopback();
+    let h = host();
+    // The policy binds `crm-key` to the loopback server; the snapshot names inventory-api for
+    // it (which the policy binds, and reveals, only for the inventory server), and names a
+    // server the policy does not list at all.
+    std::fs::write(h._dir.path().join("vault/crm-key"), "crm-secret").unwrap();
+    h.allow(
+        json!([{ "server": server.url, "credential": { "credRef": "crm-key", "reveal": true } }]),
+        true,
+    );
+    let (_, log) = h.probe(&snapshot_with(&[
+        (&server.url, "inventory-api"),
+        ("http://127.0.0.1:9/other", "crm-key"),
+    ]));
+    assert!(log.contains(&format!("GET {} -> 200", server.url)), "reachable: {log}");
+    assert_eq!(*server.authorizations.lock().unwrap(), [""], "no credential injected");
+    assert!(
+        log.contains("resolve inventory-api -> refused: NotAllowed(\"the operator's policy does not bind it"),
+        "{log}"
+    );
+    assert!(
+        refused_with(&log, "http://127.0.0.1:9/other", "HttpRequestDenied"),
+        "{log}"
+    );
+    assert!(
+        log.contains("resolve crm-key -> refused: NotAllowed(\"the operator's policy does not bind it"),
+        "{log}"
+    );
+    assert!(!log.contains(SECRET) && !log.contains("crm-secret"));
+}
+
+/// The hostile guests of the stress test, with the tool state that makes each misbehave.
+const HOSTILE: &[(&str, &str)] = &[
+    ("sleeper", r#"{"mode": "sleep"}"#),
+    ("loop-forever", "{}"),
+    ("memory-bomb", "{}"),
+    ("resource-hoarder", r#"{"count": 8000}"#),
+    ("deep-recursion", "{}"),
+];
+
+/// Documented bound of the stress test: each of the 50 hostile `nano` guests may make the host
+/// hold at most its linear memory ceiling plus its host-resource bound; 64 MiB more for the
+/// honest activations, the audit rows and the allocator.
+fn stress_rss_bound(hostile: u64) -> u64 {
+    let nano = Tier::Nano.limits();
+    hostile * (nano.memory_bytes + host_resources::host_bytes_bound(nano)) + 64 * 1024 * 1024
+}
+
+/// Run alone in a child process (see the test below) so no other test's memory is counted.
+#[test]
+#[ignore = "run by fifty_hostile_guests_beside_honest_activations in its own process"]
+fn stress_probe() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = TokenKey::random();
+    let db = Store::open_in_memory().unwrap().with_token_key(key.clone());
+    let vault = DirVault::open(dir.path().join("vault")).unwrap();
+    std::fs::write(dir.path().join("vault/inventory-api"), SECRET).unwrap();
+    let mut config = SandboxConfig::new(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandbox-cache"));
+    config.engine.max_live_sandboxes = 96;
+    config.policy = default_policy();
+    let sandboxes = Arc::new(Sandboxes::open(&config, Arc::new(Mutex::new(db)), Arc::new(vault)).unwrap());
+    for (name, path) in guests::ALL {
+        sandboxes.register_component_file(path, Some(name)).unwrap();
+    }
+    let pushed = |tool_state: &str, tier: Tier, component: &str| {
+        let snap = snapshot(2, serde_json::from_str(tool_state).unwrap());
+        let id = testing::pushed(&mut sandboxes.db(), &key, &snap, tier, 1_000_000, component).unwrap();
+        let tok = testing::activate_token(&sandboxes.db(), &key, &id).unwrap();
+        (id, tok)
+    };
+    let hostile: Vec<(String, String, &str)> = (0..50)
+        .map(|i| {
+            let (component, state) = HOSTILE[i % HOSTILE.len()];
+            let (id, tok) = pushed(state, Tier::Nano, component);
+            (id, tok, component)
+        })
+        .collect();
+    let inventory = serde_json::to_string(&inventory()).unwrap();
+    std::fs::write("/proc/self/clear_refs", "5").unwrap();
+    let before = proc_status_bytes("VmRSS:");
+    let started = std::time::Instant::now();
+    let threads: Vec<_> = hostile
+        .into_iter()
+        .map(|(id, tok, component)| {
+            let s = sandboxes.clone();
+            std::thread::spawn(move || (component, s.activate(&id, &tok).unwrap().outcome))
+        })
+        .collect();
+    // Honest activations (small tier: 15 s of wall clock on a shared 2-core machine) while the
+    // hostile guests run, one after another on two threads.
+    let honest: Vec<_> = (0..2)
+        .map(|_| {
+            let jobs: Vec<(String, String)> = (0..5).map(|_| pushed(&inventory, Tier::Small, "forecaster")).collect();
+            let s = sandboxes.clone();
+            std::thread::spawn(move || {
+                jobs.into_iter()
+                    .map(|(id, tok)| {
+                        let r = s.activate(&id, &tok).unwrap();
+                        assert!(s.drop_sandbox(&id) || r.outcome != TurnOutcome::Resumed);
+                        r.outcome
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for t in honest {
+        for outcome in t.join().unwrap() {
+            assert_eq!(outcome, TurnOutcome::Resumed, "an honest activation failed");
+        }
+    }
+    for t in threads {
+        let (component, outcome) = t.join().unwrap();
+        assert!(
+            matches!(outcome, TurnOutcome::CeilingExceeded(_)),
+            "{component} was not stopped by a ceiling: {outcome:?}"
+        );
+    }
+    let peak = proc_status_bytes("VmHWM:");
+    assert_eq!(sandboxes.live_count(), 0);
+    println!("elapsed_ms={}", started.elapsed().as_millis());
+    println!("rss_growth_bytes={}", peak.saturating_sub(before));
+}
+
+#[test]
+fn fifty_hostile_guests_beside_honest_activations() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "stress_probe",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let value = |key: &str| probe_value(&stdout, key);
+    let growth = value("rss_growth_bytes=");
+    let bound = stress_rss_bound(50);
+    assert!(growth <= bound, "peak RSS grew {growth} bytes; the bound is {bound}");
+    eprintln!(
+        "stress: 50 hostile + 10 honest in {} ms, peak RSS growth {} MiB (bound {} MiB)",
+        value("elapsed_ms="),
+        growth >> 20,
+        bound >> 20
+    );
 }
 
 /// Every guest built from `examples/` has a test of its own name in this file.

@@ -23,6 +23,7 @@ pub(crate) fn host(configure: impl FnOnce(&mut SandboxConfig)) -> Bench {
     let vault = DirVault::open(dir.path().join("vault")).unwrap();
     std::fs::write(dir.path().join("vault/inventory-api"), "sk-bench").unwrap();
     let mut config = SandboxConfig::new(dir.path().join("data"));
+    config.policy = testing::policy();
     configure(&mut config);
     let sandboxes = Sandboxes::open(&config, Arc::new(Mutex::new(db)), Arc::new(vault)).unwrap();
     for (name, path) in guests::ALL {

@@ -1,9 +1,11 @@
-//! The data directory: where the database, the token key, the vault and the component cache live.
+//! The data directory: where the database, the token key, the vault, the operator's policy and
+//! the component cache live.
 
 use std::path::{Path, PathBuf};
 
 use std::sync::{Arc, Mutex};
 
+use ahp_host::policy::Policy;
 use ahp_host::sandbox::{SandboxConfig, Sandboxes};
 use ahp_host::vault::DirVault;
 use ahp_store::{Store, TokenKey};
@@ -84,6 +86,11 @@ impl DataDir {
         }
     }
 
+    /// The operator's policy (`policy.json`; the empty policy if there is none).
+    pub(crate) fn policy(&self) -> anyhow::Result<Policy> {
+        Ok(Policy::load(&self.0)?)
+    }
+
     /// The vault directory.
     pub(crate) fn vault_dir(&self) -> PathBuf {
         self.0.join(VAULT_DIR)
@@ -93,8 +100,10 @@ impl DataDir {
     pub(crate) fn open_host(&self) -> anyhow::Result<(Arc<Mutex<Store>>, Arc<Sandboxes>)> {
         let store = Arc::new(Mutex::new(self.open_store()?));
         let vault = DirVault::open(self.vault_dir()).context("opening the vault")?;
-        let sandboxes = Sandboxes::open(&SandboxConfig::new(&self.0), store.clone(), Arc::new(vault))
-            .context("starting the sandbox engine")?;
+        let mut config = SandboxConfig::new(&self.0);
+        config.policy = self.policy()?;
+        let sandboxes =
+            Sandboxes::open(&config, store.clone(), Arc::new(vault)).context("starting the sandbox engine")?;
         Ok((store, Arc::new(sandboxes)))
     }
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use ahp_host::activation::activate;
 use ahp_host::guests::FORECASTER_WASM;
+use ahp_host::policy::{POLICY_FILE, Policy};
 use ahp_store::{
     DEFAULT_TOKEN_TTL, McpServer, Message, SnapshotInput, Store, Tier, TokenScope, Transfer, issue_transfer_token,
 };
@@ -79,6 +80,15 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: DemoArgs) -> anyhow::Result<(
         None => Some(tempfile::tempdir().context("creating a temporary data directory")?),
     };
     let dir = DataDir::at(data_dir.unwrap_or_else(|| temp.as_ref().expect("set above").path().to_path_buf()))?;
+    if !dir.path().join(POLICY_FILE).exists() {
+        // The operator's side of the demo: the inventory server may be reached, with the
+        // credential bound to it and revealed to the forecaster (which checks it is there).
+        let policy: Policy = serde_json::from_value(json!({ "servers": [{
+            "server": "https://inventory.example.com",
+            "credential": { "credRef": "inventory-api", "reveal": true },
+        }]}))?;
+        policy.save(dir.path())?;
+    }
     let (shared, sandboxes) = dir.open_host()?;
     let key = dir.token_key()?;
     // The credential the snapshot refers to, as the destination's vault holds it.

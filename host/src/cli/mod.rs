@@ -3,6 +3,7 @@
 mod component;
 mod data_dir;
 mod demo;
+mod policy;
 mod principal;
 mod reap;
 mod serve;
@@ -44,6 +45,9 @@ enum Command {
     /// Manage the API keys of the HTTP transport.
     #[command(subcommand)]
     Principal(principal::PrincipalCommand),
+    /// The operator's credential and egress policy.
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
     /// Inspect and end transfers.
     #[command(subcommand)]
     Transfer(transfer::TransferCommand),
@@ -64,6 +68,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
                 Command::Component(c) => component::run(&dir, c),
                 Command::Principal(c) => principal::run(&dir, c),
                 Command::Transfer(c) => transfer::run(&dir, c),
+                Command::Policy(c) => policy::run(&dir, c),
                 Command::Reap(args) => reap::run(&dir, args),
                 Command::Serve(args) => serve::run(&dir, args),
                 Command::Demo(_) => unreachable!("handled above"),

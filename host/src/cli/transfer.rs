@@ -1,5 +1,6 @@
 //! `ahp transfer list|show|terminate`: what an operator needs to see and end transfers.
 
+use ahp_host::policy::{Origin, Policy};
 use ahp_store::{Transfer, TransferStatus};
 use clap::Subcommand;
 
@@ -17,7 +18,8 @@ pub(crate) enum TransferCommand {
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..=1000))]
         limit: u16,
     },
-    /// Show one transfer: its state, budget and full event log.
+    /// Show one transfer: its state, budget, MCP servers and credential references (never a
+    /// value) with what the operator's policy grants them, and the full event log.
     Show {
         /// The transfer (tr_…).
         id: String,
@@ -77,6 +79,8 @@ pub(crate) fn run(dir: &DataDir, command: TransferCommand) -> anyhow::Result<()>
                     );
                 }
                 println!();
+                print!("{}", servers(&store.snapshot(&id)?.mcp_config, &dir.policy()?));
+                println!();
                 print!("{}", table::events(&report.events));
             }
         }
@@ -86,6 +90,28 @@ pub(crate) fn run(dir: &DataDir, command: TransferCommand) -> anyhow::Result<()>
         }
     }
     Ok(())
+}
+
+/// The snapshot's MCP servers and credential references (never a value), each with what the
+/// operator's policy grants for it.
+fn servers(mcp_config: &[ahp_store::McpServer], policy: &Policy) -> String {
+    let grants = policy.grants(mcp_config);
+    let rows: Vec<Vec<String>> = mcp_config
+        .iter()
+        .map(|m| {
+            let grant = Origin::parse(&m.server).ok().and_then(|o| grants.server(&o).cloned());
+            let policy = match grant {
+                None => "not reachable: not in the operator's policy".to_owned(),
+                Some(g) => match g.credential {
+                    Some(c) if c.reveal => "reachable; credential injected and revealed".to_owned(),
+                    Some(_) => "reachable; credential injected by the host".to_owned(),
+                    None => "reachable; the policy binds no credential to it for this ref".to_owned(),
+                },
+            };
+            vec![m.server.clone(), m.cred_ref.clone(), policy]
+        })
+        .collect();
+    table::render(&["server", "credRef", "policy"], &rows)
 }
 
 /// The transfer's fields, one per line.

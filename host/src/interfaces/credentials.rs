@@ -1,5 +1,11 @@
-//! `ahp:agent/credentials`: credential references resolved through the vault, allowed only
-//! for the refs the guest's own snapshot lists, every attempt audited without its value.
+//! `ahp:agent/credentials`: credential references resolved through the vault, every attempt
+//! audited without its value.
+//!
+//! A value is handed to the guest only where the operator's policy says so: the snapshot lists
+//! the ref for a server, the policy binds that very ref to that server, *and* marks it
+//! `reveal`. A credential the policy binds without revealing is still used — the host injects
+//! it into the server's requests (`sandbox::egress`) — but never enters the sandbox. A value
+//! whose `credential_resolved` audit row cannot be written is not handed out.
 
 use ahp_store::EventKind;
 use ahp_store::snapshot::{MAX_CRED_REF_BYTES, validate_cred_ref};
@@ -20,27 +26,32 @@ impl Host for SandboxState {
         }
         let refusal = if let Err(rule) = validate_cred_ref(&cred_ref) {
             Some(format!("malformed reference: {rule}"))
-        } else if !self.allowed_refs.contains(&cred_ref) {
+        } else if !self.snapshot.mcp_config.iter().any(|s| s.cred_ref == cred_ref) {
             Some("not listed by any MCP server of this transfer's snapshot".to_owned())
+        } else if !self.grants.binds(&cred_ref) {
+            Some("the operator's policy does not bind it to this transfer's servers".to_owned())
+        } else if !self.grants.reveals(&cred_ref) {
+            Some("the operator's policy injects it into its server's requests and does not reveal it".to_owned())
         } else {
             None
         };
         if let Some(reason) = refusal {
-            self.audit(EventKind::CredentialDenied, &cred_ref, Some(&reason));
+            let _ = self.audit(EventKind::CredentialDenied, &cred_ref, Some(&reason));
             return Err(Error::NotAllowed(reason));
         }
         match self.vault.resolve(&cred_ref) {
-            Ok(value) => {
-                self.audit(EventKind::CredentialResolved, &cred_ref, None);
-                Ok(Credential { cred_ref, value })
-            }
+            Ok(value) => match self.audit(EventKind::CredentialResolved, &cred_ref, None) {
+                Ok(()) => Ok(Credential { cred_ref, value }),
+                // Not audited, not handed out.
+                Err(e) => Err(Error::Unavailable(format!("the resolution could not be audited: {e}"))),
+            },
             Err(vault::Error::NotFound(_)) => {
-                self.audit(EventKind::CredentialDenied, &cred_ref, Some("not in the vault"));
+                let _ = self.audit(EventKind::CredentialDenied, &cred_ref, Some("not in the vault"));
                 Err(Error::NotFound)
             }
             Err(e) => {
                 tracing::error!(transfer = %self.transfer, error = %e, "vault failure");
-                self.audit(EventKind::CredentialDenied, &cred_ref, Some("vault unavailable"));
+                let _ = self.audit(EventKind::CredentialDenied, &cred_ref, Some("vault unavailable"));
                 Err(Error::Unavailable(e.to_string()))
             }
         }
@@ -48,7 +59,8 @@ impl Host for SandboxState {
 }
 
 impl SandboxState {
-    fn audit(&self, kind: EventKind, cred_ref: &str, reason: Option<&str>) {
+    /// Records a resolution attempt (never the value).
+    fn audit(&self, kind: EventKind, cred_ref: &str, reason: Option<&str>) -> Result<(), ahp_store::Error> {
         // The ref comes from the guest: keep at most a bounded prefix of it in the log.
         let mut shown: String = cred_ref.chars().take(MAX_CRED_REF_BYTES).collect();
         if shown.len() < cred_ref.len() {
@@ -58,9 +70,11 @@ impl SandboxState {
         if let Some(reason) = reason {
             detail["reason"] = json!(reason);
         }
-        if let Err(e) = self.db(|db| db.record_event(&self.transfer, kind, detail)) {
+        let recorded = self.db(|db| db.record_event(&self.transfer, kind, detail));
+        if let Err(e) = &recorded {
             tracing::error!(transfer = %self.transfer, error = %e, "could not audit a credential resolution");
         }
+        recorded.map(|_| ())
     }
 }
 
@@ -96,5 +110,32 @@ mod tests {
             st.resolve("inventory-api".into()).unwrap();
         }
         assert!(matches!(st.resolve("inventory-api".into()), Err(Error::NotAllowed(_))));
+    }
+
+    #[test]
+    fn the_policy_decides_what_is_revealed_and_an_unaudited_value_is_not_handed_out() {
+        let (mut st, dir) = state(0, ahp_store::Tier::Nano);
+        std::fs::write(dir.path().join("vault/inventory-api"), b"sk").unwrap();
+        let mcp_config = st.snapshot.mcp_config.clone();
+        let grants = |credential: serde_json::Value| {
+            let policy: crate::policy::Policy = serde_json::from_value(serde_json::json!({ "servers": [
+                { "server": "https://inventory.example.com", "credential": credential },
+            ]}))
+            .unwrap();
+            std::sync::Arc::new(policy.grants(&mcp_config))
+        };
+        // Bound and injected, not revealed.
+        st.grants = grants(serde_json::json!({ "credRef": "inventory-api" }));
+        assert!(
+            matches!(st.resolve("inventory-api".into()), Err(Error::NotAllowed(r)) if r.contains("does not reveal"))
+        );
+        // The policy binds another ref to that server: the snapshot's cannot be used.
+        st.grants = grants(serde_json::json!({ "credRef": "crm-key", "reveal": true }));
+        assert!(matches!(st.resolve("inventory-api".into()), Err(Error::NotAllowed(r)) if r.contains("does not bind")));
+        // Revealed — unless its audit cannot be written.
+        st.grants = grants(serde_json::json!({ "credRef": "inventory-api", "reveal": true }));
+        assert_eq!(st.resolve("inventory-api".into()).unwrap().value, b"sk");
+        st.transfer = "tr_not_in_the_store".into();
+        assert!(matches!(st.resolve("inventory-api".into()), Err(Error::Unavailable(_))));
     }
 }

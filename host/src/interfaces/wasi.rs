@@ -15,10 +15,17 @@
 use wasmtime::component::{HasData, Linker, ResourceTable};
 use wasmtime_wasi::cli::{WasiCli, WasiCliView};
 use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
-use wasmtime_wasi::p2::bindings::{cli, clocks, random, sync};
+use wasmtime_wasi::p2::bindings::{cli, clocks, io, random};
 use wasmtime_wasi::random::{WasiRandom, WasiRandomView};
 
+use wasmtime::StoreContextMut;
+
+use crate::sandbox::host_resources::MAX_REQUEST_NAME_BYTES;
 use crate::sandbox::state::SandboxState;
+
+/// The `wasi:http/types` instance as wasmtime-wasi-http 48 links it (guests importing any
+/// `0.2.x` are matched to it).
+const HTTP_TYPES: &str = "wasi:http/types@0.2.12";
 
 /// Every WASI interface the host links, without version (any `0.2.x` the linker accepts).
 ///
@@ -76,14 +83,56 @@ pub(crate) fn add_to_linker(l: &mut Linker<SandboxState>) -> wasmtime::Result<()
     cli::terminal_stdin::add_to_linker::<S, WasiCli>(l, S::cli)?;
     cli::terminal_stdout::add_to_linker::<S, WasiCli>(l, S::cli)?;
     cli::terminal_stderr::add_to_linker::<S, WasiCli>(l, S::cli)?;
-    sync::io::error::add_to_linker::<S, Io>(l, table)?;
-    sync::io::poll::add_to_linker::<S, Io>(l, table)?;
-    sync::io::streams::add_to_linker::<S, Io>(l, table)?;
+    // The async `wasi:io`: a guest blocked in `poll` or on a stream waits in a future, which
+    // the turn's wall-clock timeout drops (see `sandbox`), instead of blocking a host thread.
+    io::error::add_to_linker::<S, Io>(l, table)?;
+    io::poll::add_to_linker::<S, Io>(l, table)?;
+    io::streams::add_to_linker::<S, Io>(l, table)?;
     clocks::monotonic_clock::add_to_linker::<S, WasiClocks>(l, S::clocks)?;
     clocks::wall_clock::add_to_linker::<S, WasiClocks>(l, S::clocks)?;
     random::random::add_to_linker::<S, WasiRandom>(l, S::random)?;
     random::insecure_seed::add_to_linker::<S, WasiRandom>(l, S::random)?;
-    // `wasi:http/types` and `wasi:http/outgoing-handler`, through the egress hooks.
-    wasmtime_wasi_http::p2::add_only_http_to_linker_sync(l)?;
+    // `wasi:http/types` and `wasi:http/outgoing-handler`, through the egress hooks (async, like
+    // `wasi:io`: every wait on the network is a future the turn's timeout can drop).
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(l)?;
+    bound_request_names(l)?;
+    Ok(())
+}
+
+/// Replaces `outgoing-request.set-authority` and `set-method` with versions that refuse (the
+/// WIT `err`, as for an invalid value) an authority or method longer than
+/// [`MAX_REQUEST_NAME_BYTES`]: wasmtime-wasi-http keeps any length, and a request is a
+/// resource-table entry the host holds for the guest (see `sandbox::host_resources`).
+fn bound_request_names(l: &mut Linker<SandboxState>) -> wasmtime::Result<()> {
+    use wasmtime::component::Resource;
+    use wasmtime_wasi_http::WasiHttpView;
+    use wasmtime_wasi_http::p2::bindings::http::types::{HostOutgoingRequest as _, Method};
+    use wasmtime_wasi_http::p2::types::HostOutgoingRequest;
+
+    type Request = Resource<HostOutgoingRequest>;
+    let fits = |s: &str| s.len() <= MAX_REQUEST_NAME_BYTES;
+    l.allow_shadowing(true);
+    let mut types = l.instance(HTTP_TYPES)?;
+    types.func_wrap(
+        "[method]outgoing-request.set-authority",
+        move |mut cx: StoreContextMut<'_, SandboxState>, (req, authority): (Request, Option<String>)| {
+            if !authority.as_deref().is_none_or(fits) {
+                return Ok((Err(()),));
+            }
+            Ok((cx.data_mut().http().set_authority(req, authority)?,))
+        },
+    )?;
+    types.func_wrap(
+        "[method]outgoing-request.set-method",
+        move |mut cx: StoreContextMut<'_, SandboxState>, (req, method): (Request, Method)| {
+            if let Method::Other(m) = &method
+                && !fits(m)
+            {
+                return Ok((Err(()),));
+            }
+            Ok((cx.data_mut().http().set_method(req, method)?,))
+        },
+    )?;
+    l.allow_shadowing(false);
     Ok(())
 }

@@ -40,6 +40,7 @@ impl RawRunner {
             .tier
             .ok_or_else(|| Error::NotProvisioned(transfer.id.clone()))?;
         let snapshot = Arc::new(sandboxes.db().snapshot(&transfer.id)?);
+        let grants = Arc::new(sandboxes.policy().grants(&snapshot.mcp_config));
         let (db, vault, id) = (sandboxes.db.clone(), sandboxes.vault.clone(), transfer.id.clone());
         let make_state = Box::new(move || {
             SandboxState::new(
@@ -47,6 +48,7 @@ impl RawRunner {
                 snapshot.clone(),
                 tier.limits(),
                 *tier.limits(),
+                grants.clone(),
                 db.clone(),
                 vault.clone(),
             )
@@ -66,13 +68,12 @@ impl RawRunner {
     /// A trap or instantiation failure.
     pub fn run(&self) -> Result<(bool, std::time::Duration), Error> {
         let mut store = wasmtime::Store::new(&self.engine, (self.make_state)());
-        let agent = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| Error::Wasmtime(format!("{e:#}")))?;
-        let r = agent
-            .call_resume(&mut store)
-            .map_err(|e| Error::Wasmtime(format!("{e:#}")))?;
+        // The same async call path as the sandbox's (its linker's `wasi:io` is async).
+        let r = wasmtime_wasi::runtime::in_tokio(async {
+            let agent = self.pre.instantiate_async(&mut store).await?;
+            agent.call_resume(&mut store).await
+        })
+        .map_err(|e| Error::Wasmtime(format!("{e:#}")))?;
         Ok((r.is_ok(), store.data().store_time.get()))
     }
 }

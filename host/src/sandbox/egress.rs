@@ -1,9 +1,15 @@
-//! Egress: outgoing HTTP through `wasmtime-wasi-http`, allowed only to the snapshot's MCP
-//! servers and counted against the tier's egress ceiling.
+//! Egress: outgoing HTTP through `wasmtime-wasi-http`, allowed only to the servers both the
+//! operator's policy and the snapshot name ([`Grants`]), with their credentials injected by
+//! the host, and counted against the tier's egress ceiling.
 //!
 //! Every request goes through [`EgressHooks::send_request`] (the `WasiHttpHooks` hook). It is
-//! refused (`HTTP-request-denied`) unless its scheme is http(s) and its host and port are those
-//! of one of the snapshot's MCP server URLs; it is also refused once the guest has tried to pass the ceiling.
+//! refused (`HTTP-request-denied`) unless its scheme, host and port are exactly those of a
+//! granted server; it is also refused once the guest has tried to pass the ceiling. The host
+//! name is resolved by the host and the connection pinned to an address the policy allows
+//! (`sandbox::pinned`; refused: `destination-IP-prohibited`). For a server the policy binds to a
+//! credential, the host sets the credential's header itself (the guest's value, if any, is
+//! replaced), so the secret never enters the sandbox; its first use is audited, and a
+//! credential whose audit cannot be written is not used (the request is refused).
 //! Allowed requests are counted — request line and headers, request body, status and response
 //! headers, response body — into one [`EgressMeter`] per sandbox. A body that would carry the
 //! total past the ceiling is cut with an error at that point, and the meter remembers the breach
@@ -13,14 +19,22 @@
 use std::collections::BTreeSet;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use ahp_store::EventKind;
 use bytes::Bytes;
+use http::{HeaderName, HeaderValue};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
+use serde_json::json;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
+
+use super::pinned;
+use crate::policy::{CredentialRule, Grants, Origin};
+use crate::vault::Vault;
 
 /// The egress meter of one sandbox: bytes used over its life, against its ceiling.
 #[derive(Debug)]
@@ -66,42 +80,79 @@ impl EgressMeter {
     }
 }
 
+/// Where an injected credential comes from, and where its use is audited.
+pub(crate) struct CredentialSource {
+    pub(crate) vault: Arc<dyn Vault>,
+    pub(crate) db: Arc<Mutex<ahp_store::Store>>,
+    pub(crate) transfer: String,
+}
+
 /// The `WasiHttpHooks` of one sandbox.
-#[derive(Debug)]
 pub struct EgressHooks {
-    allowed: BTreeSet<(String, u16)>,
+    grants: Arc<Grants>,
     meter: Arc<EgressMeter>,
     max_wait: Duration,
+    credentials: Option<CredentialSource>,
+    /// Credential references whose injection into this sandbox's requests was audited.
+    audited: BTreeSet<String>,
+}
+
+impl std::fmt::Debug for EgressHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EgressHooks")
+            .field("servers", &self.grants.servers.len())
+            .field("meter", &self.meter)
+            .finish_non_exhaustive()
+    }
 }
 
 impl EgressHooks {
-    /// Hooks allowing the hosts (and ports) of `servers`' URLs, counting into `meter`, with
-    /// every network wait capped at `max_wait`.
-    pub fn new<'a>(servers: impl IntoIterator<Item = &'a str>, meter: Arc<EgressMeter>, max_wait: Duration) -> Self {
-        let allowed = servers
-            .into_iter()
-            .filter_map(|s| url::Url::parse(s).ok())
-            .filter_map(|u| Some((u.host_str()?.to_ascii_lowercase(), u.port_or_known_default()?)))
-            .collect();
+    /// Hooks allowing the servers of `grants`, counting into `meter`, with every network wait
+    /// capped at `max_wait`, injecting credentials from `credentials` (without it a server
+    /// bound to a credential is refused).
+    pub(crate) fn new(
+        grants: Arc<Grants>,
+        meter: Arc<EgressMeter>,
+        max_wait: Duration,
+        credentials: Option<CredentialSource>,
+    ) -> Self {
         Self {
-            allowed,
+            grants,
             meter,
             max_wait,
+            credentials,
+            audited: BTreeSet::new(),
         }
     }
 
-    /// Whether `uri` names an allowed host and port over http(s).
+    /// Whether `uri` names a granted server: same scheme, host and port.
     pub fn allows(&self, uri: &http::Uri) -> bool {
-        let port = match uri.scheme_str() {
-            Some("http") => 80,
-            Some("https") => 443,
-            _ => return false,
-        };
-        let Some(host) = uri.host() else {
-            return false;
-        };
-        let key = (host.to_ascii_lowercase(), uri.port_u16().unwrap_or(port));
-        self.allowed.contains(&key)
+        Origin::of_uri(uri).is_some_and(|o| self.grants.server(&o).is_some())
+    }
+
+    /// The header the host adds to requests to `origin` for `rule`: the secret from the
+    /// vault behind the rule's prefix, marked sensitive. The first use in this sandbox is
+    /// audited (`credential_resolved`, with `"use": "injected"`); a credential whose audit
+    /// cannot be written is not used.
+    fn injection(&mut self, rule: &CredentialRule, origin: &Origin) -> Result<(HeaderName, HeaderValue), String> {
+        let source = self.credentials.as_ref().ok_or("no vault")?;
+        let secret = source.vault.resolve(&rule.cred_ref).map_err(|e| e.to_string())?;
+        let secret = secret.trim_ascii_end();
+        let mut value = rule.inject.prefix.as_bytes().to_vec();
+        value.extend_from_slice(secret);
+        let mut value = HeaderValue::from_bytes(&value).map_err(|_| "the secret is not a valid header value")?;
+        value.set_sensitive(true);
+        let name = HeaderName::from_bytes(rule.inject.header.as_bytes()).map_err(|_| "bad header name")?;
+        if !self.audited.contains(&rule.cred_ref) {
+            let detail = json!({ "credRef": rule.cred_ref, "server": origin.to_string(), "use": "injected" });
+            let recorded = {
+                let mut db = source.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                db.record_event(&source.transfer, EventKind::CredentialResolved, detail)
+            };
+            recorded.map_err(|e| format!("the credential's use could not be audited: {e}"))?;
+            self.audited.insert(rule.cred_ref.clone());
+        }
+        Ok((name, value))
     }
 }
 
@@ -113,28 +164,51 @@ type SendResult = Result<
     HttpError,
 >;
 
+fn refuse(err: HttpError) -> Box<dyn Future<Output = SendResult> + Send> {
+    Box::new(async move { Err(err) })
+}
+
 impl WasiHttpHooks for EgressHooks {
+    fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
+        1
+    }
+
+    fn p2_outgoing_body_chunk_size(&mut self) -> usize {
+        super::host_resources::BODY_CHUNK_BYTES
+    }
+
     fn send_request(
         &mut self,
-        request: http::Request<WasiBody>,
+        mut request: http::Request<WasiBody>,
         options: Option<RequestOptions>,
         fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> Box<dyn Future<Output = SendResult> + Send> {
         drop(fut);
-        if !self.allows(request.uri()) {
-            tracing::info!(uri = %request.uri(), "egress denied: host not in the snapshot's MCP servers");
-            return Box::new(async { Err(HttpError::HttpRequestDenied) });
-        }
+        let Some(grant) = Origin::of_uri(request.uri()).and_then(|o| self.grants.server(&o).cloned()) else {
+            tracing::info!(uri = %request.uri(), "egress denied: not a server of both the operator's policy and the snapshot");
+            return refuse(HttpError::HttpRequestDenied);
+        };
         if self.meter.breached() {
             // The ceiling is over the sandbox's life: after a breach nothing more goes out.
-            return Box::new(async { Err(HttpError::HttpRequestDenied) });
+            return refuse(HttpError::HttpRequestDenied);
+        }
+        if let Some(rule) = &grant.credential {
+            match self.injection(rule, &grant.origin) {
+                Ok((name, value)) => {
+                    request.headers_mut().insert(name, value);
+                }
+                Err(reason) => {
+                    tracing::warn!(origin = %grant.origin, credRef = %rule.cred_ref, %reason, "egress denied: credential unavailable");
+                    return refuse(HttpError::HttpRequestDenied);
+                }
+            }
         }
         let head = head_bytes(
             request.method().as_str().len() + request.uri().to_string().len(),
             request.headers(),
         );
         if !self.meter.take(head) {
-            return Box::new(async { Err(HttpError::HttpRequestDenied) });
+            return refuse(HttpError::HttpRequestDenied);
         }
         let cap = |t: Option<Duration>| Some(t.map_or(self.max_wait, |t| t.min(self.max_wait)));
         let options = options.unwrap_or_default();
@@ -144,6 +218,7 @@ impl WasiHttpHooks for EgressHooks {
             between_bytes_timeout: cap(options.between_bytes_timeout),
         };
         let meter = self.meter.clone();
+        let grants = self.grants.clone();
         let (parts, body) = request.into_parts();
         let request = http::Request::from_parts(
             parts,
@@ -155,7 +230,11 @@ impl WasiHttpHooks for EgressHooks {
             .boxed_unsync(),
         );
         Box::new(async move {
-            let (response, io) = wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
+            let origin = &grant.origin;
+            let wait = options.connect_timeout.unwrap_or(Duration::from_secs(10));
+            let addr = pinned::resolve_reachable(&origin.host, origin.port, &grants, wait).await?;
+            let (response, io) =
+                pinned::send_pinned(request, addr, origin.host.clone(), origin.scheme == "https", options).await?;
             let (parts, body) = response.into_parts();
             if !meter.take(head_bytes(16, &parts.headers)) {
                 return Err(HttpError::HttpResponseHeaderSectionSize(None));
@@ -221,21 +300,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn allows_only_the_servers_hosts_and_ports() {
+    fn allows_only_the_granted_servers_scheme_host_and_port() {
+        let policy = crate::policy::Policy {
+            servers: [
+                "https://inventory.example.com",
+                "http://127.0.0.1:8080",
+                "https://other.example.com",
+            ]
+            .into_iter()
+            .map(|s| crate::policy::ServerRule {
+                server: s.into(),
+                credential: None,
+            })
+            .collect(),
+            allow_networks: vec![],
+        };
+        let snapshot: Vec<ahp_store::McpServer> = ["https://inventory.example.com/mcp", "http://127.0.0.1:8080/x"]
+            .into_iter()
+            .map(|s| ahp_store::McpServer {
+                server: s.into(),
+                cred_ref: "r".into(),
+            })
+            .collect();
         let meter = Arc::new(EgressMeter::new(100));
-        let hooks = EgressHooks::new(
-            ["https://inventory.example.com/mcp", "http://127.0.0.1:8080/x"],
-            meter,
-            Duration::from_secs(1),
-        );
+        let hooks = EgressHooks::new(Arc::new(policy.grants(&snapshot)), meter, Duration::from_secs(1), None);
         let ok = |u: &str| hooks.allows(&u.parse().unwrap());
         assert!(ok("https://inventory.example.com/other"));
         assert!(ok("https://INVENTORY.example.com:443/"));
         assert!(ok("http://127.0.0.1:8080/"));
-        assert!(!ok("http://inventory.example.com/"), "another port");
+        assert!(!ok("http://inventory.example.com/"), "another scheme and port");
+        assert!(!ok("http://inventory.example.com:443/"), "another scheme, same port");
         assert!(!ok("http://127.0.0.1:8081/"));
         assert!(!ok("http://localhost:8080/"), "another name for the same address");
         assert!(!ok("https://evil.example.com/"));
+        assert!(!ok("https://other.example.com/"), "in the policy, not in the snapshot");
         assert!(!ok("ftp://inventory.example.com/"));
     }
 

@@ -3,9 +3,14 @@
 //! Choices, and why (figures in `BENCHMARKS.md` and `shared/NOTES.md`):
 //! - **Fuel always on** — CPU is metered and capped per turn; costs 0–2 % on loops, more on
 //!   call-heavy code, and is bit-exact run to run, so the same guest costs the same everywhere.
-//! - **Epoch interruption** — the wall-clock ceiling. A ticker thread advances the epoch every
-//!   [`EngineConfig::epoch_tick`]; each tick runs the Store's deadline callback, which also
-//!   settles metering, so spend ticks by itself while a guest runs.
+//! - **Epoch interruption** — the wall-clock ceiling while wasm runs. A ticker thread advances
+//!   the epoch every [`EngineConfig::epoch_tick`]; each tick runs the Store's deadline
+//!   callback, which also settles metering, so spend ticks by itself while a guest runs.
+//! - **Async calls** — neither epochs nor fuel reach a guest waiting *in a host call* (a
+//!   `wasi:io/poll`, a stream, an HTTP response). Guests are therefore called with
+//!   `call_async` on a fiber (an async stack from the pool per running turn) and `wasi:io` and
+//!   `wasi:http` are linked async, so such a wait is a pending future that the turn's
+//!   wall-clock timeout drops (see `sandbox`).
 //! - **`concurrency_support(false)`** — component-model async is not used, and leaving it on
 //!   roughly doubles host↔guest call cost.
 //! - **`max_wasm_stack`** — bounds guest recursion well inside the host thread's native stack;

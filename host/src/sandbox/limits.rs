@@ -4,7 +4,8 @@
 //! the budget: fuel per turn (set on the Store before each guest call), linear memory, table
 //! elements and the counts of instances, tables and memories (this module's [`Limiter`], a
 //! `wasmtime::ResourceLimiter`), wall clock per turn (epoch interruption, see `engine`), egress
-//! bytes and checkpoint bytes (checked by the interfaces). A guest that breaks one is stopped
+//! bytes and checkpoint bytes (checked by the interfaces), and the resources the host holds for
+//! the guest (`host_resources`). A guest that breaks one is stopped
 //! with a trap; the limiter remembers *which* ceiling so the audit event can name it.
 
 use std::fmt;
@@ -34,6 +35,9 @@ pub enum Ceiling {
     Stack,
     /// Outgoing HTTP bytes over the sandbox's life.
     Egress,
+    /// Resources the host holds for the guest (its resource-table entries), see
+    /// `host_resources`.
+    HostResources,
 }
 
 impl Ceiling {
@@ -49,6 +53,7 @@ impl Ceiling {
             Self::WallClock => "wall_clock_per_turn",
             Self::Stack => "wasm_stack",
             Self::Egress => "egress_bytes",
+            Self::HostResources => "host_resources",
         }
     }
 }

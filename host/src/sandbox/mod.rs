@@ -13,6 +13,13 @@
 //! `ceiling_exceeded` event naming the ceiling). A failed sandbox's Store is dropped at once;
 //! the host goes on serving the others.
 //!
+//! **Every wait ends with the turn.** A turn runs on wasmtime's async path under a timeout at
+//! its wall-clock ceiling (see `run`): a guest spinning in wasm is trapped by the epoch
+//! callback, a guest blocked in a host call (sleep, poll, a stream, HTTP) has its pending call
+//! dropped, and either way the turn ends with `ceiling_exceeded(wall_clock_per_turn)` and
+//! releases its thread. What the host holds for a guest outside its linear memory is bounded
+//! by [`host_resources`].
+//!
 //! **Live sandboxes.** A resumed sandbox (its Store and instance) is kept in a map keyed by
 //! transfer id: [`Sandboxes::run_turn`] finds it there to call `resume` again for a later turn,
 //! [`Sandboxes::live_count`] counts them. A live sandbox belongs to an `active` transfer, and
@@ -38,14 +45,16 @@ pub mod cache;
 pub mod counts;
 pub mod egress;
 pub mod engine;
+pub mod host_resources;
 pub mod limits;
 pub(crate) mod meter;
+mod pinned;
 pub(crate) mod state;
 mod sweep;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use ahp_store::{EventKind, Transfer, TransferStatus};
 use serde_json::json;
@@ -60,6 +69,7 @@ pub use self::limits::{Ceiling, CeilingCap, Ceilings};
 pub use self::meter::{COMPUTE_KIND, METER_QUANTUM_FUEL};
 use self::state::SandboxState;
 pub use self::state::{MAX_GUEST_LOG_BYTES, MAX_REPORTS_PER_TURN, MAX_RESOLUTIONS_PER_TURN, MAX_SAVES_PER_TURN};
+use crate::policy::Policy;
 use crate::vault::Vault;
 
 /// Longest guest-supplied message kept in a failure reason, in bytes.
@@ -154,6 +164,9 @@ pub struct SandboxConfig {
     pub engine: EngineConfig,
     /// Host-wide caps below the tiers' ceilings (none by default).
     pub cap: CeilingCap,
+    /// The operator's credential and egress policy (empty by default: no server reachable,
+    /// no credential usable). `ahp` reads it from the data directory.
+    pub policy: Policy,
 }
 
 impl SandboxConfig {
@@ -163,6 +176,7 @@ impl SandboxConfig {
             data_dir: data_dir.into(),
             engine: EngineConfig::default(),
             cap: CeilingCap::default(),
+            policy: Policy::default(),
         }
     }
 }
@@ -197,6 +211,7 @@ pub struct Sandboxes {
     db: Arc<Mutex<ahp_store::Store>>,
     vault: Arc<dyn Vault>,
     cap: CeilingCap,
+    policy: RwLock<Arc<Policy>>,
     engine: Engine,
     _ticker: EpochTicker,
 }
@@ -234,9 +249,21 @@ impl Sandboxes {
             db,
             vault,
             cap: config.cap,
+            policy: RwLock::new(Arc::new(config.policy.clone())),
             engine,
             _ticker: ticker,
         })
+    }
+
+    /// The operator's policy new sandboxes are granted from.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Replaces the operator's policy. Sandboxes set up from now on are granted from `policy`;
+    /// live ones keep the grants they started with.
+    pub fn set_policy(&self, policy: Policy) {
+        *self.policy.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(policy);
     }
 
     /// The engine every sandbox of this host runs on.
@@ -450,11 +477,13 @@ impl Sandboxes {
         let Prepared { pre, counts } = self.cache.prepared(&record.digest)?;
         let limits = tier.limits();
         let ceilings = self.cap.tighten(limits);
+        let grants = Arc::new(self.policy().grants(&snapshot.mcp_config));
         let state = SandboxState::new(
             t.id.clone(),
             Arc::new(snapshot),
             limits,
             ceilings,
+            grants,
             self.db.clone(),
             self.vault.clone(),
         );
@@ -506,10 +535,15 @@ impl Sandboxes {
             Ceiling::WallClock => json!(c.wall_clock_per_turn.as_millis() as u64),
             Ceiling::Stack => json!(null),
             Ceiling::Egress => json!(c.egress_bytes),
+            Ceiling::HostResources => json!(host_resources::table_capacity(c)),
         };
         let mut detail = json!({ "ceiling": ceiling.as_str(), "tier": c.tier, "limit": limit });
         if ceiling == Ceiling::Egress {
             detail["usedBytes"] = json!(st.egress_meter.used());
+        }
+        if ceiling == Ceiling::HostResources {
+            // The limit is in table entries; each may hold at most this many bytes.
+            detail["entryBytes"] = json!(host_resources::MAX_ENTRY_BYTES);
         }
         // A count ceiling: how many the component creates (its static count, see `counts`).
         if let Some(count) = sandbox.counts.get(ceiling) {
@@ -522,7 +556,16 @@ impl Sandboxes {
 }
 
 /// One turn: check the component's counts (before the first instantiation), fuel the Store,
-/// instantiate if needed, call `resume`, settle the meter, classify.
+/// instantiate if needed, call `resume` under the turn's wall-clock deadline, settle the meter,
+/// classify.
+///
+/// The guest runs on wasmtime's async path, driven to completion on this thread
+/// (`wasmtime_wasi::runtime::in_tokio`: the current tokio runtime's handle, e.g. inside
+/// `spawn_blocking`, else wasmtime-wasi's own). Two things end a turn at its wall-clock
+/// ceiling: while wasm runs, the epoch callback (see `prepare`) traps it; while the guest waits
+/// in a host call (`wasi:io/poll`, what `std::thread::sleep` becomes, a stream, an HTTP
+/// response), the call's future is pending and `timeout_at` drops it, which unwinds the guest
+/// off its fiber and cancels the wait. Either way no host thread stays behind with the guest.
 fn run(sandbox: &mut Sandbox) -> (TurnOutcome, u64) {
     let store = &mut sandbox.store;
     if sandbox.agent.is_none()
@@ -539,13 +582,20 @@ fn run(sandbox: &mut Sandbox) -> (TurnOutcome, u64) {
         return (TurnOutcome::BudgetExhausted, 0);
     }
     store.set_epoch_deadline(1);
-    let result = (|| {
-        let agent = match &sandbox.agent {
-            Some(a) => a,
-            None => sandbox.agent.insert(sandbox.pre.instantiate(&mut *store)?),
-        };
-        agent.call_resume(&mut *store)
-    })();
+    let deadline = store.data().turn_started + store.data().ceilings.wall_clock_per_turn;
+    let result = wasmtime_wasi::runtime::in_tokio(async {
+        let timed = tokio::time::timeout_at(deadline.into(), call_resume(sandbox)).await;
+        match timed {
+            Ok(result) => result,
+            Err(_) => {
+                sandbox.store.data_mut().limiter.breach = Some(Ceiling::WallClock);
+                Err(wasmtime::format_err!(
+                    "wall-clock ceiling reached while the guest waited in a host call"
+                ))
+            }
+        }
+    });
+    let store = &mut sandbox.store;
     if let Err(e) = meter::settle(&mut store.as_context_mut()) {
         tracing::error!(error = %e, "settling the meter failed");
     }
@@ -554,6 +604,9 @@ fn run(sandbox: &mut Sandbox) -> (TurnOutcome, u64) {
         Ok(Ok(())) => TurnOutcome::Resumed,
         Ok(Err(message)) => TurnOutcome::ResumeFailed(truncate(&message, MAX_GUEST_MESSAGE_BYTES)),
         Err(e) => {
+            // The whole error, wasm backtrace included, is for the operator's log; the event
+            // log and the tool error get one line (`one_line`).
+            tracing::warn!(transfer = %st.transfer, error = ?e, "guest stopped");
             if let Some(c) = st.limiter.breach {
                 TurnOutcome::CeilingExceeded(c)
             } else if let Some(r) = &st.meter.refused {
@@ -566,8 +619,9 @@ fn run(sandbox: &mut Sandbox) -> (TurnOutcome, u64) {
                     Some(Trap::OutOfFuel) => TurnOutcome::BudgetExhausted,
                     Some(Trap::StackOverflow) => TurnOutcome::CeilingExceeded(Ceiling::Stack),
                     Some(Trap::Interrupt) => TurnOutcome::CeilingExceeded(Ceiling::WallClock),
+                    _ if host_resources::is_table_full(&e) => TurnOutcome::CeilingExceeded(Ceiling::HostResources),
                     _ => count_ceiling(&e).map_or_else(
-                        || TurnOutcome::Trapped(truncate(&format!("{e:#}"), MAX_GUEST_MESSAGE_BYTES)),
+                        || TurnOutcome::Trapped(truncate(&one_line(&e), MAX_GUEST_MESSAGE_BYTES)),
                         TurnOutcome::CeilingExceeded,
                     ),
                 }
@@ -575,6 +629,16 @@ fn run(sandbox: &mut Sandbox) -> (TurnOutcome, u64) {
         }
     };
     (outcome, st.meter.turn_consumed)
+}
+
+/// Instantiates the sandbox's component if this is its first turn, and calls `resume`.
+async fn call_resume(sandbox: &mut Sandbox) -> wasmtime::Result<Result<(), String>> {
+    let store = &mut sandbox.store;
+    let agent = match &sandbox.agent {
+        Some(a) => a,
+        None => sandbox.agent.insert(sandbox.pre.instantiate_async(&mut *store).await?),
+    };
+    agent.call_resume(&mut *store).await
 }
 
 /// Instantiation refused by the limiter's counts (wasmtime reports them as errors, not traps).
@@ -593,6 +657,22 @@ fn count_ceiling(e: &wasmtime::Error) -> Option<Ceiling> {
         Some(Ceiling::Memories)
     } else {
         None
+    }
+}
+
+/// One line saying why a guest call failed, without wasmtime's multi-line wasm backtrace: the
+/// trap (e.g. `wasm trap: wasm \`unreachable\` instruction executed`) if there is one, else the
+/// innermost cause's first line.
+fn one_line(e: &wasmtime::Error) -> String {
+    let line = match e.downcast_ref::<Trap>() {
+        Some(trap) => trap.to_string(),
+        None => e.root_cause().to_string(),
+    };
+    let first = line.lines().next().unwrap_or("").trim();
+    if first.is_empty() {
+        "unknown failure".to_owned()
+    } else {
+        first.to_owned()
     }
 }
 

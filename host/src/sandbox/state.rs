@@ -3,7 +3,6 @@
 //! the database and vault its host functions use.
 
 use std::cell::Cell;
-use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,9 +13,11 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::egress::{EgressHooks, EgressMeter};
+use super::egress::{CredentialSource, EgressHooks, EgressMeter};
+use super::host_resources;
 use super::limits::{Ceilings, Limiter};
 use super::meter::Meter;
+use crate::policy::Grants;
 use crate::vault::Vault;
 
 /// Most bytes a sandbox may write to stdout and stderr together over its life; past it a
@@ -51,7 +52,8 @@ pub(crate) struct SandboxState {
     pub(crate) limits: &'static TierLimits,
     pub(crate) transfer: String,
     pub(crate) snapshot: Arc<SnapshotInput>,
-    pub(crate) allowed_refs: BTreeSet<String>,
+    /// What the operator's policy, narrowed by the snapshot, lets this guest reach and use.
+    pub(crate) grants: Arc<Grants>,
     pub(crate) db: Arc<Mutex<ahp_store::Store>>,
     pub(crate) vault: Arc<dyn Vault>,
     pub(crate) meter: Meter,
@@ -68,6 +70,7 @@ impl SandboxState {
         snapshot: Arc<SnapshotInput>,
         limits: &'static TierLimits,
         ceilings: Ceilings,
+        grants: Arc<Grants>,
         db: Arc<Mutex<ahp_store::Store>>,
         vault: Arc<dyn Vault>,
     ) -> Self {
@@ -83,25 +86,33 @@ impl SandboxState {
             .allow_ip_name_lookup(false)
             .socket_addr_check(|_, _| Box::pin(async { false }))
             .build();
-        let allowed_refs = snapshot.mcp_config.iter().map(|s| s.cred_ref.clone()).collect();
         let egress_meter = Arc::new(EgressMeter::new(ceilings.egress_bytes));
         let egress = EgressHooks::new(
-            snapshot.mcp_config.iter().map(|s| s.server.as_str()),
+            grants.clone(),
             egress_meter.clone(),
             ceilings.wall_clock_per_turn,
+            Some(CredentialSource {
+                vault: vault.clone(),
+                db: db.clone(),
+                transfer: transfer.clone(),
+            }),
         );
+        let mut http = WasiHttpCtx::new();
+        http.set_field_size_limit(host_resources::FIELD_SIZE_LIMIT);
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(host_resources::table_capacity(&ceilings));
         Self {
             wasi,
-            http: WasiHttpCtx::new(),
+            http,
             egress,
             egress_meter,
-            table: ResourceTable::new(),
+            table,
             limiter: Limiter::new(ceilings),
             ceilings,
             limits,
             transfer,
             snapshot,
-            allowed_refs,
+            grants,
             db,
             vault,
             meter: Meter::new(ceilings.fuel_per_turn),
@@ -177,11 +188,22 @@ pub(crate) mod test_support {
         let tok = issue_transfer_token(&key, &t.id, TokenScope::ProvisionRuntime, db.now(), DEFAULT_TOKEN_TTL).unwrap();
         db.provision_runtime(&t.id, tier, 1_000, "forecaster", &tok).unwrap();
         let vault = crate::vault::DirVault::open(dir.path().join("vault")).unwrap();
+        // The operator binds (and reveals) inventory-api to the inventory server, and binds
+        // `unrevealed` to another server the snapshot does not list.
+        let policy: crate::policy::Policy = serde_json::from_value(serde_json::json!({ "servers": [
+            { "server": "https://inventory.example.com",
+              "credential": { "credRef": "inventory-api", "reveal": true } },
+            { "server": "https://other.example.com",
+              "credential": { "credRef": "unrevealed", "reveal": true } },
+        ]}))
+        .unwrap();
+        let grants = Arc::new(policy.grants(&snap.mcp_config));
         let state = SandboxState::new(
             t.id.clone(),
             Arc::new(snap),
             tier.limits(),
             *tier.limits(),
+            grants,
             Arc::new(Mutex::new(db)),
             Arc::new(vault),
         );

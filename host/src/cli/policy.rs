@@ -1,0 +1,245 @@
+//! `ahp policy show|allow-server|remove-server|allow-network|remove-network`: the operator's
+//! credential and egress policy (`<data-dir>/policy.json`, format in `ahp_host::policy`).
+//!
+//! Every change is validated as a whole before the file is replaced (atomically); a refused
+//! change leaves the file as it was. `ahp serve` reads the policy when it starts.
+
+use ahp_host::policy::{CredentialRule, Injection, Origin, POLICY_FILE, Policy, ServerRule};
+use anyhow::bail;
+use clap::Subcommand;
+
+use super::{DataDir, table};
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum PolicyCommand {
+    /// Show the servers guests may reach, their credential bindings and the extra networks.
+    Show {
+        /// Print the policy file's JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Let guests reach a server (an http/https origin), optionally with a credential the host
+    /// injects into its requests. Replaces the server's entry if it has one.
+    AllowServer {
+        /// The server's origin, e.g. https://inventory.example.com (a path is ignored).
+        server: String,
+        /// The vault reference bound to this server.
+        #[arg(long)]
+        credential: Option<String>,
+        /// The header the host sets to the credential.
+        #[arg(long, default_value = "authorization", requires = "credential")]
+        header: String,
+        /// What precedes the secret in the header.
+        #[arg(long, default_value = "Bearer ", requires = "credential")]
+        prefix: String,
+        /// Also hand the value to the guest through `credentials.resolve`.
+        #[arg(long, requires = "credential")]
+        reveal: bool,
+    },
+    /// Stop guests from reaching a server.
+    RemoveServer {
+        /// The server's origin, as listed by `ahp policy show`.
+        server: String,
+    },
+    /// Make a network reachable although the defaults refuse it (loopback, private, …).
+    AllowNetwork {
+        /// A CIDR block, e.g. 10.1.0.0/16.
+        cidr: String,
+    },
+    /// Remove a network added with `allow-network`.
+    RemoveNetwork {
+        /// The CIDR block, as listed by `ahp policy show`.
+        cidr: String,
+    },
+}
+
+pub(crate) fn run(dir: &DataDir, command: PolicyCommand) -> anyhow::Result<()> {
+    let mut policy = dir.policy()?;
+    match command {
+        PolicyCommand::Show { json } => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&policy)?);
+            } else {
+                print!("{}", render(&policy));
+            }
+            return Ok(());
+        }
+        PolicyCommand::AllowServer {
+            server,
+            credential,
+            header,
+            prefix,
+            reveal,
+        } => {
+            let origin = Origin::parse(&server).map_err(anyhow::Error::msg)?;
+            let rule = ServerRule {
+                server: origin.to_string(),
+                credential: credential.map(|cred_ref| CredentialRule {
+                    cred_ref,
+                    inject: Injection { header, prefix },
+                    reveal,
+                }),
+            };
+            policy
+                .servers
+                .retain(|s| Origin::parse(&s.server).ok() != Some(origin.clone()));
+            policy.servers.push(rule);
+        }
+        PolicyCommand::RemoveServer { server } => {
+            let origin = Origin::parse(&server).map_err(anyhow::Error::msg)?;
+            let before = policy.servers.len();
+            policy
+                .servers
+                .retain(|s| Origin::parse(&s.server).ok() != Some(origin.clone()));
+            if policy.servers.len() == before {
+                bail!("{origin} is not in the policy");
+            }
+        }
+        PolicyCommand::AllowNetwork { cidr } => {
+            let net: ipnet::IpNet = cidr
+                .parse()
+                .map_err(|_| anyhow::anyhow!("{cidr:?} is not a CIDR block (e.g. 10.1.0.0/16)"))?;
+            if !policy
+                .allow_networks
+                .iter()
+                .any(|n| n.parse::<ipnet::IpNet>().ok() == Some(net))
+            {
+                policy.allow_networks.push(net.to_string());
+            }
+        }
+        PolicyCommand::RemoveNetwork { cidr } => {
+            let net = cidr.parse::<ipnet::IpNet>().ok();
+            let before = policy.allow_networks.len();
+            policy
+                .allow_networks
+                .retain(|n| *n != cidr && (net.is_none() || n.parse::<ipnet::IpNet>().ok() != net));
+            if policy.allow_networks.len() == before {
+                bail!("{cidr} is not in the policy");
+            }
+        }
+    }
+    policy.save(dir.path())?;
+    println!(
+        "{} updated; `ahp serve` applies it when it starts",
+        dir.path().join(POLICY_FILE).display()
+    );
+    print!("{}", render(&policy));
+    Ok(())
+}
+
+/// The policy as two tables (never a secret: the policy holds only references).
+fn render(policy: &Policy) -> String {
+    let rows: Vec<Vec<String>> = policy
+        .servers
+        .iter()
+        .map(|s| match &s.credential {
+            Some(c) => vec![
+                s.server.clone(),
+                c.cred_ref.clone(),
+                format!("{}: {}…", c.inject.header, c.inject.prefix),
+                if c.reveal { "yes" } else { "no" }.into(),
+            ],
+            None => vec![s.server.clone(), "-".into(), "-".into(), "-".into()],
+        })
+        .collect();
+    let mut out = table::render(&["server", "credential", "injected as", "revealed"], &rows);
+    let networks = if policy.allow_networks.is_empty() {
+        "none".to_owned()
+    } else {
+        policy.allow_networks.join(", ")
+    };
+    out.push_str(&format!(
+        "\nextra networks: {networks}\n(loopback, private, link-local, shared, unspecified, multicast and reserved addresses are refused unless listed)\n"
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allow(dir: &DataDir, server: &str, credential: Option<&str>, reveal: bool) -> anyhow::Result<()> {
+        run(
+            dir,
+            PolicyCommand::AllowServer {
+                server: server.into(),
+                credential: credential.map(Into::into),
+                header: "authorization".into(),
+                prefix: "Bearer ".into(),
+                reveal,
+            },
+        )
+    }
+
+    #[test]
+    fn commands_edit_the_file_and_a_refused_one_changes_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::at(tmp.path().to_path_buf()).unwrap();
+        let file = tmp.path().join(POLICY_FILE);
+        allow(&dir, "https://inventory.example.com/mcp", Some("inventory-api"), false).unwrap();
+        allow(&dir, "http://10.1.2.3:8080", None, false).unwrap();
+        run(
+            &dir,
+            PolicyCommand::AllowNetwork {
+                cidr: "10.1.0.0/16".into(),
+            },
+        )
+        .unwrap();
+        // The same origin again replaces its entry.
+        allow(&dir, "https://INVENTORY.example.com:443", Some("inventory-api"), true).unwrap();
+        let p = dir.policy().unwrap();
+        assert_eq!(p.servers.len(), 2);
+        assert_eq!(p.servers[1].server, "https://inventory.example.com:443");
+        assert!(p.servers[1].credential.as_ref().unwrap().reveal);
+        assert_eq!(p.allow_networks, ["10.1.0.0/16"]);
+
+        let before = std::fs::read(&file).unwrap();
+        for refused in [
+            allow(&dir, "ftp://x.example", None, false),
+            allow(&dir, "https://x.example", Some("../token-key"), false),
+            run(
+                &dir,
+                PolicyCommand::AllowNetwork {
+                    cidr: "10.0.0.0/40".into(),
+                },
+            ),
+            run(
+                &dir,
+                PolicyCommand::RemoveServer {
+                    server: "https://absent.example".into(),
+                },
+            ),
+            run(
+                &dir,
+                PolicyCommand::RemoveNetwork {
+                    cidr: "192.168.0.0/16".into(),
+                },
+            ),
+        ] {
+            assert!(refused.is_err());
+            assert_eq!(
+                std::fs::read(&file).unwrap(),
+                before,
+                "a refused command changed the file"
+            );
+        }
+        run(
+            &dir,
+            PolicyCommand::RemoveServer {
+                server: "http://10.1.2.3:8080/".into(),
+            },
+        )
+        .unwrap();
+        run(
+            &dir,
+            PolicyCommand::RemoveNetwork {
+                cidr: "10.1.0.0/16".into(),
+            },
+        )
+        .unwrap();
+        let p = dir.policy().unwrap();
+        assert_eq!(p.servers.len(), 1);
+        assert!(p.allow_networks.is_empty());
+        assert!(render(&p).contains("inventory-api"));
+    }
+}
