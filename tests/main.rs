@@ -3,5 +3,6 @@
 //! One integration binary; its modules are the table of contents.
 
 mod cli;
+mod mcp_conversations;
 mod mcp_http;
 mod mcp_stdio;

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ahp_host::mcp::http::{self, Auth};
-use ahp_host::mcp::{TransferTools, serve_stdio};
+use ahp_host::mcp::{ConversationTools, TransferTools, serve_stdio};
 use ahp_host::sandbox::Sandboxes;
 use ahp_store::Store;
 use clap::{Args, ValueEnum};
@@ -22,6 +22,10 @@ pub(crate) struct ServeArgs {
     /// Serve MCP over stdin/stdout (the local operator's transport; full scopes).
     #[arg(long)]
     stdio: bool,
+    /// Which tools --stdio serves: the six transfer tools, or the conversation tools (as the
+    /// local operator). HTTP serves both, at /mcp and /mcp/conversations.
+    #[arg(long, value_enum, default_value = "transfers")]
+    surface: Surface,
     /// Serve MCP over Streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:7070).
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
@@ -37,6 +41,14 @@ pub(crate) struct ServeArgs {
     /// Insolvent transfers are terminated after this grace period.
     #[arg(long, default_value = "15m", value_parser = super::parse_duration)]
     grace: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Surface {
+    /// The transfer tools (`snapshot_state` … `get_status`).
+    Transfers,
+    /// The conversation tools (agents, conversations, inboxes, wakes).
+    Conversations,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -83,7 +95,10 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
         };
         let result = match (args.stdio, http_server) {
             (true, server) => {
-                let served = serve_stdio(tools).await;
+                let served = match args.surface {
+                    Surface::Transfers => serve_stdio(tools).await,
+                    Surface::Conversations => serve_stdio(ConversationTools::new(store.clone(), true)).await,
+                };
                 if let Some(s) = server {
                     s.abort();
                 }
