@@ -7,5 +7,6 @@ mod cli;
 mod console;
 mod crash;
 mod http_limits;
+mod mcp_conversations;
 mod mcp_http;
 mod mcp_stdio;

@@ -35,6 +35,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../sql/0002_conversation.sql"),
     include_str!("../sql/0003_principals.sql"),
     include_str!("../sql/0004_sandbox.sql"),
+    include_str!("../sql/0005_conversation_audit.sql"),
 ];
 
 /// How long a connection waits for another writer before failing with `SQLITE_BUSY`.

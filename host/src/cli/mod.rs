@@ -1,6 +1,8 @@
 //! The command line: argument parsing and dispatch to one file per command group.
 
+mod agent;
 mod component;
+mod conversation;
 mod data_dir;
 mod demo;
 mod policy;
@@ -51,9 +53,15 @@ enum Command {
     /// Inspect and end transfers.
     #[command(subcommand)]
     Transfer(transfer::TransferCommand),
+    /// Inspect the conversation domain's agents (as the operator).
+    #[command(subcommand)]
+    Agent(agent::AgentCommand),
+    /// Inspect conversations and their transcripts (as the operator).
+    #[command(subcommand)]
+    Conversation(conversation::ConversationCommand),
     /// Run both reapers once and print what they changed (for cron).
     Reap(reap::ReapArgs),
-    /// Serve the MCP transfer tools (and run the reapers on an interval).
+    /// Serve the MCP transfer and conversation tools (and run the reapers on an interval).
     Serve(serve::ServeArgs),
 }
 
@@ -69,6 +77,8 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
                 Command::Principal(c) => principal::run(&dir, c),
                 Command::Transfer(c) => transfer::run(&dir, c),
                 Command::Policy(c) => policy::run(&dir, c),
+                Command::Agent(c) => agent::run(&dir, c),
+                Command::Conversation(c) => conversation::run(&dir, c),
                 Command::Reap(args) => reap::run(&dir, args),
                 Command::Serve(args) => serve::run(&dir, args),
                 Command::Demo(_) => unreachable!("handled above"),

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use ahp_host::mcp::http::{self, Auth};
 use ahp_host::mcp::listener::{self, Limits};
-use ahp_host::mcp::{TransferTools, serve_stdio};
+use ahp_host::mcp::{ConversationTools, TransferTools, serve_stdio};
 use ahp_host::sandbox::Sandboxes;
 use ahp_store::Store;
 use clap::{Args, ValueEnum};
@@ -30,6 +30,10 @@ pub(crate) struct ServeArgs {
     /// Serve MCP over stdin/stdout (the local operator's transport; full scopes).
     #[arg(long)]
     stdio: bool,
+    /// Which tools --stdio serves: the six transfer tools, or the conversation tools (as the
+    /// local operator). HTTP serves both, at /mcp and /mcp/conversations.
+    #[arg(long, value_enum, default_value = "transfers")]
+    surface: Surface,
     /// Serve MCP over Streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:7070).
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
@@ -89,6 +93,14 @@ impl HttpLimitArgs {
 /// The reason recorded on an activation a previous `ahp serve` left in progress.
 const INTERRUPTED_REASON: &str =
     "interrupted: the host stopped during the activation (no guest survives its process); retry with a new token";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Surface {
+    /// The transfer tools (`snapshot_state` … `get_status`).
+    Transfers,
+    /// The conversation tools (agents, conversations, inboxes, wakes).
+    Conversations,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum AuthArg {
@@ -152,7 +164,10 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
         };
         let result = match (args.stdio, http_server) {
             (true, server) => {
-                let served = serve_stdio(tools).await;
+                let served = match args.surface {
+                    Surface::Transfers => serve_stdio(tools).await,
+                    Surface::Conversations => serve_stdio(ConversationTools::new(store.clone(), true)).await,
+                };
                 if let Some(s) = server {
                     s.abort();
                 }

@@ -6,7 +6,8 @@
 //! `error="insufficient_scope"`. `get_status` needs `transfer:read`; `report_usage` needs
 //! `transfer:meter` (spend drains a budget, so a key that may move transfers does not thereby
 //! get to end them); the other tools `transfer:write` (and still their provision/activate
-//! token). Host and Origin headers are
+//! token). The conversation tools are at `/mcp/conversations` behind the same keys (see
+//! [`conversation_tools::required_scope`] for their scopes). Host and Origin headers are
 //! validated by rmcp (DNS-rebinding protection). [`Auth::None`] disables the key check and is
 //! meant only for loopback (the CLI refuses it elsewhere).
 //!
@@ -32,6 +33,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use super::TransferTools;
+use super::conversation_tools::{self, ConversationTools};
 
 /// Largest request body accepted, in bytes: a maximal snapshot (~10 MiB) plus JSON overhead.
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
@@ -67,7 +69,12 @@ pub fn router(tools: TransferTools, store: Arc<Mutex<Store>>, auth: Auth, local:
         Arc::new(LocalSessionManager::default()),
         config,
     );
+    let conversations = ConversationTools::new(store.clone(), auth == Auth::None);
     axum::Router::new()
+        .nest_service(
+            "/mcp/conversations",
+            conversation_tools::http_service(conversations, local),
+        )
         .nest_service("/mcp", service)
         .layer(middleware::from_fn_with_state(
             Arc::new(Gate { store, auth }),
@@ -142,7 +149,8 @@ async fn authorize(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
                 .into_response();
         }
     };
-    for scope in required_scopes(&bytes) {
+    let conversations = parts.uri.path().starts_with("/mcp/conversations");
+    for scope in required_scopes(conversations, &bytes) {
         if !principal.has(scope) {
             let value = format!(r#"Bearer realm="ahp", error="insufficient_scope", scope="{scope}""#);
             return challenge(
@@ -167,7 +175,7 @@ async fn authorize(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
 /// The scopes a JSON-RPC message (or batch) needs: one per `tools/call`, by tool name. Other
 /// methods (initialize, tools/list, ping, …) need only an authenticated principal. A body that
 /// is not JSON needs nothing here; rmcp rejects it.
-fn required_scopes(body: &[u8]) -> Vec<ApiScope> {
+fn required_scopes(conversations: bool, body: &[u8]) -> Vec<ApiScope> {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
         return Vec::new();
     };
@@ -178,7 +186,14 @@ fn required_scopes(body: &[u8]) -> Vec<ApiScope> {
     messages
         .iter()
         .filter(|m| m["method"] == "tools/call")
-        .map(|m| tool_scope(m["params"]["name"].as_str().unwrap_or_default()))
+        .map(|m| {
+            let name = m["params"]["name"].as_str().unwrap_or_default();
+            if conversations {
+                conversation_tools::required_scope(name)
+            } else {
+                tool_scope(name)
+            }
+        })
         .collect()
 }
 
@@ -200,7 +215,7 @@ mod tests {
     #[test]
     fn scopes_follow_the_tool_called() {
         let call = |name: &str| json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name}});
-        let scopes = |v: serde_json::Value| required_scopes(v.to_string().as_bytes());
+        let scopes = |v: serde_json::Value| required_scopes(false, v.to_string().as_bytes());
         assert_eq!(scopes(call("get_status")), [ApiScope::TransferRead]);
         assert_eq!(scopes(call("activate")), [ApiScope::TransferWrite]);
         assert_eq!(scopes(call("report_usage")), [ApiScope::TransferMeter]);
@@ -213,7 +228,11 @@ mod tests {
             scopes(json!([call("get_status"), call("push_state"), call("report_usage")])),
             [ApiScope::TransferRead, ApiScope::TransferWrite, ApiScope::TransferMeter]
         );
-        assert!(required_scopes(b"not json").is_empty());
+        assert!(required_scopes(false, b"not json").is_empty());
+        let conv = |v: serde_json::Value| required_scopes(true, v.to_string().as_bytes());
+        assert_eq!(conv(call("read_conversation")), [ApiScope::CommunicationRead]);
+        assert_eq!(conv(call("post_message")), [ApiScope::CommunicationManage]);
+        assert_eq!(conv(call("get_status")), [ApiScope::CommunicationManage]);
     }
 }
 

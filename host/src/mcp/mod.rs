@@ -1,15 +1,20 @@
-//! The MCP server orchestrators call: the transfer tools over stdio and Streamable HTTP.
+//! The MCP servers: the transfer tools orchestrators call (`/mcp`, `serve --stdio`) and the
+//! conversation tools (`/mcp/conversations`, `serve --stdio --surface conversations`), over
+//! stdio and Streamable HTTP.
 
+pub mod conversation_schema;
+pub mod conversation_tools;
 pub mod http;
 pub mod listener;
 pub mod schema;
 mod transfer_tools;
 
+pub use conversation_tools::ConversationTools;
 pub use transfer_tools::TransferTools;
 
 use rmcp::ServiceExt;
 
-/// Serves `tools` over this process's stdin/stdout until the client disconnects.
+/// Serves `tools` (either surface) over this process's stdin/stdout until the client disconnects.
 ///
 /// When both are pipes (how an MCP client runs a server) they are read and written
 /// asynchronously on the runtime's own event loop; otherwise (a terminal, a file) through
@@ -19,7 +24,7 @@ use rmcp::ServiceExt;
 /// # Errors
 ///
 /// If the MCP handshake or the transport fails.
-pub async fn serve_stdio(tools: TransferTools) -> std::io::Result<()> {
+pub async fn serve_stdio<S: rmcp::ServerHandler>(tools: S) -> std::io::Result<()> {
     let running = match stdio_pipes() {
         Some(pipes) => tools.serve(pipes).await,
         None => tools.serve(rmcp::transport::stdio()).await,

@@ -7,14 +7,16 @@
 
 use rusqlite::{Connection, OptionalExtension, Row};
 use serde::Serialize;
+use serde_json::json;
 
+use super::audit::{self, AuditKind};
 use super::bounds::{
-    self, MAX_AGENTS_PER_PRINCIPAL, MAX_DESCRIPTION_BYTES, MAX_DISPLAY_NAME_BYTES, MAX_HANDLE_BYTES, MAX_SPECIALTIES,
-    MAX_SPECIALTY_BYTES,
+    self, MAX_AGENTS, MAX_AGENTS_PER_PRINCIPAL, MAX_DESCRIPTION_BYTES, MAX_DISPLAY_NAME_BYTES, MAX_HANDLE_BYTES,
+    MAX_SPECIALTIES, MAX_SPECIALTY_BYTES,
 };
-use super::error::{Error, Result};
+use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::{Check, IdempotencyKey, Mutation, Operation, validate_key};
-use super::principal::{Caller, Principal, Scope};
+use super::principal::{Caller, CommunicationPrincipal, Scope};
 use crate::clock::Timestamp;
 use crate::db::Store;
 use crate::id::new_id;
@@ -22,8 +24,9 @@ use crate::id::new_id;
 /// Prefix of every agent id.
 pub const AGENT_ID_PREFIX: &str = "agt_";
 
-/// The self-description an agent's owner writes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// The self-description an agent's owner writes. Its `Debug` shows the handle and display name
+/// but only the sizes of the description and the specialty labels, so logs never carry them.
+#[derive(Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentCard {
     /// Short mention name, not unique: 1 to [`MAX_HANDLE_BYTES`] of `[a-z0-9._-]`.
@@ -35,6 +38,17 @@ pub struct AgentCard {
     /// Up to [`MAX_SPECIALTIES`] distinct labels of `[a-z0-9._-]`, each up to
     /// [`MAX_SPECIALTY_BYTES`].
     pub specialties: Vec<String>,
+}
+
+impl std::fmt::Debug for AgentCard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentCard")
+            .field("handle", &self.handle)
+            .field("display_name", &self.display_name)
+            .field("description_bytes", &self.description.len())
+            .field("specialty_count", &self.specialties.len())
+            .finish()
+    }
 }
 
 impl AgentCard {
@@ -81,9 +95,9 @@ pub struct Agent {
     pub updated_at: Timestamp,
 }
 
-const AGENT_COLUMNS: &str = "id, handle, display_name, description, specialties, profile_revision, controller_generation, created_at, updated_at";
+pub(super) const AGENT_COLUMNS: &str = "id, handle, display_name, description, specialties, profile_revision, controller_generation, created_at, updated_at";
 
-fn from_row(r: &Row<'_>) -> Result<Agent> {
+pub(super) fn from_row(r: &Row<'_>) -> Result<Agent> {
     let id: String = r.get(0)?;
     let specialties: String = r.get(4)?;
     let specialties: Vec<String> =
@@ -107,7 +121,7 @@ fn from_row(r: &Row<'_>) -> Result<Agent> {
 }
 
 /// Loads `agent` if `owner` owns it; otherwise (foreign or nonexistent) [`Error::AgentNotFound`].
-pub(crate) fn load_owned(conn: &Connection, owner: &Principal, agent: &str) -> Result<Agent> {
+pub(crate) fn load_owned(conn: &Connection, owner: &CommunicationPrincipal, agent: &str) -> Result<Agent> {
     let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = ?1 AND owner_principal = ?2");
     conn.prepare_cached(&sql)?
         .query_row((agent, owner.as_str()), |r| Ok(from_row(r)))
@@ -127,7 +141,7 @@ impl Store {
     ///
     /// [`Error::MissingScope`] without `communication:manage`; [`Error::InvalidInput`] for a bad
     /// card or key; [`Error::IdempotencyConflict`]; [`Error::LimitReached`] past
-    /// [`MAX_AGENTS_PER_PRINCIPAL`].
+    /// [`MAX_AGENTS_PER_PRINCIPAL`] or [`MAX_AGENTS`].
     pub fn create_agent(
         &mut self,
         caller: &Caller,
@@ -138,9 +152,8 @@ impl Store {
         card.validate()?;
         validate_key(idempotency_key)?;
         let check = Check::new(Operation::CreateAgent, &IdempotencyKey::from(idempotency_key), card);
-        let now = self.now();
-        let tx = self.begin_immediate()?;
-        if let Some(id) = check.replay(&tx, caller.principal())? {
+        let (tx, now) = self.begin_immediate()?;
+        if let Some(id) = check.replay(&tx, caller.principal(), now)? {
             let agent = load_owned(&tx, caller.principal(), &id)?;
             return Ok(Mutation::replayed(agent));
         }
@@ -151,6 +164,15 @@ impl Store {
             return Err(Error::LimitReached {
                 what: "agents per principal",
                 limit: MAX_AGENTS_PER_PRINCIPAL,
+            });
+        }
+        let total: i64 = tx
+            .prepare_cached("SELECT count(*) FROM agents")?
+            .query_row([], |r| r.get(0))?;
+        if total as u64 >= MAX_AGENTS {
+            return Err(Error::LimitReached {
+                what: "agents in total",
+                limit: MAX_AGENTS,
             });
         }
         let id = new_id(AGENT_ID_PREFIX);
@@ -169,6 +191,14 @@ impl Store {
             now.as_micros(),
         ))?;
         check.record(&tx, caller.principal(), &id, now)?;
+        audit::record(
+            &tx,
+            AuditKind::AgentCreated,
+            Some(&id),
+            None,
+            json!({ "profileRevision": 1, "specialtyCount": card.specialties.len() }),
+            now,
+        )?;
         let agent = load_owned(&tx, caller.principal(), &id)?;
         tx.commit()?;
         Ok(Mutation::changed(agent))
@@ -191,8 +221,7 @@ impl Store {
         caller.require(Scope::Manage)?;
         check_id(agent)?;
         card.validate()?;
-        let now = self.now();
-        let tx = self.begin_immediate()?;
+        let (tx, now) = self.begin_immediate()?;
         let current = load_owned(&tx, caller.principal(), agent)?;
         if current.profile_revision != expected_revision {
             return Err(Error::RevisionConflict {
@@ -226,6 +255,14 @@ impl Store {
             ));
         }
         let updated = load_owned(&tx, caller.principal(), agent)?;
+        audit::record(
+            &tx,
+            AuditKind::AgentUpdated,
+            Some(agent),
+            None,
+            json!({ "profileRevision": updated.profile_revision }),
+            now,
+        )?;
         tx.commit()?;
         Ok(Mutation::changed(updated))
     }

@@ -22,11 +22,13 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, Row, Transaction};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::bounds::{self, MAX_CLAIM_LEASE, MIN_CLAIM_LEASE};
+use super::audit::{self, AuditKind};
+use super::bounds::{self, MAX_CLAIM_LEASE, MAX_UNRESOLVED_DISPATCHED_WAKES_PER_AGENT, MIN_CLAIM_LEASE};
 use super::endpoint::{self, AgentActor};
-use super::error::{Error, Result};
+use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::Mutation;
 use super::principal::{Caller, Scope};
 use super::wake::{
@@ -124,8 +126,9 @@ pub struct WakeClaim {
 }
 
 /// What [`Store::prepare_dispatch`] returns: the carrier hands `consume_token` to the agent's
-/// turn, which presents it to [`Store::consume_wake`]. The store keeps only its hash.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// turn, which presents it to [`Store::consume_wake`]. The store keeps only its hash, and its
+/// `Debug` never shows the token.
+#[derive(Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DispatchTicket {
     /// The wake, now `dispatched`.
@@ -134,6 +137,16 @@ pub struct DispatchTicket {
     pub attempt: WakeAttempt,
     /// Opaque, single-attempt: `wct_` and 64 hex digits.
     pub consume_token: String,
+}
+
+impl fmt::Debug for DispatchTicket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DispatchTicket")
+            .field("wake", &self.wake)
+            .field("attempt", &self.attempt)
+            .field("consume_token", &"<redacted>")
+            .finish()
+    }
 }
 
 /// What a carrier reports after the fence.
@@ -145,10 +158,10 @@ pub enum DispatchOutcome {
     Unknown,
 }
 
-const ATTEMPT_COLUMNS: &str =
+pub(super) const ATTEMPT_COLUMNS: &str =
     "id, wake_id, endpoint_id, generation, state, claim_expires_at, claimed_at, dispatched_at, finished_at";
 
-fn attempt_from_row(r: &Row<'_>) -> Result<WakeAttempt> {
+pub(super) fn attempt_from_row(r: &Row<'_>) -> Result<WakeAttempt> {
     let id: String = r.get(0)?;
     let state: String = r.get(4)?;
     let state = state
@@ -180,7 +193,7 @@ fn check_attempt_id(attempt: &str) -> Result<()> {
     bounds::id("attemptId", attempt, ATTEMPT_ID_PREFIX)
 }
 
-fn token_hash(token: &str) -> String {
+pub(super) fn token_hash(token: &str) -> String {
     let mut h = Sha256::new();
     h.update(b"ahp:wake-consume-token:v1\0");
     h.update(token.as_bytes());
@@ -194,34 +207,74 @@ fn digest_eq(a: &str, b: &str) -> bool {
 
 /// Releases `attempt` (claimed, before the fence) and returns its wake to pending.
 fn release(tx: &Transaction<'_>, attempt: &str, wake: &str, now: Timestamp) -> Result<()> {
-    tx.prepare_cached(
-        "UPDATE wake_attempts SET state = 'released', finished_at = ?2 WHERE id = ?1 AND state = 'claimed'",
-    )?
-    .execute((attempt, now.as_micros()))?;
+    let changed = tx
+        .prepare_cached(
+            "UPDATE wake_attempts SET state = 'released', finished_at = ?2 WHERE id = ?1 AND state = 'claimed'",
+        )?
+        .execute((attempt, now.as_micros()))?;
     tx.prepare_cached("UPDATE wakes SET state = 'pending', updated_at = ?2 WHERE id = ?1 AND state = 'claimed'")?
         .execute((wake, now.as_micros()))?;
+    if changed == 1 {
+        let w = load_wake(tx, wake)?;
+        audit::record(
+            tx,
+            AuditKind::WakeReleased,
+            Some(&w.agent_id),
+            None,
+            json!({ "wakeId": wake, "attemptId": attempt }),
+            now,
+        )?;
+    }
     Ok(())
+}
+
+/// The attempts (bound to `endpoint`, or all) that are not known to be finished, parsed — so an
+/// attempt in a state this build does not know fails closed instead of being skipped by a
+/// filter on the known in-flight states.
+fn unfinished(tx: &Transaction<'_>, endpoint: Option<&str>, agent: Option<&str>) -> Result<Vec<WakeAttempt>> {
+    let sql = format!(
+        "SELECT {ATTEMPT_COLUMNS} FROM wake_attempts
+         WHERE state NOT IN ('released', 'accepted', 'delivery_unknown', 'consumed')
+           AND (?1 IS NULL OR endpoint_id = ?1) AND (?2 IS NULL OR agent_id = ?2)"
+    );
+    tx.prepare_cached(&sql)?
+        .query_map((endpoint, agent), |r| Ok(attempt_from_row(r)))?
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .collect()
 }
 
 /// Reconciles the in-flight attempts bound to `endpoint`, or (with `None`) all of them: claimed
 /// ones are released, dispatched ones become `delivery_unknown`. Returns (released, unknown).
 fn reconcile_attempts(tx: &Transaction<'_>, endpoint: Option<&str>, now: Timestamp) -> Result<(u64, u64)> {
-    let claimed: Vec<(String, String)> = tx
-        .prepare_cached(
-            "SELECT id, wake_id FROM wake_attempts WHERE state = 'claimed' AND (?1 IS NULL OR endpoint_id = ?1)",
-        )?
-        .query_map([endpoint], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<Result<_, _>>()?;
-    for (attempt, wake) in &claimed {
-        release(tx, attempt, wake, now)?;
+    let (mut released, mut unknown) = (0, 0);
+    for a in unfinished(tx, endpoint, None)? {
+        match a.state {
+            AttemptState::Claimed => {
+                release(tx, &a.id, &a.wake_id, now)?;
+                released += 1;
+            }
+            AttemptState::Dispatched => {
+                tx.prepare_cached(
+                    "UPDATE wake_attempts SET state = 'delivery_unknown', finished_at = ?2
+                     WHERE id = ?1 AND state = 'dispatched'",
+                )?
+                .execute((&a.id, now.as_micros()))?;
+                let w = load_wake(tx, &a.wake_id)?;
+                audit::record(
+                    tx,
+                    AuditKind::WakeDeliveryUnknown,
+                    Some(&w.agent_id),
+                    None,
+                    json!({ "wakeId": a.wake_id, "attemptId": a.id, "endpointId": a.endpoint_id }),
+                    now,
+                )?;
+                unknown += 1;
+            }
+            _ => {}
+        }
     }
-    let unknown = tx
-        .prepare_cached(
-            "UPDATE wake_attempts SET state = 'delivery_unknown', finished_at = ?2
-             WHERE state = 'dispatched' AND (?1 IS NULL OR endpoint_id = ?1)",
-        )?
-        .execute((endpoint, now.as_micros()))?;
-    Ok((claimed.len() as u64, unknown as u64))
+    Ok((released, unknown))
 }
 
 /// Reconciles the attempts of an endpoint that stopped being current.
@@ -235,21 +288,39 @@ pub(crate) fn reconcile_all(tx: &Transaction<'_>, now: Timestamp) -> Result<(u64
 }
 
 /// Releases the claims whose lease has passed, for one agent or (with `None`) all.
-fn release_expired(tx: &Transaction<'_>, agent: Option<&str>, now: Timestamp) -> Result<u64> {
-    let expired: Vec<(String, String)> = tx
-        .prepare_cached(
-            "SELECT id, wake_id FROM wake_attempts
-             WHERE state = 'claimed' AND claim_expires_at <= ?1 AND (?2 IS NULL OR agent_id = ?2)",
-        )?
-        .query_map((now.as_micros(), agent), |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<Result<_, _>>()?;
-    for (attempt, wake) in &expired {
-        release(tx, attempt, wake, now)?;
+pub(super) fn release_expired(tx: &Transaction<'_>, agent: Option<&str>, now: Timestamp) -> Result<u64> {
+    let mut released = 0;
+    for a in unfinished(tx, None, agent)? {
+        if a.state == AttemptState::Claimed && a.claim_expires_at <= now {
+            release(tx, &a.id, &a.wake_id, now)?;
+            released += 1;
+        }
     }
-    Ok(expired.len() as u64)
+    Ok(released)
 }
 
-fn load_attempt(conn: &Connection, attempt: &str) -> Result<WakeAttempt> {
+/// Refuses a new fence crossing for `agent` while [`MAX_UNRESOLVED_DISPATCHED_WAKES_PER_AGENT`]
+/// of its wakes are dispatched through its current endpoint `endpoint` and not yet consumed or
+/// found `delivery_unknown`: a turn for it is already running.
+pub(super) fn check_unresolved(tx: &Transaction<'_>, agent: &str, endpoint: &str) -> Result<()> {
+    let unresolved: i64 = tx
+        .prepare_cached(
+            "SELECT count(*) FROM wakes w JOIN wake_attempts a ON a.wake_id = w.id
+             WHERE w.agent_id = ?1 AND w.state NOT IN ('pending', 'claimed', 'consumed')
+               AND a.consume_token_hash IS NOT NULL AND a.endpoint_id = ?2
+               AND a.state NOT IN ('released', 'delivery_unknown', 'consumed')",
+        )?
+        .query_row((agent, endpoint), |r| r.get(0))?;
+    if unresolved as u64 >= MAX_UNRESOLVED_DISPATCHED_WAKES_PER_AGENT {
+        return Err(Error::LimitReached {
+            what: "unresolved dispatched wakes per agent (consume the outstanding one first)",
+            limit: MAX_UNRESOLVED_DISPATCHED_WAKES_PER_AGENT,
+        });
+    }
+    Ok(())
+}
+
+pub(super) fn load_attempt(conn: &Connection, attempt: &str) -> Result<WakeAttempt> {
     let sql = format!("SELECT {ATTEMPT_COLUMNS} FROM wake_attempts WHERE id = ?1");
     conn.prepare_cached(&sql)?
         .query_row([attempt], |r| Ok(attempt_from_row(r)))
@@ -272,23 +343,27 @@ impl Store {
         actor.validate()?;
         bounds::lease("lease", lease, MIN_CLAIM_LEASE, MAX_CLAIM_LEASE)?;
         self.admitted(|s| {
-            let now = s.now();
-            let tx = s.begin_immediate()?;
+            let (tx, now) = s.begin_immediate()?;
             let ep = endpoint::admit(&tx, caller, actor, now)?;
             if !ep.wake_capable {
                 return Err(Error::NotWakeCapable(ep.id));
             }
             release_expired(&tx, Some(&actor.agent), now)?;
-            let sql = format!("SELECT {WAKE_COLUMNS} FROM wakes WHERE agent_id = ?1 AND state = 'pending'");
-            let pending = tx
+            // Every wake not known to be past the fence, parsed: an unknown state fails closed.
+            let sql = format!(
+                "SELECT {WAKE_COLUMNS} FROM wakes WHERE agent_id = ?1 AND state NOT IN ('dispatched', 'consumed')"
+            );
+            let open: Vec<Wake> = tx
                 .prepare_cached(&sql)?
-                .query_row([&actor.agent], |r| Ok(wake_from_row(r)))
-                .optional()?
-                .transpose()?;
-            let Some(w) = pending else {
+                .query_map([&actor.agent], |r| Ok(wake_from_row(r)))?
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
+                .collect::<Result<_>>()?;
+            let Some(w) = open.into_iter().find(|w| w.state == WakeState::Pending) else {
                 tx.commit()?;
                 return Ok(None);
             };
+            check_unresolved(&tx, &actor.agent, &ep.id)?;
             let attempt = new_id(ATTEMPT_ID_PREFIX);
             tx.prepare_cached(
                 "INSERT INTO wake_attempts (id, wake_id, agent_id, endpoint_id, generation, state, claim_expires_at, claimed_at)
@@ -309,6 +384,14 @@ impl Store {
                 wake: load_wake(&tx, &w.id)?,
                 attempt: load_attempt(&tx, &attempt)?,
             };
+            audit::record(
+                &tx,
+                AuditKind::WakeClaimed,
+                Some(&actor.agent),
+                None,
+                json!({ "wakeId": w.id, "attemptId": attempt, "endpointId": ep.id, "controllerGeneration": ep.generation }),
+                now,
+            )?;
             tx.commit()?;
             Ok(Some(claim))
         })
@@ -329,8 +412,7 @@ impl Store {
         actor.validate()?;
         check_attempt_id(attempt)?;
         self.admitted(|s| {
-            let now = s.now();
-            let tx = s.begin_immediate()?;
+            let (tx, now) = s.begin_immediate()?;
             endpoint::admit(&tx, caller, actor, now)?;
             let a = load_attempt_for(&tx, &actor.endpoint, attempt)?;
             if a.state.after(AttemptEvent::Dispatch).is_none() {
@@ -360,6 +442,14 @@ impl Store {
                 attempt: load_attempt(&tx, &a.id)?,
                 consume_token: token,
             };
+            audit::record(
+                &tx,
+                AuditKind::WakeDispatched,
+                Some(&actor.agent),
+                None,
+                json!({ "wakeId": a.wake_id, "attemptId": a.id, "endpointId": a.endpoint_id }),
+                now,
+            )?;
             tx.commit()?;
             Ok(ticket)
         })
@@ -388,8 +478,7 @@ impl Store {
             DispatchOutcome::Unknown => AttemptEvent::Unknown,
         };
         self.admitted(|s| {
-            let now = s.now();
-            let tx = s.begin_immediate()?;
+            let (tx, now) = s.begin_immediate()?;
             endpoint::admit(&tx, caller, actor, now)?;
             let a = load_attempt_for(&tx, &actor.endpoint, attempt)?;
             // Same outcome again, or the agent already consumed the wake (it ran): nothing to record.
@@ -408,6 +497,16 @@ impl Store {
             )?
             .execute((&a.id, to.as_str(), now.as_micros()))?;
             let a = load_attempt(&tx, &a.id)?;
+            if to == AttemptState::DeliveryUnknown {
+                audit::record(
+                    &tx,
+                    AuditKind::WakeDeliveryUnknown,
+                    Some(&actor.agent),
+                    None,
+                    json!({ "wakeId": a.wake_id, "attemptId": a.id, "endpointId": a.endpoint_id }),
+                    now,
+                )?;
+            }
             tx.commit()?;
             Ok(Mutation::changed(a))
         })
@@ -442,8 +541,7 @@ impl Store {
             ));
         }
         self.admitted(|s| {
-            let now = s.now();
-            let tx = s.begin_immediate()?;
+            let (tx, now) = s.begin_immediate()?;
             endpoint::admit(&tx, caller, actor, now)?;
             let w = load_for(&tx, &actor.agent, wake)?;
             if w.state != WakeState::Consumed && w.state.after(WakeEvent::Consume).is_none() {
@@ -488,29 +586,45 @@ impl Store {
             )?
             .execute((&w.id, now.as_micros()))?;
             let w = load_wake(&tx, &w.id)?;
+            audit::record(
+                &tx,
+                AuditKind::WakeConsumed,
+                Some(&actor.agent),
+                None,
+                json!({ "wakeId": w.id, "attemptId": a.id, "endpointId": a.endpoint_id, "deliveryCount": w.delivery_count }),
+                now,
+            )?;
             tx.commit()?;
             Ok(Mutation::changed(w))
         })
     }
 
-    /// The attempts of one of the acting agent's wakes, oldest first.
+    /// The attempts of one of the acting agent's wakes, oldest first, at most `limit`.
     ///
     /// # Errors
     ///
-    /// [`Error::WakeNotFound`]; the endpoint admission errors; [`Error::MissingScope`].
-    pub fn wake_attempts(&mut self, caller: &Caller, actor: &AgentActor, wake: &str) -> Result<Vec<WakeAttempt>> {
+    /// [`Error::WakeNotFound`]; the endpoint admission errors; [`Error::InvalidInput`] for a
+    /// limit outside 1..=[`MAX_PAGE_LIMIT`](bounds::MAX_PAGE_LIMIT); [`Error::MissingScope`].
+    pub fn wake_attempts(
+        &mut self,
+        caller: &Caller,
+        actor: &AgentActor,
+        wake: &str,
+        limit: usize,
+    ) -> Result<Vec<WakeAttempt>> {
         caller.require(Scope::Read)?;
         actor.validate()?;
         check_wake_id(wake)?;
+        bounds::page_limit(limit)?;
         self.admitted(|s| {
-            let now = s.now();
-            let tx = s.begin_read()?;
+            let (tx, now) = s.begin_read()?;
             endpoint::admit(&tx, caller, actor, now)?;
             load_for(&tx, &actor.agent, wake)?;
-            let sql =
-                format!("SELECT {ATTEMPT_COLUMNS} FROM wake_attempts WHERE wake_id = ?1 ORDER BY claimed_at, rowid");
+            let sql = format!(
+                "SELECT {ATTEMPT_COLUMNS} FROM wake_attempts WHERE wake_id = ?1 ORDER BY claimed_at, rowid LIMIT ?2"
+            );
             let mut stmt = tx.prepare_cached(&sql)?;
-            let rows = stmt.query_map([wake], |r| Ok(attempt_from_row(r)))?;
+            let rows = stmt.query_map((wake, limit as i64), |r| Ok(attempt_from_row(r)))?;
             rows.map(|r| r?).collect()
         })
     }
@@ -522,8 +636,7 @@ impl Store {
     ///
     /// Only if SQLite fails.
     pub fn release_expired_claims(&mut self) -> Result<u64> {
-        let now = self.now();
-        let tx = self.begin_immediate()?;
+        let (tx, now) = self.begin_immediate()?;
         let n = release_expired(&tx, None, now)?;
         tx.commit()?;
         Ok(n)

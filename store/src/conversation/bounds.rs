@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use super::error::{Error, Result};
+use super::error::{ConversationError as Error, ConversationResult as Result};
 
 /// Longest authenticated subject hashed into a principal, in bytes (account ids and key ids
 /// are short; this only stops a hostile caller from making us hash megabytes).
@@ -25,6 +25,10 @@ pub const MAX_SPECIALTIES: usize = 16;
 pub const MAX_SPECIALTY_BYTES: usize = 48;
 /// Most agents one principal may own. An owner with more is almost certainly leaking them.
 pub const MAX_AGENTS_PER_PRINCIPAL: u64 = 256;
+/// Most agents in the whole store. A host keeps one bounded, deduplicated wake-notification
+/// slot per agent (seed 2: the queue's capacity equals the durable agent capacity), so this is
+/// also what that queue may hold; 100,000 slots are a few MiB.
+pub const MAX_AGENTS: u64 = 100_000;
 
 /// Shortest endpoint lease: below a second, renewal traffic would dominate.
 pub const MIN_ENDPOINT_LEASE: Duration = Duration::from_secs(1);
@@ -41,6 +45,9 @@ pub const MAX_TITLE_BYTES: usize = 200;
 pub const MAX_AGENT_PARTICIPANTS: usize = 64;
 /// Most open conversations whose human participant is one principal (closing one frees a slot).
 pub const MAX_OPEN_CONVERSATIONS_PER_PRINCIPAL: u64 = 1000;
+/// Most conversations in the whole store, open or closed (closed ones keep their transcripts,
+/// so closing frees no room here): a bound on what the operator's listings walk.
+pub const MAX_CONVERSATIONS: u64 = 250_000;
 /// Most messages in one conversation; beyond this, start a new conversation.
 pub const MAX_MESSAGES_PER_CONVERSATION: u64 = 1_000_000;
 
@@ -52,6 +59,16 @@ pub const MAX_WAKE_REPLY_OPERATIONS: u32 = 64;
 
 /// Longest idempotency key, in bytes (room for a UUID or a ULID with a prefix).
 pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 128;
+
+/// How long an idempotency record is kept. A retry after a lost response comes within seconds
+/// or minutes; a week covers a host that was down over a weekend. An older record is pruned
+/// (on its principal's next write), after which the same key starts a new operation.
+pub const IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Most wakes of one agent that crossed the dispatch fence and are still unresolved (their
+/// attempt dispatched or accepted through the agent's current endpoint, not yet consumed): a
+/// turn is running for it, so another wake would be a second concurrent turn. Consume it first.
+pub const MAX_UNRESOLVED_DISPATCHED_WAKES_PER_AGENT: u64 = 1;
 
 /// Most items one list page returns (transcripts, inboxes, agent and conversation lists).
 pub const MAX_PAGE_LIMIT: usize = 200;

@@ -12,11 +12,15 @@ use std::str::FromStr;
 
 use rusqlite::{Connection, OptionalExtension, Row, Transaction};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::agent;
-use super::bounds::{self, MAX_AGENT_PARTICIPANTS, MAX_OPEN_CONVERSATIONS_PER_PRINCIPAL, MAX_TITLE_BYTES};
+use super::audit::{self, AuditKind};
+use super::bounds::{
+    self, MAX_AGENT_PARTICIPANTS, MAX_CONVERSATIONS, MAX_OPEN_CONVERSATIONS_PER_PRINCIPAL, MAX_TITLE_BYTES,
+};
 use super::endpoint::{self, AgentActor, Endpoint};
-use super::error::{Error, Result};
+use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::{Check, IdempotencyKey, Mutation, Operation, validate_key};
 use super::principal::{Caller, Scope};
 use crate::clock::Timestamp;
@@ -130,9 +134,9 @@ pub(crate) struct Row0 {
     pub(crate) closed_at: Option<Timestamp>,
 }
 
-const COLUMNS: &str = "id, title, state, next_seq, created_at, updated_at, last_message_at, closed_at";
+pub(super) const COLUMNS: &str = "id, title, state, next_seq, created_at, updated_at, last_message_at, closed_at";
 
-fn from_row(r: &Row<'_>) -> Result<Row0> {
+pub(super) fn from_row(r: &Row<'_>) -> Result<Row0> {
     let id: String = r.get(0)?;
     let state: String = r.get(2)?;
     let state = state
@@ -165,7 +169,7 @@ pub(crate) fn agent_ids(conn: &Connection, conversation: &str) -> Result<Vec<Str
     Ok(ids)
 }
 
-fn project(conn: &Connection, row: Row0) -> Result<Conversation> {
+pub(super) fn project(conn: &Connection, row: Row0) -> Result<Conversation> {
     let agents = agent_ids(conn, &row.id)?;
     Ok(Conversation {
         agents,
@@ -217,6 +221,18 @@ pub(crate) fn authorize(
     Ok((row, ep))
 }
 
+/// The conversation as `acting` may see it (see [`authorize`]).
+pub(crate) fn summary(
+    conn: &Connection,
+    caller: &Caller,
+    acting: &Acting,
+    conversation: &str,
+    now: Timestamp,
+) -> Result<Conversation> {
+    let (row, _) = authorize(conn, caller, acting, conversation, now)?;
+    project(conn, row)
+}
+
 fn load_human(conn: &Connection, caller: &Caller, conversation: &str) -> Result<Row0> {
     Ok(authorize(conn, caller, &Acting::Human, conversation, Timestamp::from_micros(0))?.0)
 }
@@ -246,7 +262,8 @@ impl Store {
     /// [`Error::InvalidInput`] for a bad title, a duplicated or malformed agent id, more than
     /// [`MAX_AGENT_PARTICIPANTS`] agents, or a bad key; [`Error::AgentNotFound`] for an agent the
     /// caller does not own; [`Error::LimitReached`] past
-    /// [`MAX_OPEN_CONVERSATIONS_PER_PRINCIPAL`]; [`Error::IdempotencyConflict`];
+    /// [`MAX_OPEN_CONVERSATIONS_PER_PRINCIPAL`] or [`MAX_CONVERSATIONS`];
+    /// [`Error::IdempotencyConflict`];
     /// [`Error::MissingScope`].
     pub fn create_conversation(
         &mut self,
@@ -274,19 +291,29 @@ impl Store {
             &IdempotencyKey::from(idempotency_key),
             new,
         );
-        let now = self.now();
-        let tx = self.begin_immediate()?;
-        if let Some(id) = check.replay(&tx, caller.principal())? {
+        let (tx, now) = self.begin_immediate()?;
+        if let Some(id) = check.replay(&tx, caller.principal(), now)? {
             let row = load_human(&tx, caller, &id)?;
             return Ok(Mutation::replayed(project(&tx, row)?));
         }
+        // Counted as "not closed", so a row in a state this build does not know takes a slot
+        // (fails closed) instead of being skipped.
         let open: i64 = tx
-            .prepare_cached("SELECT count(*) FROM conversations WHERE human_principal = ?1 AND state = 'open'")?
+            .prepare_cached("SELECT count(*) FROM conversations WHERE human_principal = ?1 AND state <> 'closed'")?
             .query_row([caller.principal().as_str()], |r| r.get(0))?;
         if open as u64 >= MAX_OPEN_CONVERSATIONS_PER_PRINCIPAL {
             return Err(Error::LimitReached {
                 what: "open conversations per principal",
                 limit: MAX_OPEN_CONVERSATIONS_PER_PRINCIPAL,
+            });
+        }
+        let total: i64 = tx
+            .prepare_cached("SELECT count(*) FROM conversations")?
+            .query_row([], |r| r.get(0))?;
+        if total as u64 >= MAX_CONVERSATIONS {
+            return Err(Error::LimitReached {
+                what: "conversations in total",
+                limit: MAX_CONVERSATIONS,
             });
         }
         let id = new_id(CONVERSATION_ID_PREFIX);
@@ -299,6 +326,14 @@ impl Store {
             add_agent(&tx, caller, &id, a, position, now)?;
         }
         check.record(&tx, caller.principal(), &id, now)?;
+        audit::record(
+            &tx,
+            AuditKind::ConversationCreated,
+            None,
+            Some(&id),
+            json!({ "agentCount": new.agents.len() }),
+            now,
+        )?;
         let c = project(&tx, load_human(&tx, caller, &id)?)?;
         tx.commit()?;
         Ok(Mutation::changed(c))
@@ -321,8 +356,7 @@ impl Store {
         caller.require(Scope::Manage)?;
         check_id(conversation)?;
         agent::check_id(agent)?;
-        let now = self.now();
-        let tx = self.begin_immediate()?;
+        let (tx, now) = self.begin_immediate()?;
         let row = load_human(&tx, caller, conversation)?;
         agent::load_owned(&tx, caller.principal(), agent)?;
         if row.state != ConversationState::Open {
@@ -339,6 +373,14 @@ impl Store {
             });
         }
         add_agent(&tx, caller, conversation, agent, current.len(), now)?;
+        audit::record(
+            &tx,
+            AuditKind::ParticipantAdded,
+            Some(agent),
+            Some(conversation),
+            json!({ "position": current.len() }),
+            now,
+        )?;
         tx.prepare_cached("UPDATE conversations SET updated_at = ?2 WHERE id = ?1")?
             .execute((conversation, now.as_micros()))?;
         let c = project(&tx, load_human(&tx, caller, conversation)?)?;
@@ -354,8 +396,7 @@ impl Store {
     pub fn close_conversation(&mut self, caller: &Caller, conversation: &str) -> Result<Mutation<Conversation>> {
         caller.require(Scope::Manage)?;
         check_id(conversation)?;
-        let now = self.now();
-        let tx = self.begin_immediate()?;
+        let (tx, now) = self.begin_immediate()?;
         let row = load_human(&tx, caller, conversation)?;
         if row.state == ConversationState::Closed {
             return Ok(Mutation::unchanged(project(&tx, row)?));
@@ -365,6 +406,14 @@ impl Store {
         )?
         .execute((conversation, now.as_micros()))?;
         let c = project(&tx, load_human(&tx, caller, conversation)?)?;
+        audit::record(
+            &tx,
+            AuditKind::ConversationClosed,
+            None,
+            Some(conversation),
+            json!({ "messageCount": c.message_count }),
+            now,
+        )?;
         tx.commit()?;
         Ok(Mutation::changed(c))
     }
@@ -380,8 +429,7 @@ impl Store {
         acting.validate()?;
         check_id(conversation)?;
         self.admitted(|s| {
-            let now = s.now();
-            let tx = s.begin_read()?;
+            let (tx, now) = s.begin_read()?;
             let (row, _) = authorize(&tx, caller, acting, conversation, now)?;
             project(&tx, row)
         })
@@ -408,8 +456,7 @@ impl Store {
             check_id(a)?;
         }
         self.admitted(|s| {
-            let now = s.now();
-            let tx = s.begin_read()?;
+            let (tx, now) = s.begin_read()?;
             endpoint::admit(&tx, caller, actor, now)?;
             let sql = format!(
                 "SELECT {COLUMNS} FROM conversations JOIN conversation_agents p ON p.conversation_id = id

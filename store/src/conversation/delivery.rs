@@ -11,12 +11,14 @@ use std::str::FromStr;
 
 use rusqlite::{Connection, OptionalExtension, Row, Transaction};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
+use super::audit::{self, AuditKind};
 use super::bounds;
 use super::endpoint::{self, AgentActor};
-use super::error::{Error, Result};
+use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::Mutation;
-use super::message::{self, MESSAGE_COLUMNS, Message};
+use super::message::{self, MESSAGE_COLUMNS, TranscriptMessage};
 use super::principal::{Caller, Scope};
 use crate::clock::Timestamp;
 use crate::db::Store;
@@ -75,7 +77,7 @@ pub struct Delivery {
     /// When it was consumed.
     pub consumed_at: Option<Timestamp>,
     /// The message.
-    pub message: Message,
+    pub message: TranscriptMessage,
 }
 
 const DELIVERY_COLUMNS: &str = "d.delivery_order, d.recipient_agent_id, d.state, d.created_at, d.consumed_at";
@@ -119,6 +121,7 @@ fn load(conn: &Connection, agent: &str, message: &str) -> Result<Delivery> {
 impl Store {
     /// The acting agent's inbox after the exclusive cursor `after_order`, oldest first, at most
     /// `limit`; with `queued_only`, consumed deliveries are skipped. Reading consumes nothing.
+    /// A delivery in a state this build does not know is never skipped: it fails the read.
     ///
     /// # Errors
     ///
@@ -136,12 +139,11 @@ impl Store {
         actor.validate()?;
         bounds::page_limit(limit)?;
         self.admitted(|s| {
-            let now = s.now();
-            let tx = s.begin_read()?;
+            let (tx, now) = s.begin_read()?;
             endpoint::admit(&tx, caller, actor, now)?;
             let sql = format!(
                 "SELECT {DELIVERY_COLUMNS}, {MESSAGE_COLUMNS} FROM deliveries d JOIN messages m ON m.id = d.message_id
-                 WHERE d.recipient_agent_id = ?1 AND d.delivery_order > ?2 AND (?3 = 0 OR d.state = 'queued')
+                 WHERE d.recipient_agent_id = ?1 AND d.delivery_order > ?2 AND (?3 = 0 OR d.state <> 'consumed')
                  ORDER BY d.delivery_order LIMIT ?4"
             );
             let mut stmt = tx.prepare_cached(&sql)?;
@@ -175,8 +177,7 @@ impl Store {
         actor.validate()?;
         message::check_id(message)?;
         self.admitted(|s| {
-            let now = s.now();
-            let tx = s.begin_immediate()?;
+            let (tx, now) = s.begin_immediate()?;
             endpoint::admit(&tx, caller, actor, now)?;
             let d = load(&tx, &actor.agent, message)?;
             if d.state == DeliveryState::Consumed {
@@ -188,6 +189,14 @@ impl Store {
             )?
             .execute((&actor.agent, message, now.as_micros()))?;
             let d = load(&tx, &actor.agent, message)?;
+            audit::record(
+                &tx,
+                AuditKind::DeliveryConsumed,
+                Some(&actor.agent),
+                Some(&d.message.conversation_id),
+                json!({ "messageId": message, "deliveryOrder": d.delivery_order, "endpointId": actor.endpoint }),
+                now,
+            )?;
             tx.commit()?;
             Ok(Mutation::changed(d))
         })

@@ -19,11 +19,13 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, Row, Transaction};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::agent::{self, check_id as check_agent_id};
 use super::attempt;
+use super::audit::{self, AuditKind};
 use super::bounds::{self, MAX_ENDPOINT_LEASE, MIN_ENDPOINT_LEASE};
-use super::error::{Error, Result};
+use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::{Check, IdempotencyKey, Mutation, Operation, validate_key};
 use super::principal::{Caller, Scope};
 use crate::clock::Timestamp;
@@ -136,10 +138,10 @@ impl AgentActor {
     }
 }
 
-const ENDPOINT_COLUMNS: &str =
+pub(super) const ENDPOINT_COLUMNS: &str =
     "id, agent_id, generation, state, lease_expires_at, wake_capable, attached_at, updated_at, ended_at";
 
-fn from_row(r: &Row<'_>) -> Result<Endpoint> {
+pub(super) fn from_row(r: &Row<'_>) -> Result<Endpoint> {
     let id: String = r.get(0)?;
     let state: String = r.get(3)?;
     let state = state
@@ -213,6 +215,10 @@ pub(crate) fn admit(conn: &Connection, caller: &Caller, actor: &AgentActor, now:
 /// Moves `endpoint` out of `attached` into `to` and reconciles its wake attempts. Returns
 /// whether it was attached.
 pub(crate) fn retire(tx: &Transaction<'_>, endpoint: &str, to: EndpointState, now: Timestamp) -> Result<bool> {
+    let ep = load(tx, endpoint)?;
+    if ep.state != EndpointState::Attached {
+        return Ok(false);
+    }
     let changed = tx
         .prepare_cached(
             "UPDATE agent_endpoints SET state = ?2, wake_capable = 0, ended_at = ?3, updated_at = ?3
@@ -220,6 +226,19 @@ pub(crate) fn retire(tx: &Transaction<'_>, endpoint: &str, to: EndpointState, no
         )?
         .execute((endpoint, to.as_str(), now.as_micros()))?;
     if changed == 1 {
+        let kind = match to {
+            EndpointState::Detached => AuditKind::EndpointDetached,
+            EndpointState::Replaced => AuditKind::EndpointReplaced,
+            EndpointState::Expired | EndpointState::Attached => AuditKind::EndpointExpired,
+        };
+        audit::record(
+            tx,
+            kind,
+            Some(&ep.agent_id),
+            None,
+            json!({ "endpointId": ep.id, "controllerGeneration": ep.generation }),
+            now,
+        )?;
         attempt::reconcile_endpoint(tx, endpoint, now)?;
     }
     Ok(changed == 1)
@@ -227,10 +246,19 @@ pub(crate) fn retire(tx: &Transaction<'_>, endpoint: &str, to: EndpointState, no
 
 /// Records the expiry of every attached endpoint whose lease has passed (used at takeover).
 pub(crate) fn materialize_all_expired(tx: &Transaction<'_>, now: Timestamp) -> Result<u64> {
+    // Every endpoint not known to be retired is read and parsed, so an unknown state fails
+    // closed here instead of being skipped by a filter on the one known live state.
+    let sql = format!(
+        "SELECT {ENDPOINT_COLUMNS} FROM agent_endpoints
+         WHERE state NOT IN ('detached', 'expired', 'replaced') AND lease_expires_at <= ?1"
+    );
     let ids: Vec<String> = tx
-        .prepare_cached("SELECT id FROM agent_endpoints WHERE state = 'attached' AND lease_expires_at <= ?1")?
-        .query_map([now.as_micros()], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
+        .prepare_cached(&sql)?
+        .query_map([now.as_micros()], |r| Ok(from_row(r)))?
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .map(|ep| ep.map(|ep| ep.id))
+        .collect::<Result<_>>()?;
     for id in &ids {
         retire(tx, id, EndpointState::Expired, now)?;
     }
@@ -250,8 +278,7 @@ impl Store {
     pub(crate) fn admitted<T>(&mut self, op: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
         match op(self) {
             Err(Error::EndpointExpired { endpoint }) => {
-                let now = self.now();
-                let tx = self.begin_immediate()?;
+                let (tx, now) = self.begin_immediate()?;
                 let changed = tx
                     .prepare_cached("SELECT 1 FROM agent_endpoints WHERE id = ?1 AND lease_expires_at <= ?2")?
                     .exists((&endpoint, now.as_micros()))?;
@@ -295,25 +322,30 @@ impl Store {
             &IdempotencyKey::from(idempotency_key),
             &request,
         );
-        let now = self.now();
-        let tx = self.begin_immediate()?;
-        if let Some(id) = check.replay(&tx, caller.principal())? {
+        let (tx, now) = self.begin_immediate()?;
+        if let Some(id) = check.replay(&tx, caller.principal(), now)? {
             return Ok(Mutation::replayed(load_scoped(&tx, caller, agent, &id)?));
         }
         let a = agent::load_owned(&tx, caller.principal(), agent)?;
-        let previous: Option<(String, i64)> = tx
-            .prepare_cached(
-                "SELECT id, lease_expires_at FROM agent_endpoints WHERE agent_id = ?1 AND state = 'attached'",
-            )?
-            .query_row([agent], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?;
-        if let Some((prev, lease_end)) = previous {
-            let to = if lease_end <= now.as_micros() {
+        // Every endpoint of the agent not known to be retired: an unknown state fails closed
+        // (a filter on 'attached' alone would skip it and attach beside it).
+        let sql = format!(
+            "SELECT {ENDPOINT_COLUMNS} FROM agent_endpoints
+             WHERE agent_id = ?1 AND state NOT IN ('detached', 'expired', 'replaced')"
+        );
+        let previous: Vec<Endpoint> = tx
+            .prepare_cached(&sql)?
+            .query_map([agent], |r| Ok(from_row(r)))?
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .collect::<Result<_>>()?;
+        for prev in previous {
+            let to = if prev.lease_expires_at <= now {
                 EndpointState::Expired
             } else {
                 EndpointState::Replaced
             };
-            retire(&tx, &prev, to, now)?;
+            retire(&tx, &prev.id, to, now)?;
         }
         let generation = a.controller_generation + 1;
         let changed = tx
@@ -329,8 +361,8 @@ impl Store {
         }
         let id = new_id(ENDPOINT_ID_PREFIX);
         tx.prepare_cached(
-            "INSERT INTO agent_endpoints (id, agent_id, principal, generation, state, lease_expires_at, attached_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, 'attached', ?5, ?6, ?6)",
+            "INSERT INTO agent_endpoints (id, agent_id, principal, generation, state, lease_expires_at, attached_at, updated_at, lease_micros)
+             VALUES (?1, ?2, ?3, ?4, 'attached', ?5, ?6, ?6, ?7)",
         )?
         .execute((
             &id,
@@ -339,8 +371,17 @@ impl Store {
             generation as i64,
             now.saturating_add(lease).as_micros(),
             now.as_micros(),
+            i64::try_from(lease.as_micros()).unwrap_or(i64::MAX),
         ))?;
         check.record(&tx, caller.principal(), &id, now)?;
+        audit::record(
+            &tx,
+            AuditKind::EndpointAttached,
+            Some(agent),
+            None,
+            json!({ "endpointId": id, "controllerGeneration": generation }),
+            now,
+        )?;
         let ep = load(&tx, &id)?;
         tx.commit()?;
         Ok(Mutation::changed(ep))
@@ -358,12 +399,48 @@ impl Store {
         actor.validate()?;
         bounds::lease("lease", lease, MIN_ENDPOINT_LEASE, MAX_ENDPOINT_LEASE)?;
         self.admitted(|s| {
-            let now = s.now();
-            let tx = s.begin_immediate()?;
+            let (tx, now) = s.begin_immediate()?;
             admit(&tx, caller, actor, now)?;
             tx.prepare_cached("UPDATE agent_endpoints SET lease_expires_at = ?2, updated_at = ?3 WHERE id = ?1")?
                 .execute((&actor.endpoint, now.saturating_add(lease).as_micros(), now.as_micros()))?;
             let ep = load(&tx, &actor.endpoint)?;
+            tx.commit()?;
+            Ok(ep)
+        })
+    }
+
+    /// Renews the actor's current endpoint by the lease it was attached with — what a host does
+    /// on every agent-acting call, so that renewal is never the model's chore. Writes only when
+    /// less than half of that lease is left (so a burst of calls costs one commit, not one
+    /// each); otherwise the endpoint is returned as it is.
+    ///
+    /// # Errors
+    ///
+    /// The admission errors ([`Error::AgentNotFound`], [`Error::EndpointNotFound`],
+    /// [`Error::EndpointNotCurrent`], [`Error::StaleGeneration`], [`Error::EndpointExpired`]);
+    /// [`Error::MissingScope`] without either communication scope.
+    pub fn touch_endpoint(&mut self, caller: &Caller, actor: &AgentActor) -> Result<Endpoint> {
+        if !caller.has(Scope::Manage) {
+            caller.require(Scope::Read)?;
+        }
+        actor.validate()?;
+        self.admitted(|s| {
+            let (tx, now) = s.begin_immediate()?;
+            let ep = admit(&tx, caller, actor, now)?;
+            let lease: Option<i64> = tx
+                .prepare_cached("SELECT lease_micros FROM agent_endpoints WHERE id = ?1")?
+                .query_row([&ep.id], |r| r.get(0))?;
+            let lease = lease
+                .and_then(|l| u64::try_from(l).ok())
+                .map_or(MAX_ENDPOINT_LEASE / 2, Duration::from_micros)
+                .clamp(MIN_ENDPOINT_LEASE, MAX_ENDPOINT_LEASE);
+            let left = ep.lease_expires_at.as_micros().saturating_sub(now.as_micros());
+            if u128::try_from(left).unwrap_or(0) * 2 >= lease.as_micros() {
+                return Ok(ep);
+            }
+            tx.prepare_cached("UPDATE agent_endpoints SET lease_expires_at = ?2, updated_at = ?3 WHERE id = ?1")?
+                .execute((&ep.id, now.saturating_add(lease).as_micros(), now.as_micros()))?;
+            let ep = load(&tx, &ep.id)?;
             tx.commit()?;
             Ok(ep)
         })
@@ -381,8 +458,7 @@ impl Store {
         caller.require(Scope::Manage)?;
         check_agent_id(agent)?;
         check_id(endpoint)?;
-        let now = self.now();
-        let tx = self.begin_immediate()?;
+        let (tx, now) = self.begin_immediate()?;
         agent::load_owned(&tx, caller.principal(), agent)?;
         let ep = load_scoped(&tx, caller, agent, endpoint)?;
         if ep.state != EndpointState::Attached {
@@ -419,8 +495,7 @@ impl Store {
         check_agent_id(agent)?;
         check_id(endpoint)?;
         self.admitted(|s| {
-            let now = s.now();
-            let tx = s.begin_immediate()?;
+            let (tx, now) = s.begin_immediate()?;
             let ep = load(&tx, endpoint)?;
             if ep.agent_id != agent {
                 return Err(Error::EndpointNotFound(endpoint.to_owned()));

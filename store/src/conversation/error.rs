@@ -1,11 +1,11 @@
 //! The conversation domain's error type.
 //!
-//! Not-found variants are deliberately identical for "does not exist" and "exists but is outside
+//! [`ConversationError`]: not-found variants are deliberately identical for "does not exist" and "exists but is outside
 //! your reach": every authoritative lookup is scoped by the caller's principal (and authorized
 //! parent) *before* any state is inspected, so a foreign id simply is not found, with the very
 //! same message. Once access is proven, own-resource diagnostics (a revision conflict, a stale
 //! generation, a closed conversation) are explicit. Any error means the operation changed
-//! nothing — except [`Error::EndpointExpired`], whose only effect is to record the expiry that
+//! nothing — except [`ConversationError::EndpointExpired`], whose only effect is to record the expiry that
 //! had already happened.
 
 use super::attempt::AttemptState;
@@ -14,12 +14,13 @@ use super::principal::Scope;
 use super::wake::WakeState;
 
 /// The conversation domain's result type.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub type ConversationResult<T, E = ConversationError> = std::result::Result<T, E>;
 
-/// Everything a conversation operation can fail with.
+/// Everything a conversation operation can fail with. Named apart from [`crate::Error`] (the
+/// transfer side's) so that a file using both reads unambiguously.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum ConversationError {
     /// An input from outside broke a documented rule or bound.
     #[error("invalid {field}: {reason}")]
     InvalidInput {
@@ -169,7 +170,7 @@ pub enum Error {
     Sqlite(#[from] rusqlite::Error),
 }
 
-impl Error {
+impl ConversationError {
     /// An [`Error::InvalidInput`] for `field`.
     pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
         Self::InvalidInput {

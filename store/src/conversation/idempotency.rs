@@ -5,7 +5,9 @@
 //! the canonical request (a fixed-field-order serialization, so the hash does not depend on map
 //! ordering or serde features), scoped by principal and operation. A retry with the same key and
 //! the same request returns the original resource with `replayed = true, state_changed = false`;
-//! the same key with a different request is rejected. The record commits in the same
+//! the same key with a different request is rejected. Records are kept for
+//! [`IDEMPOTENCY_RETENTION`] and pruned on the principal's next keyed write; past it, the same
+//! key starts a new operation. The record commits in the same
 //! transaction as the resource it names, so there is never a record without its resource or the
 //! reverse.
 //!
@@ -17,9 +19,9 @@ use rusqlite::{OptionalExtension, Transaction};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::bounds::{self, MAX_IDEMPOTENCY_KEY_BYTES, MAX_WAKE_REPLY_OPERATIONS};
-use super::error::{Error, Result};
-use super::principal::Principal;
+use super::bounds::{self, IDEMPOTENCY_RETENTION, MAX_IDEMPOTENCY_KEY_BYTES, MAX_WAKE_REPLY_OPERATIONS};
+use super::error::{ConversationError as Error, ConversationResult as Result};
+use super::principal::CommunicationPrincipal;
 use super::wake::WAKE_ID_PREFIX;
 use crate::clock::Timestamp;
 
@@ -61,8 +63,8 @@ impl<T> Mutation<T> {
     }
 }
 
-/// The identity that makes a post-message retry safe.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The identity that makes a post-message retry safe. Its `Debug` never shows a key.
+#[derive(Clone, PartialEq, Eq)]
 pub enum IdempotencyKey {
     /// A caller-generated key: 1 to [`MAX_IDEMPOTENCY_KEY_BYTES`] printable ASCII characters.
     Key(String),
@@ -74,6 +76,19 @@ pub enum IdempotencyKey {
         /// Which reply of that wake this is.
         index: u32,
     },
+}
+
+impl std::fmt::Debug for IdempotencyKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Key(_) => f.write_str("Key(<redacted>)"),
+            Self::WakeReply { wake, index } => f
+                .debug_struct("WakeReply")
+                .field("wake", wake)
+                .field("index", index)
+                .finish(),
+        }
+    }
 }
 
 impl From<&str> for IdempotencyKey {
@@ -141,6 +156,12 @@ impl Operation {
     }
 }
 
+/// Records created at or before this are past retention.
+fn retention_cutoff(now: Timestamp) -> i64 {
+    now.as_micros()
+        .saturating_sub(i64::try_from(IDEMPOTENCY_RETENTION.as_micros()).unwrap_or(i64::MAX))
+}
+
 fn key_hash(key: &str) -> String {
     let mut h = Sha256::new();
     h.update(b"ahp:idempotency-key:v1\0");
@@ -180,15 +201,26 @@ impl Check {
     /// # Errors
     ///
     /// [`Error::IdempotencyConflict`] if the key was used for a different request.
-    pub(crate) fn replay(&self, tx: &Transaction<'_>, principal: &Principal) -> Result<Option<String>> {
+    pub(crate) fn replay(
+        &self,
+        tx: &Transaction<'_>,
+        principal: &CommunicationPrincipal,
+        now: Timestamp,
+    ) -> Result<Option<String>> {
         let found: Option<(String, String)> = tx
             .prepare_cached(
                 "SELECT request_hash, resource_id FROM communication_idempotency
-                 WHERE principal = ?1 AND operation = ?2 AND key_hash = ?3",
+                 WHERE principal = ?1 AND operation = ?2 AND key_hash = ?3 AND created_at > ?4",
             )?
-            .query_row((principal.as_str(), self.op.as_str(), &self.key_hash), |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
+            .query_row(
+                (
+                    principal.as_str(),
+                    self.op.as_str(),
+                    &self.key_hash,
+                    retention_cutoff(now),
+                ),
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .optional()?;
         match found {
             None => Ok(None),
@@ -203,10 +235,14 @@ impl Check {
     pub(crate) fn record(
         &self,
         tx: &Transaction<'_>,
-        principal: &Principal,
+        principal: &CommunicationPrincipal,
         resource: &str,
         now: Timestamp,
     ) -> Result<()> {
+        // Retention: the principal's records past IDEMPOTENCY_RETENTION go first (including an
+        // expired one under this very key, which `replay` already ignored).
+        tx.prepare_cached("DELETE FROM communication_idempotency WHERE principal = ?1 AND created_at <= ?2")?
+            .execute((principal.as_str(), retention_cutoff(now)))?;
         tx.prepare_cached(
             "INSERT INTO communication_idempotency (principal, operation, key_hash, request_hash, resource_id, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",

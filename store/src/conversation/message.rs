@@ -11,11 +11,13 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, Transaction};
 use serde::Serialize;
+use serde_json::json;
 
+use super::audit::{self, AuditKind};
 use super::bounds::{self, MAX_MESSAGE_BODY_BYTES, MAX_MESSAGES_PER_CONVERSATION};
 use super::conversation::{self, Acting, ConversationState};
 use super::delivery;
-use super::error::{Error, Result};
+use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::{Check, IdempotencyKey, Mutation, Operation};
 use super::principal::{Caller, Scope};
 use super::wake;
@@ -44,10 +46,10 @@ pub enum Author {
     },
 }
 
-/// One transcript entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One transcript entry. Its `Debug` shows the body's size, never the body.
+#[derive(Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Message {
+pub struct TranscriptMessage {
     /// `msg_…`.
     pub id: String,
     /// The conversation it belongs to.
@@ -64,8 +66,8 @@ pub struct Message {
     pub created_at: Timestamp,
 }
 
-/// What `post_message` takes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What `post_message` takes. Its `Debug` shows the body's size, never the body.
+#[derive(Clone, PartialEq, Eq)]
 pub struct NewMessage {
     /// `cv_…`.
     pub conversation: String,
@@ -77,6 +79,32 @@ pub struct NewMessage {
     pub reply_to: Option<String>,
     /// What makes a retry safe.
     pub idempotency: IdempotencyKey,
+}
+
+impl std::fmt::Debug for TranscriptMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TranscriptMessage")
+            .field("id", &self.id)
+            .field("conversation_id", &self.conversation_id)
+            .field("seq", &self.seq)
+            .field("author", &self.author)
+            .field("body_bytes", &self.body.len())
+            .field("reply_to", &self.reply_to)
+            .field("created_at", &self.created_at)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for NewMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewMessage")
+            .field("conversation", &self.conversation)
+            .field("acting", &self.acting)
+            .field("body_bytes", &self.body.len())
+            .field("reply_to", &self.reply_to)
+            .field("idempotency", &self.idempotency)
+            .finish()
+    }
 }
 
 /// The canonical request hashed for idempotency: deliberately without the endpoint and
@@ -93,7 +121,7 @@ struct PostRequest<'a> {
 pub(crate) const MESSAGE_COLUMNS: &str = "m.id, m.conversation_id, m.seq, m.author_kind, m.author_agent_id, m.author_endpoint_id, m.author_generation, m.body, m.reply_to, m.created_at";
 
 /// Reads a message selected with [`MESSAGE_COLUMNS`] starting at column `at`.
-pub(crate) fn from_row_at(r: &Row<'_>, at: usize) -> Result<Message> {
+pub(crate) fn from_row_at(r: &Row<'_>, at: usize) -> Result<TranscriptMessage> {
     let id: String = r.get(at)?;
     let kind: String = r.get(at + 3)?;
     let author = match kind.as_str() {
@@ -126,7 +154,7 @@ pub(crate) fn from_row_at(r: &Row<'_>, at: usize) -> Result<Message> {
         }
     };
     let seq: i64 = r.get(at + 2)?;
-    Ok(Message {
+    Ok(TranscriptMessage {
         conversation_id: r.get(at + 1)?,
         seq: u64::try_from(seq).map_err(|_| Error::corrupt("messages", format!("{id}: seq")))?,
         author,
@@ -137,7 +165,7 @@ pub(crate) fn from_row_at(r: &Row<'_>, at: usize) -> Result<Message> {
     })
 }
 
-fn load_in(conn: &Connection, conversation: &str, message: &str) -> Result<Message> {
+fn load_in(conn: &Connection, conversation: &str, message: &str) -> Result<TranscriptMessage> {
     let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?1 AND m.conversation_id = ?2");
     conn.prepare_cached(&sql)?
         .query_row((message, conversation), |r| Ok(from_row_at(r, 0)))
@@ -195,14 +223,13 @@ impl Store {
     /// reply target outside the conversation; [`Error::WakeNotFound`] / [`Error::InvalidWakeState`] for a
     /// wake-reply identity whose wake is not the author's or has not crossed the dispatch fence;
     /// [`Error::LimitReached`] past [`MAX_MESSAGES_PER_CONVERSATION`]; [`Error::MissingScope`].
-    pub fn post_message(&mut self, caller: &Caller, new: &NewMessage) -> Result<Mutation<Message>> {
+    pub fn post_message(&mut self, caller: &Caller, new: &NewMessage) -> Result<Mutation<TranscriptMessage>> {
         caller.require(Scope::Manage)?;
         new.validate()?;
         let check = Check::new(Operation::PostMessage, &new.idempotency, &new.request());
         self.admitted(|s| {
-            let now = s.now();
-            let tx = s.begin_immediate()?;
-            if let Some(id) = check.replay(&tx, caller.principal())? {
+            let (tx, now) = s.begin_immediate()?;
+            if let Some(id) = check.replay(&tx, caller.principal(), now)? {
                 return Ok(Mutation::replayed(load_in(&tx, &new.conversation, &id)?));
             }
             let message = append(&tx, caller, new, now)?;
@@ -227,14 +254,13 @@ impl Store {
         conversation: &str,
         after_seq: u64,
         limit: usize,
-    ) -> Result<Vec<Message>> {
+    ) -> Result<Vec<TranscriptMessage>> {
         caller.require(Scope::Read)?;
         acting.validate()?;
         conversation::check_id(conversation)?;
         bounds::page_limit(limit)?;
         self.admitted(|s| {
-            let now = s.now();
-            let tx = s.begin_read()?;
+            let (tx, now) = s.begin_read()?;
             conversation::authorize(&tx, caller, acting, conversation, now)?;
             let sql = format!(
                 "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.conversation_id = ?1 AND m.seq > ?2 ORDER BY m.seq LIMIT ?3"
@@ -250,7 +276,7 @@ impl Store {
 }
 
 /// The body of `post_message` after the replay check: authorize, append, deliver, wake.
-fn append(tx: &Transaction<'_>, caller: &Caller, new: &NewMessage, now: Timestamp) -> Result<Message> {
+fn append(tx: &Transaction<'_>, caller: &Caller, new: &NewMessage, now: Timestamp) -> Result<TranscriptMessage> {
     let (conv, ep) = conversation::authorize(tx, caller, &new.acting, &new.conversation, now)?;
     if let (IdempotencyKey::WakeReply { wake, .. }, Some(ep)) = (&new.idempotency, &ep) {
         wake::check_reply_identity(tx, &ep.agent_id, wake)?;
@@ -308,14 +334,31 @@ fn append(tx: &Transaction<'_>, caller: &Caller, new: &NewMessage, now: Timestam
             format!("{} seq moved under its own write transaction", conv.id),
         ));
     }
+    let mut deliveries = 0u64;
     for recipient in conversation::agent_ids(tx, &conv.id)? {
         if Some(recipient.as_str()) == agent {
             continue;
         }
         let order = delivery::queue(tx, &id, &recipient, now)?;
         wake::coalesce(tx, &recipient, order, now)?;
+        deliveries += 1;
     }
-    Ok(Message {
+    audit::record(
+        tx,
+        AuditKind::MessagePosted,
+        agent,
+        Some(&conv.id),
+        json!({
+            "messageId": id,
+            "seq": seq,
+            "author": kind,
+            "endpointId": endpoint,
+            "deliveries": deliveries,
+            "replyTo": new.reply_to,
+        }),
+        now,
+    )?;
+    Ok(TranscriptMessage {
         id,
         conversation_id: conv.id,
         seq,

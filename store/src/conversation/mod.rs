@@ -10,10 +10,14 @@
 //! - [`delivery`]: the per-recipient inbox;
 //! - [`wake`]: coalesced wake intents;
 //! - [`attempt`]: wake delivery attempts and the dispatch fence;
+//! - [`bootstrap`]: an agent turn's bounded bootstrap, and explicit activation of a wake;
 //! - [`reconcile`]: what a successor host runs at takeover;
+//! - [`audit`]: the domain's audit log, which never holds content, keys or tokens;
+//! - [`listing`]: the agent listing with each agent's readiness facts;
+//! - [`operator`]: the operator's reads across every principal (the CLI's);
 //! - [`idempotency`]: principal-scoped replay of create and post operations;
 //! - [`bounds`]: every limit, documented;
-//! - [`error`]: the domain's [`Error`].
+//! - [`error`]: the domain's [`ConversationError`].
 //!
 //! Every operation is a method on [`Store`](crate::Store) taking the [`Caller`]: it checks the
 //! scope, validates its input before any transaction, then runs one `BEGIN IMMEDIATE`
@@ -99,6 +103,8 @@ macro_rules! closed_enum {
 
 pub mod agent;
 pub mod attempt;
+pub mod audit;
+pub mod bootstrap;
 pub mod bounds;
 // The domain is named after its central concept; `conversation::conversation` is that concept.
 #[allow(clippy::module_inception)]
@@ -107,7 +113,9 @@ pub mod delivery;
 pub mod endpoint;
 pub mod error;
 pub mod idempotency;
+pub mod listing;
 pub mod message;
+pub mod operator;
 pub mod principal;
 pub mod reconcile;
 pub mod wake;
@@ -115,34 +123,46 @@ pub mod wake;
 #[cfg(test)]
 mod tests;
 
+use crate::clock::Timestamp;
+
 pub use agent::{AGENT_ID_PREFIX, Agent, AgentCard};
 pub use attempt::{
     ATTEMPT_ID_PREFIX, AttemptEvent, AttemptState, DispatchOutcome, DispatchTicket, WakeAttempt, WakeClaim,
 };
+pub use audit::{AuditEvent, AuditKind};
+pub use bootstrap::Bootstrap;
 pub use conversation::{Acting, CONVERSATION_ID_PREFIX, Conversation, ConversationState, NewConversation};
 pub use delivery::{Delivery, DeliveryState};
 pub use endpoint::{AgentActor, ENDPOINT_ID_PREFIX, Endpoint, EndpointState};
-pub use error::{Error, Result};
+pub use error::{ConversationError, ConversationResult};
 pub use idempotency::{IdempotencyKey, Mutation};
-pub use message::{Author, MESSAGE_ID_PREFIX, Message, NewMessage};
-pub use principal::{Caller, Principal, Scope};
+pub use listing::AgentListing;
+pub use message::{Author, MESSAGE_ID_PREFIX, NewMessage, TranscriptMessage};
+pub use principal::{Caller, CommunicationPrincipal, Scope};
 pub use reconcile::ReconcileReport;
 pub use wake::{WAKE_ID_PREFIX, Wake, WakeEvent, WakeState};
 
 impl crate::Store {
     /// Starts a `BEGIN IMMEDIATE` transaction for a conversation operation (the write lock is
-    /// taken up front, so a writer waits on `busy_timeout` instead of failing on upgrade).
-    pub(crate) fn begin_immediate(&mut self) -> Result<rusqlite::Transaction<'_>> {
-        Ok(self
+    /// taken up front, so a writer waits on `busy_timeout` instead of failing on upgrade), and
+    /// reads the clock once the lock is held: a deadline is judged at the moment the operation
+    /// can act on it, and `created_at` never runs backwards against the order of commits.
+    pub(crate) fn begin_immediate(&mut self) -> ConversationResult<(rusqlite::Transaction<'_>, Timestamp)> {
+        let clock = self.clock.clone();
+        let tx = self
             .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?)
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        Ok((tx, clock.now()))
     }
 
-    /// Starts a read transaction, so that a read's several statements see one snapshot. It is
-    /// rolled back when dropped (a lazily recorded expiry is written by its own transaction).
-    pub(crate) fn begin_read(&mut self) -> Result<rusqlite::Transaction<'_>> {
-        Ok(self
+    /// Starts a read transaction, so that a read's several statements see one snapshot, and
+    /// reads the clock. It is rolled back when dropped (a lazily recorded expiry is written by
+    /// its own transaction).
+    pub(crate) fn begin_read(&mut self) -> ConversationResult<(rusqlite::Transaction<'_>, Timestamp)> {
+        let clock = self.clock.clone();
+        let tx = self
             .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Deferred)?)
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Deferred)?;
+        Ok((tx, clock.now()))
     }
 }

@@ -1,6 +1,6 @@
 //! Communication principals and scopes: who is calling, and what they may do.
 //!
-//! A [`Principal`] is a stable SHA-256 digest of an authenticated subject (an account or a
+//! A [`CommunicationPrincipal`] is a stable SHA-256 digest of an authenticated subject (an account or a
 //! shared-key subject), domain-separated so it cannot collide with other hashes in the system;
 //! the subject itself and any secret behind it are never stored or returned. Two scopes gate the
 //! domain and are independent: [`Scope::Read`] does not imply [`Scope::Manage`], nor the reverse.
@@ -12,7 +12,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::bounds::MAX_SUBJECT_BYTES;
-use super::error::{Error, Result};
+use super::error::{ConversationError as Error, ConversationResult as Result};
 
 /// Domain separator hashed before the subject.
 const PRINCIPAL_DOMAIN: &[u8] = b"ahp:communication-principal:v1\0";
@@ -20,9 +20,9 @@ const PRINCIPAL_DOMAIN: &[u8] = b"ahp:communication-principal:v1\0";
 /// A communication principal: the hex SHA-256 of an authenticated subject.
 #[derive(Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(transparent)]
-pub struct Principal(String);
+pub struct CommunicationPrincipal(String);
 
-impl Principal {
+impl CommunicationPrincipal {
     /// The principal of the authenticated `subject` (e.g. `account:42` or a shared-key id).
     ///
     /// # Errors
@@ -47,9 +47,9 @@ impl Principal {
     }
 }
 
-impl fmt::Debug for Principal {
+impl fmt::Debug for CommunicationPrincipal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Principal({}…)", &self.0[..12])
+        write!(f, "CommunicationPrincipal({}…)", &self.0[..12])
     }
 }
 
@@ -84,14 +84,14 @@ impl fmt::Display for Scope {
 /// An authenticated caller: its principal and the scopes its credential carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
-    principal: Principal,
+    principal: CommunicationPrincipal,
     read: bool,
     manage: bool,
 }
 
 impl Caller {
     /// A caller with `principal` holding exactly `scopes`.
-    pub fn new(principal: Principal, scopes: &[Scope]) -> Self {
+    pub fn new(principal: CommunicationPrincipal, scopes: &[Scope]) -> Self {
         Self {
             principal,
             read: scopes.contains(&Scope::Read),
@@ -103,16 +103,16 @@ impl Caller {
     ///
     /// # Errors
     ///
-    /// As [`Principal::from_subject`].
+    /// As [`CommunicationPrincipal::from_subject`].
     pub fn full(subject: &str) -> Result<Self> {
         Ok(Self::new(
-            Principal::from_subject(subject)?,
+            CommunicationPrincipal::from_subject(subject)?,
             &[Scope::Read, Scope::Manage],
         ))
     }
 
     /// The caller's principal.
-    pub fn principal(&self) -> &Principal {
+    pub fn principal(&self) -> &CommunicationPrincipal {
         &self.principal
     }
 
@@ -144,9 +144,9 @@ mod tests {
 
     #[test]
     fn principals_are_stable_digests_that_hide_the_subject() {
-        let a = Principal::from_subject("account:42").unwrap();
-        assert_eq!(a, Principal::from_subject("account:42").unwrap());
-        assert_ne!(a, Principal::from_subject("account:43").unwrap());
+        let a = CommunicationPrincipal::from_subject("account:42").unwrap();
+        assert_eq!(a, CommunicationPrincipal::from_subject("account:42").unwrap());
+        assert_ne!(a, CommunicationPrincipal::from_subject("account:43").unwrap());
         assert_eq!(a.as_str().len(), 64);
         assert!(!a.as_str().contains("account"));
         assert!(!format!("{a:?}").contains(a.as_str()));
@@ -154,17 +154,17 @@ mod tests {
 
     #[test]
     fn subject_bounds() {
-        assert!(Principal::from_subject(&"s".repeat(MAX_SUBJECT_BYTES)).is_ok());
+        assert!(CommunicationPrincipal::from_subject(&"s".repeat(MAX_SUBJECT_BYTES)).is_ok());
         assert!(matches!(
-            Principal::from_subject(&"s".repeat(MAX_SUBJECT_BYTES + 1)),
+            CommunicationPrincipal::from_subject(&"s".repeat(MAX_SUBJECT_BYTES + 1)),
             Err(Error::InvalidInput { field: "subject", .. })
         ));
-        assert!(Principal::from_subject("").is_err());
+        assert!(CommunicationPrincipal::from_subject("").is_err());
     }
 
     #[test]
     fn scopes_are_independent() {
-        let p = Principal::from_subject("x").unwrap();
+        let p = CommunicationPrincipal::from_subject("x").unwrap();
         let reader = Caller::new(p.clone(), &[Scope::Read]);
         assert!(reader.require(Scope::Read).is_ok());
         assert!(matches!(

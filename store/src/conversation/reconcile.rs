@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::attempt;
 use super::endpoint;
-use super::error::Result;
+use super::error::ConversationResult as Result;
 use crate::db::Store;
 
 /// What a takeover reconciliation did.
@@ -37,8 +37,7 @@ impl Store {
     ///
     /// Only if SQLite fails (nothing is changed then).
     pub fn reconcile_takeover(&mut self) -> Result<ReconcileReport> {
-        let now = self.now();
-        let tx = self.begin_immediate()?;
+        let (tx, now) = self.begin_immediate()?;
         // Expired endpoints first: retiring one reconciles its own attempts too.
         let before_released: i64 =
             tx.query_row("SELECT count(*) FROM wake_attempts WHERE state = 'claimed'", [], |r| {

@@ -10,8 +10,9 @@
 //!
 //! ```text
 //! pending ──claim──► claimed ──dispatch (fence)──► dispatched ──consume──► consumed
-//!    ▲                  │
-//!    └─────release──────┘
+//!    ▲ │                │                              ▲
+//!    └─┼───release──────┘                              │
+//!      └──────────activate (explicit, the fence)───────┘
 //! ```
 
 use std::fmt;
@@ -19,10 +20,12 @@ use std::str::FromStr;
 
 use rusqlite::{Connection, OptionalExtension, Row, Transaction};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
+use super::audit::{self, AuditKind};
 use super::bounds;
 use super::endpoint::{self, AgentActor};
-use super::error::{Error, Result};
+use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::principal::{Caller, Scope};
 use crate::clock::Timestamp;
 use crate::db::Store;
@@ -54,6 +57,9 @@ pub enum WakeEvent {
     Release,
     /// Its attempt crossed the dispatch fence.
     Dispatch,
+    /// A turn that is already running accepted it (bootstrap's explicit activation): it crosses
+    /// the fence at once, without a carrier's claim.
+    Activate,
     /// The agent consumed it.
     Consume,
 }
@@ -66,6 +72,7 @@ impl WakeState {
             (Self::Pending, WakeEvent::Claim) => Some(Self::Claimed),
             (Self::Claimed, WakeEvent::Release) => Some(Self::Pending),
             (Self::Claimed, WakeEvent::Dispatch) => Some(Self::Dispatched),
+            (Self::Pending, WakeEvent::Activate) => Some(Self::Dispatched),
             (Self::Dispatched, WakeEvent::Consume) => Some(Self::Consumed),
             _ => None,
         }
@@ -151,19 +158,40 @@ pub(crate) fn load_wake(conn: &Connection, wake: &str) -> Result<Wake> {
 }
 
 /// Coalesces the delivery `order` into `agent`'s open wake, or creates a pending one.
+///
+/// Every wake of the agent not known to be past the fence is read and parsed, so a wake in a
+/// state this build does not know fails the post (closed) instead of being skipped and joined by
+/// a second open wake.
 pub(crate) fn coalesce(tx: &Transaction<'_>, agent: &str, order: u64, now: Timestamp) -> Result<()> {
-    let updated = tx
-        .prepare_cached(
+    let sql =
+        format!("SELECT {WAKE_COLUMNS} FROM wakes WHERE agent_id = ?1 AND state NOT IN ('dispatched', 'consumed')");
+    let open: Vec<Wake> = tx
+        .prepare_cached(&sql)?
+        .query_map([agent], |r| Ok(wake_from_row(r)))?
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .collect::<Result<_>>()?;
+    if let Some(w) = open.first() {
+        tx.prepare_cached(
             "UPDATE wakes SET delivery_count = delivery_count + 1, high_water_order = ?2, updated_at = ?3
-             WHERE agent_id = ?1 AND state IN ('pending', 'claimed')",
+             WHERE id = ?1 AND state IN ('pending', 'claimed')",
         )?
-        .execute((agent, order as i64, now.as_micros()))?;
-    if updated == 0 {
+        .execute((&w.id, order as i64, now.as_micros()))?;
+    } else {
+        let id = new_id(WAKE_ID_PREFIX);
         tx.prepare_cached(
             "INSERT INTO wakes (id, agent_id, state, delivery_count, first_delivery_order, high_water_order, created_at, updated_at)
              VALUES (?1, ?2, 'pending', 1, ?3, ?3, ?4, ?4)",
         )?
-        .execute((new_id(WAKE_ID_PREFIX), agent, order as i64, now.as_micros()))?;
+        .execute((&id, agent, order as i64, now.as_micros()))?;
+        audit::record(
+            tx,
+            AuditKind::WakeCreated,
+            Some(agent),
+            None,
+            json!({ "wakeId": id, "firstDeliveryOrder": order }),
+            now,
+        )?;
     }
     Ok(())
 }
@@ -193,8 +221,7 @@ impl Store {
         actor.validate()?;
         bounds::page_limit(limit)?;
         self.admitted(|s| {
-            let now = s.now();
-            let tx = s.begin_read()?;
+            let (tx, now) = s.begin_read()?;
             endpoint::admit(&tx, caller, actor, now)?;
             let sql = format!(
                 "SELECT {WAKE_COLUMNS} FROM wakes WHERE agent_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"
@@ -206,13 +233,14 @@ impl Store {
     }
 
     /// Fault injection for tests: while on, every write to the `wakes` table on this connection
-    /// fails, so a post dies inside its transaction exactly at the wake write.
+    /// fails, so a post dies inside its transaction exactly at the wake write. Compiled only
+    /// into this crate's own tests: no release build carries it.
     ///
     /// # Errors
     ///
     /// Only if SQLite fails.
-    #[doc(hidden)]
-    pub fn inject_wake_write_failure(&mut self, on: bool) -> Result<()> {
+    #[cfg(test)]
+    pub(crate) fn inject_wake_write_failure(&mut self, on: bool) -> Result<()> {
         if on {
             self.conn.execute_batch(
                 "CREATE TEMP TRIGGER IF NOT EXISTS fault_wake_insert BEFORE INSERT ON main.wakes
@@ -237,11 +265,12 @@ mod tests {
     fn wake_edges_over_every_state_and_event() {
         use WakeEvent as E;
         use WakeState as S;
-        let events = [E::Claim, E::Release, E::Dispatch, E::Consume];
+        let events = [E::Claim, E::Release, E::Dispatch, E::Activate, E::Consume];
         let edges = [
             (S::Pending, E::Claim, S::Claimed),
             (S::Claimed, E::Release, S::Pending),
             (S::Claimed, E::Dispatch, S::Dispatched),
+            (S::Pending, E::Activate, S::Dispatched),
             (S::Dispatched, E::Consume, S::Consumed),
         ];
         for &state in S::ALL {

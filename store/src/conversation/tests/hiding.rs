@@ -144,9 +144,9 @@ fn foreign_and_nonexistent_ids_are_indistinguishable() {
         &missing,
     );
     assert_same(
-        w.store.wake_attempts(&bob, &bob_actor, &claim.wake.id),
+        w.store.wake_attempts(&bob, &bob_actor, &claim.wake.id, 10),
         &claim.wake.id,
-        w.store.wake_attempts(&bob, &bob_actor, &missing),
+        w.store.wake_attempts(&bob, &bob_actor, &missing, 10),
         &missing,
     );
     let missing = new_id(ATTEMPT_ID_PREFIX);

@@ -7,10 +7,19 @@
 //! - `limits`: bounds at the limit and one past it;
 //! - `model`: a proptest model of random interleavings;
 //! - `concurrency`: sixteen writers on separate connections;
-//! - `upgrade`: migrating a database written before this domain existed.
+//! - `upgrade`: migrating a database written before this domain existed;
+//! - `fail_closed`: unknown persisted states refused by every SQL filter, not only by parsing;
+//! - `fixes`: the clock inside the write lock, whole-store bounds, idempotency retention, the
+//!   unresolved-dispatch bound, bounded attempt listing;
+//! - `audit`: the audit log's events, and that no event or `Debug` output carries content;
+//! - `activation`: bootstrap and explicit activation of a pending wake.
 
+mod activation;
 mod agents;
+mod audit;
 mod concurrency;
+mod fail_closed;
+mod fixes;
 mod hiding;
 mod limits;
 mod model;
@@ -22,6 +31,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
+#[allow(unused_imports)]
+use super::{ConversationError as Error, ConversationResult as Result};
 use crate::clock::{ManualClock, Timestamp};
 use crate::db::Store;
 
@@ -102,9 +113,20 @@ impl World {
         }
     }
 
-    pub(super) fn post(&mut self, who: &Caller, cv: &Conversation, acting: Acting, body: &str) -> Result<Message> {
+    pub(super) fn post(
+        &mut self,
+        who: &Caller,
+        cv: &Conversation,
+        acting: Acting,
+        body: &str,
+    ) -> Result<TranscriptMessage> {
         let p = self.new_post(cv, acting, body);
         self.store.post_message(who, &p).map(|m| m.value)
+    }
+
+    /// The whole database, serialized: equal before and after means a call changed nothing.
+    pub(super) fn bytes(&mut self) -> Vec<u8> {
+        self.store.connection().serialize(rusqlite::MAIN_DB).unwrap().to_vec()
     }
 
     pub(super) fn count(&mut self, sql: &str) -> i64 {

@@ -188,7 +188,18 @@ impl Harness {
                 {
                     o.claim = None;
                 }
-                let got = self.w.store.claim_wake(&alice, &actor, CLAIM).unwrap();
+                // A turn already running for the agent (a wake dispatched through this endpoint,
+                // neither consumed nor found unknown) bars claiming another.
+                let unresolved = am.fenced.iter().any(|f| {
+                    f.endpoint == actor.endpoint && matches!(f.state, AttemptState::Dispatched | AttemptState::Accepted)
+                });
+                let claimable = am.open.as_ref().is_some_and(|o| o.claim.is_none());
+                let got = self.w.store.claim_wake(&alice, &actor, CLAIM);
+                if unresolved && claimable {
+                    assert!(matches!(got, Err(Error::LimitReached { limit: 1, .. })), "{got:?}");
+                    return;
+                }
+                let got = got.unwrap();
                 match (&mut am.open, got) {
                     (Some(o), Some(c)) if o.claim.is_none() => {
                         assert_eq!(c.wake.delivery_count, o.count);

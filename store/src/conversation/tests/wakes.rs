@@ -14,7 +14,7 @@ fn setup() -> (World, Caller, Agent, AgentActor, Conversation) {
 
 fn attempt_states(w: &mut World, alice: &Caller, actor: &AgentActor, wake: &str) -> Vec<AttemptState> {
     w.store
-        .wake_attempts(alice, actor, wake)
+        .wake_attempts(alice, actor, wake, bounds::MAX_PAGE_LIMIT)
         .unwrap()
         .into_iter()
         .map(|a| a.state)

@@ -1,0 +1,269 @@
+//! `post_message` over MCP Streamable HTTP against the real `ahp serve --http`, beside the same
+//! post straight into the store in this process, in one run.
+//!
+//! - `http_sequential`: one client, one `tools/call post_message` at a time (stateless
+//!   2026-07-28 era, bearer key): p50 and p99 latency.
+//! - `http_16_clients`: sixteen concurrent clients posting to the same conversation: p50
+//!   latency and posts per second.
+//! - `in_process`: `Store::post_message` on an identically configured file database in this
+//!   process: the MCP layer's cost is `http_sequential` minus this.
+//! - `raw_sqlite_commit`: one single-row commit on the same disk — the fsync price right now.
+//!
+//! Every post is a human message to a conversation with one agent participant: one message,
+//! one delivery, one coalesced wake, one audit event and one idempotency record, fsynced.
+//!
+//! Run: `cargo bench -p ahp-host --bench conversations` (`POSTS=…` changes the count per case).
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ahp_store::Store;
+use ahp_store::conversation::{Acting, AgentCard, Caller, IdempotencyKey, NewConversation, NewMessage};
+use serde_json::{Value, json};
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn ahp(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_ahp"))
+        .arg("--data-dir")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn serve(dir: &Path) -> (Server, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ahp"))
+        .env("RUST_LOG", "warn")
+        .arg("--data-dir")
+        .arg(dir)
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("MCP over HTTP at") {
+        line.clear();
+        assert_ne!(stderr.read_line(&mut line).unwrap(), 0, "the server exited");
+    }
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let url = format!("{}/conversations", line.trim().rsplit(' ').next().unwrap());
+    (Server(child), url)
+}
+
+async fn call(client: &reqwest::Client, url: &str, key: &str, tool: &str, args: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    "name": tool, "arguments": args,
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    }}});
+    let text = client
+        .post(url)
+        .bearer_auth(key)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", tool)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let data = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .find(|d| !d.is_empty())
+        .unwrap_or(&text);
+    let m: Value = serde_json::from_str(data).unwrap();
+    assert_ne!(m["result"]["isError"], true, "{tool}: {m}");
+    m["result"]["structuredContent"].clone()
+}
+
+/// One human post; returns its latency.
+async fn post(client: reqwest::Client, url: String, key: String, cv: String, i: String) -> Duration {
+    let t0 = Instant::now();
+    let r = call(
+        &client,
+        &url,
+        &key,
+        "post_message",
+        json!({"conversationId": cv, "body": "How much stock for Q3?", "idempotencyKey": i}),
+    )
+    .await;
+    assert_eq!(r["stateChanged"], true);
+    t0.elapsed()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn report(name: &str, mut lat: Vec<Duration>, wall: Duration) {
+    lat.sort();
+    println!(
+        "{name:<20} n={:<6} p50={:>8.1?} p99={:>8.1?} throughput={:>8.0}/s",
+        lat.len(),
+        percentile(&lat, 0.5),
+        percentile(&lat, 0.99),
+        lat.len() as f64 / wall.as_secs_f64()
+    );
+}
+
+fn main() {
+    let posts: usize = std::env::var("POSTS").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+
+    // Over HTTP.
+    let dir = tempfile::tempdir().unwrap();
+    let key = ahp(
+        dir.path(),
+        &[
+            "principal",
+            "add",
+            "bench",
+            "--scope",
+            "communication:read",
+            "--scope",
+            "communication:manage",
+        ],
+    );
+    let (_server, url) = serve(dir.path());
+    let client = reqwest::Client::new();
+    let cv = runtime.block_on(async {
+        let agent = call(
+            &client,
+            &url,
+            &key,
+            "create_agent_identity",
+            json!({"handle": "bench", "displayName": "Bench", "idempotencyKey": "a"}),
+        )
+        .await["agentId"]
+            .clone();
+        call(
+            &client,
+            &url,
+            &key,
+            "create_conversation",
+            json!({"title": "bench", "agentIds": [agent], "idempotencyKey": "c"}),
+        )
+        .await["conversationId"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    });
+    // Warm up connections and caches.
+    runtime.block_on(async {
+        for i in 0..50 {
+            post(client.clone(), url.clone(), key.clone(), cv.clone(), format!("w{i}")).await;
+        }
+    });
+    let t0 = Instant::now();
+    let lat: Vec<Duration> = runtime.block_on(async {
+        let mut out = Vec::with_capacity(posts);
+        for i in 0..posts {
+            out.push(post(client.clone(), url.clone(), key.clone(), cv.clone(), format!("s{i}")).await);
+        }
+        out
+    });
+    report("http_sequential", lat, t0.elapsed());
+    let t0 = Instant::now();
+    let lat: Vec<Duration> = runtime.block_on(async {
+        let tasks: Vec<_> = (0..16)
+            .map(|c| {
+                let (client, url, key, cv) = (reqwest::Client::new(), url.clone(), key.clone(), cv.clone());
+                tokio::spawn(async move {
+                    let mut out = Vec::new();
+                    for i in 0..posts / 16 {
+                        out.push(
+                            post(
+                                client.clone(),
+                                url.clone(),
+                                key.clone(),
+                                cv.clone(),
+                                format!("c{c}-{i}"),
+                            )
+                            .await,
+                        );
+                    }
+                    out
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        all
+    });
+    report("http_16_clients", lat, t0.elapsed());
+
+    // In process, on an identically configured file database.
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path().join("ahp.db")).unwrap();
+    let me = Caller::full("bench").unwrap();
+    let card = AgentCard {
+        handle: "bench".into(),
+        display_name: "Bench".into(),
+        description: String::new(),
+        specialties: vec![],
+    };
+    let agent = store.create_agent(&me, &card, "a").unwrap().value;
+    let new = NewConversation {
+        title: "bench".into(),
+        agents: vec![agent.id],
+    };
+    let cv = store.create_conversation(&me, &new, "c").unwrap().value.id;
+    let mut lat = Vec::with_capacity(posts);
+    let t0 = Instant::now();
+    for i in 0..posts {
+        let m = NewMessage {
+            conversation: cv.clone(),
+            acting: Acting::Human,
+            body: "How much stock for Q3?".into(),
+            reply_to: None,
+            idempotency: IdempotencyKey::Key(format!("p{i}")),
+        };
+        let t = Instant::now();
+        store.post_message(&me, &m).unwrap();
+        lat.push(t.elapsed());
+    }
+    report("in_process", lat, t0.elapsed());
+
+    // The floor: one single-row commit on the same disk.
+    let raw = rusqlite::Connection::open(dir.path().join("raw.db")).unwrap();
+    raw.execute_batch(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL);",
+    )
+    .unwrap();
+    let mut lat = Vec::with_capacity(posts);
+    let t0 = Instant::now();
+    for _ in 0..posts {
+        let t = Instant::now();
+        raw.execute_batch("BEGIN IMMEDIATE; INSERT INTO t (v) VALUES ('x'); COMMIT;")
+            .unwrap();
+        lat.push(t.elapsed());
+    }
+    report("raw_sqlite_commit", lat, t0.elapsed());
+}

@@ -1,0 +1,51 @@
+//! `ahp agent list`: every agent in the data directory, read as the operator.
+//!
+//! The operator is trusted with the whole database, so this spans every principal; it shows no
+//! principal, digest, key or token, and no description or specialty text (only their counts).
+
+use clap::Subcommand;
+
+use super::{DataDir, table};
+
+/// Most agents one listing prints.
+const MAX_LIST: u16 = 200;
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum AgentCommand {
+    /// List agents by id.
+    List {
+        /// Start after this agent id (the last one of the previous page).
+        #[arg(long)]
+        after: Option<String>,
+        /// At most this many (1 to 200).
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..=i64::from(MAX_LIST)))]
+        limit: u16,
+    },
+}
+
+pub(crate) fn run(dir: &DataDir, command: AgentCommand) -> anyhow::Result<()> {
+    let store = dir.open_store()?;
+    match command {
+        AgentCommand::List { after, limit } => {
+            let rows: Vec<Vec<String>> = store
+                .operator_agents(after.as_deref(), limit.into())?
+                .iter()
+                .map(|a| {
+                    vec![
+                        a.id.clone(),
+                        a.card.handle.clone(),
+                        a.card.display_name.clone(),
+                        a.profile_revision.to_string(),
+                        a.controller_generation.to_string(),
+                        a.created_at.to_string(),
+                    ]
+                })
+                .collect();
+            print!(
+                "{}",
+                table::render(&["id", "handle", "name", "revision", "generation", "created"], &rows)
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,766 @@
+//! The conversation tools of seed 2 — agents, endpoints, conversations, messages, inboxes and
+//! wakes — as a second MCP server beside the transfer one.
+//!
+//! Served over HTTP at `/mcp/conversations` (same bearer keys, Host/Origin checks and protocol
+//! eras as `/mcp`; read tools need `communication:read`, the rest `communication:manage`, see
+//! [`required_scope`]) and over stdio by `ahp serve --stdio --surface conversations`.
+//!
+//! **Who is calling.** Over HTTP the caller's communication principal is a stable hash of its
+//! API key's principal (`prn_…`) in its own namespace (`api-key:`), with the key's communication
+//! scopes; a transfer token never becomes one, and no result shows a digest. Over stdio (and
+//! over HTTP with `--auth none`, loopback only) the caller is the local operator: the principal
+//! of the subject [`OPERATOR_SUBJECT`], with both scopes. Its agents and conversations are its
+//! own, invisible to API keys, and the reverse.
+//!
+//! **Refusals** are tool errors whose structured content is a [`ToolErrorContent`] with a stable
+//! `kind`. A not-found message never echoes the id, so a well-formed foreign id and a
+//! nonexistent one give byte-identical responses. **Leases**: every agent-acting call first
+//! renews the acting endpoint's lease ([`Store::touch_endpoint`]), so renewal is never a chore
+//! for the model.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ahp_store::conversation::{
+    Acting, AgentActor, Caller, CommunicationPrincipal, ConversationError, IdempotencyKey, NewConversation, NewMessage,
+    Scope,
+};
+use ahp_store::{ApiScope, Store};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::IntoCallToolResult;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResponse, CallToolResult, Extensions, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
+
+use super::conversation_schema::*;
+
+/// The subject the local operator (stdio, or HTTP with `--auth none`) acts as.
+pub const OPERATOR_SUBJECT: &str = "operator:local";
+
+/// Default page size of the listing tools.
+const DEFAULT_PAGE: usize = 50;
+
+/// Default endpoint lease when `attach_agent_endpoint` names none.
+const DEFAULT_LEASE: Duration = Duration::from_secs(300);
+
+/// The tools that only read (and so need `communication:read`); every other conversation tool
+/// needs `communication:manage`.
+pub const READ_TOOLS: [&str; 4] = [
+    "list_agent_identities",
+    "list_conversations",
+    "read_conversation",
+    "list_agent_inbox",
+];
+
+/// The scope a `tools/call` of `tool` on `/mcp/conversations` needs. An unknown name needs
+/// `communication:manage` (rmcp then refuses the call).
+pub fn required_scope(tool: &str) -> ApiScope {
+    if READ_TOOLS.contains(&tool) {
+        ApiScope::CommunicationRead
+    } else {
+        ApiScope::CommunicationManage
+    }
+}
+
+/// The communication caller of an API key's principal: a hash of its id in the `api-key:`
+/// namespace, with the key's communication scopes.
+///
+/// # Panics
+///
+/// Never: principal ids are short.
+pub fn api_key_caller(p: &ahp_store::Principal) -> Caller {
+    let principal = CommunicationPrincipal::from_subject(&format!("api-key:{}", p.id)).expect("a prn_ id is short");
+    let mut scopes = Vec::new();
+    if p.has(ApiScope::CommunicationRead) {
+        scopes.push(Scope::Read);
+    }
+    if p.has(ApiScope::CommunicationManage) {
+        scopes.push(Scope::Manage);
+    }
+    Caller::new(principal, &scopes)
+}
+
+/// The local operator's caller.
+///
+/// # Panics
+///
+/// Never: the subject is a short constant.
+pub fn operator_caller() -> Caller {
+    Caller::full(OPERATOR_SUBJECT).expect("the operator subject is short")
+}
+
+/// A refused call: a stable `kind` and a message, sent as the tool error's structured content.
+#[derive(Debug)]
+pub struct ToolError(ToolErrorContent);
+
+impl ToolError {
+    fn new(kind: &'static str, message: impl Into<String>) -> Self {
+        Self(ToolErrorContent {
+            kind,
+            message: message.into(),
+        })
+    }
+
+    fn invalid(message: impl Into<String>) -> Self {
+        Self::new("invalid", message)
+    }
+}
+
+impl From<ConversationError> for ToolError {
+    fn from(e: ConversationError) -> Self {
+        use ConversationError as E;
+        // Not-found messages never echo the id: a foreign id and a missing one read the same.
+        let not_found = |what: &str| Self::new("not_found", format!("{what} not found"));
+        match e {
+            E::AgentNotFound(_) => not_found("agent"),
+            E::EndpointNotFound(_) => not_found("endpoint"),
+            E::ConversationNotFound(_) => not_found("conversation"),
+            E::MessageNotFound(_) => not_found("message"),
+            E::WakeNotFound(_) => not_found("wake"),
+            E::AttemptNotFound(_) => not_found("wake attempt"),
+            E::InvalidInput { .. } => Self::new("invalid", e.to_string()),
+            E::MissingScope(_) => Self::new("insufficient_scope", e.to_string()),
+            E::RevisionConflict { .. } | E::IdempotencyConflict { .. } => Self::new("conflict", e.to_string()),
+            E::EndpointNotCurrent { .. } | E::StaleGeneration { .. } | E::EndpointExpired { .. } => {
+                Self::new("stale_endpoint", e.to_string())
+            }
+            E::NotWakeCapable(_) => Self::new("not_wake_capable", e.to_string()),
+            E::ConversationClosed(_) => Self::new("closed", e.to_string()),
+            E::LimitReached { .. } => Self::new("limit", e.to_string()),
+            E::InvalidWakeState { .. } | E::InvalidAttemptState { .. } | E::ClaimExpired(_) => {
+                Self::new("invalid_state", e.to_string())
+            }
+            E::ConsumeRefused { .. } => Self::new("consume_refused", e.to_string()),
+            other => {
+                tracing::error!("conversation store failure: {other}");
+                Self::new("internal", "the store failed; see the server log")
+            }
+        }
+    }
+}
+
+impl IntoCallToolResult for ToolError {
+    fn into_call_tool_result(self) -> Result<CallToolResponse, rmcp::ErrorData> {
+        let value = serde_json::to_value(&self.0).expect("error content serializes");
+        Ok(CallToolResult::structured_error(value).into())
+    }
+}
+
+/// The conversation MCP server over the shared store.
+#[derive(Clone)]
+pub struct ConversationTools {
+    store: Arc<Mutex<Store>>,
+    /// Whether a call without an authenticated principal is the local operator (stdio, or HTTP
+    /// with `--auth none`); otherwise it is refused.
+    operator_fallback: bool,
+    /// The (agent, controller generation) pairs this process holds a wake carrier for.
+    carriers: Arc<Mutex<HashSet<(String, u64)>>>,
+    tool_router: ToolRouter<Self>,
+}
+
+impl std::fmt::Debug for ConversationTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConversationTools").finish_non_exhaustive()
+    }
+}
+
+impl ConversationTools {
+    /// Tools over `store`. With `operator_fallback`, a call that carries no authenticated
+    /// principal acts as the local operator; without it, such a call is refused.
+    pub fn new(store: Arc<Mutex<Store>>, operator_fallback: bool) -> Self {
+        Self {
+            store,
+            operator_fallback,
+            carriers: Arc::default(),
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    /// The caller of a request: its API key's principal over HTTP, else the local operator.
+    fn caller(&self, ext: &Extensions) -> Result<Caller, ToolError> {
+        let principal = ext
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<ahp_store::Principal>());
+        match principal {
+            Some(p) => Ok(api_key_caller(p)),
+            None if self.operator_fallback => Ok(operator_caller()),
+            None => Err(ToolError::new("insufficient_scope", "no authenticated principal")),
+        }
+    }
+
+    /// Whether this process holds a wake carrier for `agent` at `generation`.
+    fn carrier_held(&self, agent: &str, generation: u64) -> bool {
+        self.carriers
+            .lock()
+            .is_ok_and(|c| c.contains(&(agent.to_owned(), generation)))
+    }
+
+    /// Runs `f` with the caller on the store, on a blocking thread (every write is an fsynced
+    /// commit; reads are short and share the one connection).
+    async fn run<T: Send + 'static>(
+        &self,
+        ext: &Extensions,
+        f: impl FnOnce(&mut Store, &Caller) -> Result<T, ToolError> + Send + 'static,
+    ) -> Result<T, ToolError> {
+        let caller = self.caller(ext)?;
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = store
+                .lock()
+                .map_err(|_| ToolError::new("internal", "the store is unavailable after an earlier panic"))?;
+            f(&mut guard, &caller)
+        })
+        .await
+        .map_err(|e| ToolError::new("internal", format!("internal error: {e}")))?
+    }
+}
+
+fn actor(a: &ActingArgs) -> AgentActor {
+    AgentActor {
+        agent: a.agent_id.clone(),
+        endpoint: a.endpoint_id.clone(),
+        generation: a.controller_generation,
+    }
+}
+
+/// The optional agent identity of `post_message` and `read_conversation`: all three or none.
+fn acting(agent: Option<String>, endpoint: Option<String>, generation: Option<u64>) -> Result<Acting, ToolError> {
+    match (agent, endpoint, generation) {
+        (None, None, None) => Ok(Acting::Human),
+        (Some(agent), Some(endpoint), Some(generation)) => Ok(Acting::Agent(AgentActor {
+            agent,
+            endpoint,
+            generation,
+        })),
+        _ => Err(ToolError::invalid(
+            "invalid agentId: agentId, endpointId and controllerGeneration go together (or all are absent, to act as the human participant)",
+        )),
+    }
+}
+
+/// Renews the acting endpoint's lease, if an agent is acting.
+fn renew(s: &mut Store, caller: &Caller, acting: &Acting) -> Result<(), ToolError> {
+    if let Acting::Agent(a) = acting {
+        s.touch_endpoint(caller, a)?;
+    }
+    Ok(())
+}
+
+fn page(limit: Option<usize>) -> usize {
+    limit.unwrap_or(DEFAULT_PAGE)
+}
+
+#[tool_router]
+impl ConversationTools {
+    /// Create an agent identity (`agt_…`) owned by the caller, with its Agent Card. The card is
+    /// self-description only: it grants nothing.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn create_agent_identity(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<CreateAgentArgs>,
+    ) -> Result<Json<AgentResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let m = s.create_agent(c, &a.card.into(), &a.idempotency_key)?;
+            Ok(Json(AgentResult {
+                agent_id: m.value.id.clone(),
+                replayed: m.replayed,
+                state_changed: m.state_changed,
+                agent: (&m.value).into(),
+            }))
+        })
+        .await
+    }
+
+    /// The caller's agents, paged, each with its card, live endpoint count, queued deliveries and
+    /// whether this server can resume it by itself (`productionAutoResumeAvailable`).
+    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    async fn list_agent_identities(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<PageArgs>,
+    ) -> Result<Json<AgentListResult>, ToolError> {
+        let this = self.clone();
+        self.run(&ext, move |s, c| {
+            let limit = page(a.limit);
+            let listings = s.list_agent_listings(c, a.after.as_deref(), limit)?;
+            let agents: Vec<AgentListingView> = listings
+                .iter()
+                .map(|l| {
+                    let held = l
+                        .current_endpoint
+                        .as_ref()
+                        .is_some_and(|e| this.carrier_held(&l.agent.id, e.generation));
+                    AgentListingView::new(l, held)
+                })
+                .collect();
+            let next_after = (agents.len() == limit)
+                .then(|| agents.last().map(|a| a.agent_id.clone()))
+                .flatten();
+            Ok(Json(AgentListResult { agents, next_after }))
+        })
+        .await
+    }
+
+    /// Replace an agent's card; `expectedProfileRevision` must be the current one (`conflict`
+    /// otherwise). An identical card changes nothing.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn update_agent_identity(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<UpdateAgentArgs>,
+    ) -> Result<Json<AgentResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let m = s.update_agent(c, &a.agent_id, a.expected_profile_revision, &a.card.into())?;
+            Ok(Json(AgentResult {
+                agent_id: m.value.id.clone(),
+                replayed: m.replayed,
+                state_changed: m.state_changed,
+                agent: (&m.value).into(),
+            }))
+        })
+        .await
+    }
+
+    /// Attach an endpoint to an agent the caller owns: it gets the agent's next
+    /// `controllerGeneration` and replaces the previous endpoint. Agent-acting calls name the
+    /// returned `endpointId` and `controllerGeneration`, and each renews the lease.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn attach_agent_endpoint(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<AttachArgs>,
+    ) -> Result<Json<EndpointResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let lease = a.lease_seconds.map_or(DEFAULT_LEASE, Duration::from_secs);
+            let m = s.attach_endpoint(c, &a.agent_id, lease, &a.idempotency_key)?;
+            Ok(Json(endpoint_result(&m.value, m.replayed, m.state_changed)))
+        })
+        .await
+    }
+
+    /// Detach exactly this endpoint (never its successor). Desired-state idempotent: an endpoint
+    /// already detached, replaced or expired is returned unchanged.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn detach_agent_endpoint(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<DetachArgs>,
+    ) -> Result<Json<EndpointResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let m = s.detach_endpoint(c, &a.agent_id, &a.endpoint_id)?;
+            Ok(Json(endpoint_result(&m.value, m.replayed, m.state_changed)))
+        })
+        .await
+    }
+
+    /// The bounded bootstrap of an agent turn: card, endpoint, an optional conversation summary,
+    /// queued inbox count and high-water mark, one wake's metadata and the reply bound — never a
+    /// transcript or message body. With `activationIdempotencyKey` and a pending `wakeId`, a
+    /// turn that is already running accepts that wake and gets its consume token.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn bootstrap_agent_conversation(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<BootstrapArgs>,
+    ) -> Result<Json<BootstrapResult>, ToolError> {
+        let this = self.clone();
+        self.run(&ext, move |s, c| {
+            let actor = actor(&a.acting);
+            s.touch_endpoint(c, &actor)?;
+            let activation = match (&a.activation_idempotency_key, &a.wake_id) {
+                (Some(key), Some(wake)) => {
+                    let m = s.activate_wake(c, &actor, wake, key)?;
+                    Some(ActivationView {
+                        wake_id: m.value.wake.id.clone(),
+                        consume_token: m.value.consume_token.clone(),
+                        replayed: m.replayed,
+                        state_changed: m.state_changed,
+                    })
+                }
+                (Some(_), None) => {
+                    return Err(ToolError::invalid(
+                        "invalid wakeId: activationIdempotencyKey needs the wakeId of the pending wake to activate",
+                    ));
+                }
+                (None, _) => None,
+            };
+            let b = s.bootstrap(c, &actor, a.conversation_id.as_deref(), a.wake_id.as_deref())?;
+            Ok(Json(BootstrapResult {
+                agent_id: b.agent.id.clone(),
+                endpoint_id: b.endpoint.id.clone(),
+                controller_generation: b.endpoint.generation,
+                production_auto_resume_available: b.endpoint.wake_capable
+                    && this.carrier_held(&b.agent.id, b.endpoint.generation),
+                agent: (&b.agent).into(),
+                endpoint: (&b.endpoint).into(),
+                conversation: b.conversation.as_ref().map(Into::into),
+                queued_count: b.queued_count,
+                queued_high_water_order: b.queued_high_water_order,
+                wake: b.wake.as_ref().map(Into::into),
+                activation,
+                max_reply_operations: b.max_reply_operations,
+            }))
+        })
+        .await
+    }
+
+    /// Create a conversation: the caller is its human participant; `agentIds` (each owned by the
+    /// caller) are its agent participants.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn create_conversation(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<CreateConversationArgs>,
+    ) -> Result<Json<ConversationResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let new = NewConversation {
+                title: a.title,
+                agents: a.agent_ids,
+            };
+            let m = s.create_conversation(c, &new, &a.idempotency_key)?;
+            Ok(Json(conversation_result(&m.value, m.replayed, m.state_changed)))
+        })
+        .await
+    }
+
+    /// Conversations whose human participant is the caller, paged by id.
+    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    async fn list_conversations(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<PageArgs>,
+    ) -> Result<Json<ConversationListResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let limit = page(a.limit);
+            let list = s.list_conversations(c, a.after.as_deref(), limit)?;
+            let next_after = (list.len() == limit)
+                .then(|| list.last().map(|c| c.id.clone()))
+                .flatten();
+            Ok(Json(ConversationListResult {
+                conversations: list.iter().map(Into::into).collect(),
+                next_after,
+            }))
+        })
+        .await
+    }
+
+    /// A conversation's participants and its transcript after the exclusive `afterSeq`, as the
+    /// human participant or (with `agentId`, `endpointId`, `controllerGeneration`) as an agent
+    /// participant. Reading consumes nothing.
+    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    async fn read_conversation(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<ReadConversationArgs>,
+    ) -> Result<Json<ReadConversationResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let who = acting(a.agent_id, a.endpoint_id, a.controller_generation)?;
+            renew(s, c, &who)?;
+            let limit = page(a.limit);
+            let conversation = s.get_conversation(c, &who, &a.conversation_id)?;
+            let messages = s.read_transcript(c, &who, &a.conversation_id, a.after_seq, limit)?;
+            let next_after_seq = (messages.len() == limit)
+                .then(|| messages.last().map(|m| m.seq))
+                .flatten();
+            Ok(Json(ReadConversationResult {
+                conversation_id: conversation.id.clone(),
+                conversation: (&conversation).into(),
+                messages: messages.iter().map(Into::into).collect(),
+                next_after_seq,
+            }))
+        })
+        .await
+    }
+
+    /// Post a message as the human participant or, with `agentId`, `endpointId` and
+    /// `controllerGeneration`, as an agent through its exact endpoint. Identity: `idempotencyKey`,
+    /// or `wakeId` + `operationIndex` for a reply from a woken turn. Every other agent
+    /// participant gets a delivery and a (coalesced) wake.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn post_message(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<PostMessageArgs>,
+    ) -> Result<Json<PostMessageResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let who = acting(a.agent_id, a.endpoint_id, a.controller_generation)?;
+            let idempotency = match (a.idempotency_key, a.wake_id, a.operation_index) {
+                (Some(k), None, None) => IdempotencyKey::Key(k),
+                (None, Some(wake), Some(index)) => IdempotencyKey::WakeReply { wake, index },
+                _ => {
+                    return Err(ToolError::invalid(
+                        "invalid idempotencyKey: give either idempotencyKey, or wakeId with operationIndex",
+                    ));
+                }
+            };
+            renew(s, c, &who)?;
+            let new = NewMessage {
+                conversation: a.conversation_id,
+                acting: who,
+                body: a.body,
+                reply_to: a.reply_to,
+                idempotency,
+            };
+            let m = s.post_message(c, &new)?;
+            Ok(Json(PostMessageResult {
+                conversation_id: m.value.conversation_id.clone(),
+                message_id: m.value.id.clone(),
+                seq: m.value.seq,
+                replayed: m.replayed,
+                state_changed: m.state_changed,
+                message: (&m.value).into(),
+            }))
+        })
+        .await
+    }
+
+    /// An agent's inbox after the exclusive `afterDeliveryOrder`, through its exact endpoint:
+    /// queued deliveries only (default) or all. Reading consumes nothing.
+    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    async fn list_agent_inbox(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<InboxArgs>,
+    ) -> Result<Json<InboxResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let actor = actor(&a.acting);
+            s.touch_endpoint(c, &actor)?;
+            let limit = page(a.limit);
+            let list = s.read_inbox(c, &actor, a.after_delivery_order, limit, a.queued_only.unwrap_or(true))?;
+            let next = (list.len() == limit)
+                .then(|| list.last().map(|d| d.delivery_order))
+                .flatten();
+            Ok(Json(InboxResult {
+                agent_id: actor.agent,
+                deliveries: list.iter().map(Into::into).collect(),
+                next_after_delivery_order: next,
+            }))
+        })
+        .await
+    }
+
+    /// Mark the agent's delivery of `messageId` consumed. Desired-state idempotent; never
+    /// consumes a wake.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn consume_agent_delivery(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<ConsumeDeliveryArgs>,
+    ) -> Result<Json<DeliveryResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let actor = actor(&a.acting);
+            s.touch_endpoint(c, &actor)?;
+            let m = s.consume_delivery(c, &actor, &a.message_id)?;
+            Ok(Json(DeliveryResult {
+                agent_id: actor.agent,
+                message_id: m.value.message.id.clone(),
+                delivery_id: m.value.delivery_order,
+                state_changed: m.state_changed,
+                replayed: m.replayed,
+                state: m.value.state.to_string(),
+            }))
+        })
+        .await
+    }
+
+    /// Consume one exact wake after its dispatch fence: wake, agent, endpoint, generation and
+    /// consume token must all match. An exact retry after success changes nothing. Never
+    /// consumes a delivery.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn consume_agent_wake(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<ConsumeWakeArgs>,
+    ) -> Result<Json<WakeResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let actor = actor(&a.acting);
+            s.touch_endpoint(c, &actor)?;
+            let m = s.consume_wake(c, &actor, &a.wake_id, &a.consume_token)?;
+            Ok(Json(WakeResult {
+                agent_id: actor.agent,
+                wake_id: m.value.id.clone(),
+                state_changed: m.state_changed,
+                replayed: m.replayed,
+                wake: (&m.value).into(),
+            }))
+        })
+        .await
+    }
+
+    /// Close a conversation whose human participant is the caller: no posts after it; reads
+    /// still work. Desired-state idempotent.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn close_conversation(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<CloseConversationArgs>,
+    ) -> Result<Json<ConversationResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let m = s.close_conversation(c, &a.conversation_id)?;
+            Ok(Json(conversation_result(&m.value, m.replayed, m.state_changed)))
+        })
+        .await
+    }
+}
+
+fn endpoint_result(e: &ahp_store::conversation::Endpoint, replayed: bool, state_changed: bool) -> EndpointResult {
+    EndpointResult {
+        agent_id: e.agent_id.clone(),
+        endpoint_id: e.id.clone(),
+        controller_generation: e.generation,
+        replayed,
+        state_changed,
+        endpoint: e.into(),
+    }
+}
+
+fn conversation_result(
+    c: &ahp_store::conversation::Conversation,
+    replayed: bool,
+    state_changed: bool,
+) -> ConversationResult {
+    ConversationResult {
+        conversation_id: c.id.clone(),
+        replayed,
+        state_changed,
+        conversation: c.into(),
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for ConversationTools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("ahp-conversations", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Durable conversations between people and agents: create_agent_identity → attach_agent_endpoint → \
+                 create_conversation → post_message; an agent reads list_agent_inbox and read_conversation through \
+                 its exact endpointId and controllerGeneration, replies with post_message, consumes deliveries and \
+                 wakes exactly. Every mutation that creates something takes an idempotencyKey.",
+            )
+    }
+}
+
+/// The Streamable HTTP service for `/mcp/conversations`: the same Host/Origin rules and body
+/// limit as `/mcp`, with its own tools. Bearer keys and scopes are checked by the router's
+/// middleware in front of it.
+pub fn http_service(
+    tools: ConversationTools,
+    local: SocketAddr,
+) -> StreamableHttpService<ConversationTools, LocalSessionManager> {
+    let origins = [format!("http://{local}"), format!("http://localhost:{}", local.port())];
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts([
+            "localhost".to_owned(),
+            "127.0.0.1".to_owned(),
+            "::1".to_owned(),
+            local.ip().to_string(),
+        ])
+        .with_allowed_origins(origins)
+        .with_max_request_body_bytes(super::http::MAX_REQUEST_BYTES);
+    StreamableHttpService::new(
+        move || Ok(tools.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_tools_need_read_and_the_rest_manage() {
+        let tools = ConversationTools::new(Arc::new(Mutex::new(Store::open_in_memory().unwrap())), true);
+        let names: Vec<String> = tools
+            .tool_router
+            .list_all()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        assert_eq!(names.len(), 14, "{names:?}");
+        let schemaless: Vec<_> = tools
+            .tool_router
+            .list_all()
+            .into_iter()
+            .filter(|t| t.output_schema.is_none())
+            .map(|t| t.name)
+            .collect();
+        assert!(schemaless.is_empty(), "no outputSchema: {schemaless:?}");
+        for r in READ_TOOLS {
+            assert!(names.iter().any(|n| n == r), "{r} is not a tool");
+            assert_eq!(required_scope(r), ApiScope::CommunicationRead);
+        }
+        assert_eq!(required_scope("post_message"), ApiScope::CommunicationManage);
+        assert_eq!(required_scope("no_such_tool"), ApiScope::CommunicationManage);
+    }
+
+    #[test]
+    fn api_keys_and_the_operator_are_different_principals() {
+        let key = ahp_store::Principal {
+            id: "prn_000000000000000000000001".into(),
+            name: "k".into(),
+            scopes: vec![ApiScope::CommunicationRead],
+            created_at: ahp_store::Timestamp::from_micros(0),
+            revoked_at: None,
+        };
+        let c = api_key_caller(&key);
+        assert!(c.has(Scope::Read) && !c.has(Scope::Manage));
+        assert_ne!(c.principal(), operator_caller().principal());
+    }
+}
