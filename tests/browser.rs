@@ -125,15 +125,6 @@ impl Browser {
             .await;
     }
 
-    /// The current URL.
-    pub(crate) async fn url(&self) -> String {
-        self.call(reqwest::Method::GET, "/url", None)
-            .await
-            .as_str()
-            .unwrap()
-            .to_owned()
-    }
-
     async fn element(&self, css: &str) -> String {
         let v = self
             .call(
@@ -179,6 +170,23 @@ impl Browser {
         while self.eval(script).await != Value::Bool(true) {
             assert!(Instant::now() < deadline, "timed out waiting for: {script}");
             tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Waits until the page's path is `path` (a click that submits a form may return before
+    /// the navigation it starts has finished); fails naming where the browser is instead.
+    pub(crate) async fn wait_for_path(&self, path: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let now = self.eval("return location.pathname").await;
+            if now == path {
+                return;
+            }
+            if Instant::now() > deadline {
+                let text = self.eval("return document.body.innerText").await;
+                panic!("expected the browser at {path}, it is at {now}: {text}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 

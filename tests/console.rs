@@ -285,15 +285,11 @@ async fn a_person_watches_a_transfer_go_live_in_a_real_browser() {
 
     // Sign in.
     browser.goto(&format!("{base}/console")).await;
-    assert!(browser.url().await.ends_with("/console/sign-in"));
+    browser.wait_for_path("/console/sign-in").await;
     browser.screenshot(&shots.join("sign-in.png")).await;
     browser.type_into("#key", &key).await;
     browser.click("form.signin button").await;
-    assert!(
-        browser.url().await.ends_with("/console/transfers"),
-        "{}",
-        browser.url().await
-    );
+    browser.wait_for_path("/console/transfers").await;
     let listed = format!("return document.querySelector('tbody#live').textContent.includes('{t}')");
     assert_eq!(browser.eval(&listed).await, true);
 
@@ -344,7 +340,7 @@ async fn a_person_watches_a_transfer_go_live_in_a_real_browser() {
 
     // Sign out ends the session: the pages send the browser back to sign in.
     browser.click("form.signout button").await;
-    assert!(browser.url().await.ends_with("/console/sign-in"));
+    browser.wait_for_path("/console/sign-in").await;
     browser.goto(&format!("{base}/console/transfers")).await;
-    assert!(browser.url().await.ends_with("/console/sign-in"));
+    browser.wait_for_path("/console/sign-in").await;
 }
