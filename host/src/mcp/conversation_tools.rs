@@ -32,8 +32,8 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::IntoCallToolResult;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResponse, CallToolResult, Extensions, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::transport::streamable_http_server::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
 
 use super::conversation_schema::*;
@@ -703,20 +703,10 @@ pub fn http_service(
     tools: ConversationTools,
     local: SocketAddr,
 ) -> StreamableHttpService<ConversationTools, LocalSessionManager> {
-    let origins = [format!("http://{local}"), format!("http://localhost:{}", local.port())];
-    let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts([
-            "localhost".to_owned(),
-            "127.0.0.1".to_owned(),
-            "::1".to_owned(),
-            local.ip().to_string(),
-        ])
-        .with_allowed_origins(origins)
-        .with_max_request_body_bytes(super::http::MAX_REQUEST_BYTES);
     StreamableHttpService::new(
         move || Ok(tools.clone()),
         Arc::new(LocalSessionManager::default()),
-        config,
+        super::http::service_config(local),
     )
 }
 

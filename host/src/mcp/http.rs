@@ -54,20 +54,10 @@ struct Gate {
 
 /// The `/mcp` router, ready for `axum::serve`.
 pub fn router(tools: TransferTools, store: Arc<Mutex<Store>>, auth: Auth, local: SocketAddr) -> axum::Router {
-    let origins = [format!("http://{local}"), format!("http://localhost:{}", local.port())];
-    let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts([
-            "localhost".to_owned(),
-            "127.0.0.1".to_owned(),
-            "::1".to_owned(),
-            local.ip().to_string(),
-        ])
-        .with_allowed_origins(origins)
-        .with_max_request_body_bytes(MAX_REQUEST_BYTES);
     let service = StreamableHttpService::new(
         move || Ok(tools.clone()),
         Arc::new(LocalSessionManager::default()),
-        config,
+        service_config(local),
     );
     let conversations = ConversationTools::new(store.clone(), auth == Auth::None);
     axum::Router::new()
@@ -80,6 +70,21 @@ pub fn router(tools: TransferTools, store: Arc<Mutex<Store>>, auth: Auth, local:
             Arc::new(Gate { store, auth }),
             authorize,
         ))
+}
+
+/// The Streamable HTTP settings both MCP surfaces share: the Host names and Origins of a server
+/// listening on `local` (DNS-rebinding protection), and the body limit.
+pub(crate) fn service_config(local: SocketAddr) -> StreamableHttpServerConfig {
+    let origins = [format!("http://{local}"), format!("http://localhost:{}", local.port())];
+    StreamableHttpServerConfig::default()
+        .with_allowed_hosts([
+            "localhost".to_owned(),
+            "127.0.0.1".to_owned(),
+            "::1".to_owned(),
+            local.ip().to_string(),
+        ])
+        .with_allowed_origins(origins)
+        .with_max_request_body_bytes(MAX_REQUEST_BYTES)
 }
 
 fn challenge(status: StatusCode, value: &str, message: &str) -> Response {
