@@ -1103,11 +1103,32 @@ fn stress_probe() {
             })
         })
         .collect();
+    // An orchestrator polling get_status the whole time: what MCP get_status does after its
+    // transport (a store read behind the same lock the guests' metering and events take).
+    let watched = pushed(&inventory, Tier::Small, "forecaster").0;
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let poller = {
+        let (s, done) = (sandboxes.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut latencies = Vec::new();
+            loop {
+                let t = std::time::Instant::now();
+                s.db().get_status(&watched).unwrap();
+                latencies.push(t.elapsed());
+                if done.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            latencies
+        })
+    };
     for t in honest {
         for outcome in t.join().unwrap() {
             assert_eq!(outcome, TurnOutcome::Resumed, "an honest activation failed");
         }
     }
+
     for t in threads {
         let (component, outcome) = t.join().unwrap();
         assert!(
@@ -1115,10 +1136,20 @@ fn stress_probe() {
             "{component} was not stopped by a ceiling: {outcome:?}"
         );
     }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut latencies = poller.join().unwrap();
+    latencies.sort();
+    let p99 = latencies[latencies.len() * 99 / 100];
+    assert!(
+        p99 < std::time::Duration::from_millis(50),
+        "get_status p99 {p99:?} over 50 ms ({} reads)",
+        latencies.len()
+    );
     let peak = proc_status_bytes("VmHWM:");
     assert_eq!(sandboxes.live_count(), 0);
     println!("elapsed_ms={}", started.elapsed().as_millis());
     println!("rss_growth_bytes={}", peak.saturating_sub(before));
+    println!("get_status_p99_us={} reads={}", p99.as_micros(), latencies.len());
 }
 
 #[test]
@@ -1144,10 +1175,11 @@ fn fifty_hostile_guests_beside_honest_activations() {
     let bound = stress_rss_bound(50);
     assert!(growth <= bound, "peak RSS grew {growth} bytes; the bound is {bound}");
     eprintln!(
-        "stress: 50 hostile + 10 honest in {} ms, peak RSS growth {} MiB (bound {} MiB)",
+        "stress: 50 hostile + 10 honest in {} ms, peak RSS growth {} MiB (bound {} MiB), get_status p99 {} µs",
         value("elapsed_ms="),
         growth >> 20,
-        bound >> 20
+        bound >> 20,
+        value("get_status_p99_us=")
     );
 }
 
