@@ -3,9 +3,8 @@
 //! conversations`), existence hiding byte for byte between two keys, each scope's 403, bounds at
 //! the limit and one past it, and the operator's CLI reading what the tools wrote.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
@@ -13,19 +12,7 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 
-/// A running `ahp serve --http 127.0.0.1:0`, killed on drop.
-struct Server {
-    child: Child,
-    /// `http://127.0.0.1:PORT/mcp`.
-    url: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use crate::mcp_http::Server;
 
 fn ahp(dir: &Path, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_ahp"))
@@ -42,29 +29,9 @@ fn ahp(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `ahp serve --http 127.0.0.1:0` on `dir` (its `url` ends in `/mcp`).
 fn serve(dir: &Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ahp"))
-        .env("RUST_LOG", "warn")
-        .arg("--data-dir")
-        .arg(dir)
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("MCP over HTTP at") {
-        line.clear();
-        assert_ne!(
-            stderr.read_line(&mut line).unwrap(),
-            0,
-            "the server exited before listening"
-        );
-    }
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    let url = line.trim().rsplit(' ').next().unwrap().to_owned();
-    Server { child, url }
+    crate::mcp_http::serve(dir, &[])
 }
 
 fn key(dir: &Path, name: &str, scopes: &[&str]) -> String {
