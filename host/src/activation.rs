@@ -1,28 +1,45 @@
-//! `activate`, the irreversible step, as the MCP tool and the CLI see it: the sandbox begins
-//! the activation in the store (consuming the token), resumes the guest, and completes or fails
-//! the activation. This function turns a guest that did not resume into an error a caller can
-//! act on; the transfer is then back in `pushed` and a retry needs a fresh token.
+//! `activate`, the irreversible step, from token to live agent: the store begins the
+//! activation (consuming the token), a fresh sandbox resumes the guest under its tier's
+//! ceilings, and the store completes the activation only if the guest resumed — otherwise it
+//! fails it with the reason, the transfer is back in `pushed` and a retry needs a fresh token.
+//!
+//! A resumed sandbox is kept live for the agent's later turns, and the caller ([`Host`]) then
+//! binds the transfer to its agent (see `agents`). The sandbox itself ([`Sandboxes::run`]) knows
+//! nothing of this lifecycle.
+//!
+//! [`Host`]: crate::host::Host
 
-use ahp_store::Transfer;
+use crate::sandbox::{self, Call, Sandboxes, TurnReport, bounded};
 
-use crate::Error;
-use crate::sandbox::Sandboxes;
-
-/// Activates `transfer` with `token` in `sandboxes`. Returns the transfer, `active`, only when
-/// the guest's `resume` returned Ok.
+/// Begins the activation of `transfer` with `token`, resumes its guest in a fresh sandbox and
+/// completes or fails the activation. A guest failure is not an `Err`: it is reported in
+/// [`TurnReport::outcome`], with the transfer back in `pushed`.
 ///
 /// # Errors
 ///
-/// [`Error::Sandbox`] if the store refused (bad token, wrong state — nothing changed) or the
-/// sandbox could not be set up; [`Error::ResumeFailed`] if the guest failed, trapped, broke a
-/// ceiling or ran out of budget (`activation_failed` is recorded, the token is spent).
-pub fn activate(sandboxes: &Sandboxes, transfer: &str, token: &str) -> Result<Transfer, Error> {
-    let report = sandboxes.activate(transfer, token)?;
-    match report.outcome.failure_reason() {
-        None => Ok(report.transfer),
-        Some(reason) => Err(Error::ResumeFailed {
-            transfer: transfer.to_owned(),
-            reason,
-        }),
+/// [`sandbox::Error::Store`] if `begin_activation` refuses (token, state; nothing changed);
+/// after it, setup failures ([`sandbox::Error::UnknownComponent`],
+/// [`sandbox::Error::InvalidComponent`], …) are recorded with `fail_activation` and returned.
+pub fn activate(sandboxes: &Sandboxes, transfer: &str, token: &str) -> Result<TurnReport, sandbox::Error> {
+    let t = sandboxes.db().begin_activation(transfer, token)?;
+    let mut sandbox = match sandboxes.prepare(&t) {
+        Ok(s) => s,
+        Err(e) => {
+            sandboxes
+                .db()
+                .fail_activation(transfer, &bounded(&format!("sandbox setup failed: {e}")))?;
+            return Err(e);
+        }
+    };
+    let run = sandboxes.run(&mut sandbox, Call::Resume);
+    let t = match run.outcome.failure_reason() {
+        None => sandboxes.db().complete_activation(transfer),
+        Some(reason) => sandboxes.db().fail_activation(transfer, &bounded(&reason)),
+    };
+    // Err: the transfer moved under us (terminated or expired mid-activation).
+    let report = run.report(t?);
+    if report.outcome.failure_reason().is_none() {
+        sandboxes.keep(sandbox);
     }
+    Ok(report)
 }

@@ -10,6 +10,10 @@
 pub trait Carriers: Send + Sync + 'static {
     /// Whether this process holds the live carrier for `endpoint` at controller `generation`.
     fn holds(&self, endpoint: &str, generation: u64) -> bool;
+
+    /// A message was committed to `conversation`: schedule a dispatch opportunity for every
+    /// agent of it this process carries. Nothing by default.
+    fn message_posted(&self, _conversation: &str) {}
 }
 
 /// A process that holds no carriers (the CLI, a surface without a controller, tests).

@@ -12,13 +12,16 @@
 pub use ahp_store as store;
 
 pub mod activation;
+pub mod agents;
 pub mod carrier;
 pub mod console;
 pub mod error;
+pub mod host;
 pub mod interfaces;
 pub mod mcp;
 pub mod policy;
 pub mod sandbox;
+pub mod shared_store;
 #[doc(hidden)]
 pub mod testing;
 pub mod vault;

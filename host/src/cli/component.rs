@@ -20,7 +20,8 @@ pub(crate) enum ComponentCommand {
 
 pub(crate) fn run(dir: &DataDir, command: ComponentCommand) -> anyhow::Result<()> {
     let ComponentCommand::Add { path, name } = command;
-    let (_, sandboxes) = dir.open_host()?;
+    let host = dir.open_host()?;
+    let sandboxes = host.sandboxes();
     let record = sandboxes.register_component_file(&path, name.as_deref())?;
     println!("{}", record.digest);
     Ok(())

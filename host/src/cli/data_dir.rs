@@ -3,11 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use std::sync::{Arc, Mutex};
-
+use ahp_host::host::{Host, HostBuilder};
 use ahp_host::policy::Policy;
-use ahp_host::sandbox::{SandboxConfig, Sandboxes};
-use ahp_host::vault::DirVault;
 use ahp_store::{Store, TokenKey};
 use anyhow::Context;
 
@@ -96,14 +93,12 @@ impl DataDir {
         self.0.join(VAULT_DIR)
     }
 
-    /// The store (shared) and the sandboxes over it: engine, compile cache, vault.
-    pub(crate) fn open_host(&self) -> anyhow::Result<(Arc<Mutex<Store>>, Arc<Sandboxes>)> {
-        let store = Arc::new(Mutex::new(self.open_store()?));
-        let vault = DirVault::open(self.vault_dir()).context("opening the vault")?;
-        let mut config = SandboxConfig::new(&self.0);
-        config.policy = self.policy()?;
-        let sandboxes =
-            Sandboxes::open(&config, store.clone(), Arc::new(vault)).context("starting the sandbox engine")?;
-        Ok((store, Arc::new(sandboxes)))
+    /// The host over this directory: the store, the sandboxes (engine, compile cache, the
+    /// vault in [`VAULT_DIR`], the policy) and the agents' controller.
+    pub(crate) fn open_host(&self) -> anyhow::Result<Host> {
+        HostBuilder::new(self.open_store()?, &self.0)
+            .policy(self.policy()?)
+            .build()
+            .context("starting the sandbox engine")
     }
 }

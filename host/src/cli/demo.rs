@@ -8,7 +8,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ahp_host::activation::activate;
 use ahp_host::guests::FORECASTER_WASM;
 use ahp_host::policy::{POLICY_FILE, Policy};
 use ahp_store::{
@@ -89,7 +88,8 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: DemoArgs) -> anyhow::Result<(
         }]}))?;
         policy.save(dir.path())?;
     }
-    let (shared, sandboxes) = dir.open_host()?;
+    let host = dir.open_host()?;
+    let (shared, sandboxes) = (host.store().clone(), host.sandboxes().clone());
     let key = dir.token_key()?;
     // The credential the snapshot refers to, as the destination's vault holds it.
     write_private(&dir.vault_dir().join("inventory-api"), b"demo-inventory-api-key")?;
@@ -131,7 +131,7 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: DemoArgs) -> anyhow::Result<(
     let tok = token(&store, &t, TokenScope::Activate)?;
     println!("  . token issue       scope activate, single use, expires in 5m");
     drop(store); // the sandbox takes the store lock around its own commits
-    let a = activate(&sandboxes, &t, &tok)?;
+    let a = host.activate_checked(&t, &tok)?;
     let guest_said = sandboxes.guest_log(&t).unwrap_or_default();
     step(
         4,

@@ -18,7 +18,7 @@ use std::time::Duration;
 use ahp_host::mcp::http::{self, Auth};
 use ahp_host::mcp::listener::{self, Limits};
 use ahp_host::mcp::{ConversationTools, TransferTools, serve_stdio};
-use ahp_host::sandbox::Sandboxes;
+use ahp_host::agents::Agents;
 use ahp_store::Store;
 use clap::{Args, ValueEnum};
 
@@ -126,24 +126,34 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
     // One serving process per data directory: only the holder may decide that an activation
     // in progress was interrupted, since an activation belongs to the process running its guest.
     let _guard = dir.lock_for_serve()?;
-    let (store, sandboxes) = dir.open_host()?;
-    let interrupted = store
-        .lock()
-        .map_err(|_| anyhow::anyhow!("the store lock is poisoned"))?
-        .fail_interrupted_activations(INTERRUPTED_REASON)?;
-    for id in interrupted {
+    let host = dir.open_host()?;
+    let store = host.store().clone();
+    let agents = host.agents().clone();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // Takeover reconciliation, only now that this process holds the guard (a fresh sandbox
+    // needs the runtime to resume a guest later, not to bind).
+    let takeover = agents.take_over(INTERRUPTED_REASON)?;
+    for id in &takeover.interrupted {
         tracing::warn!(transfer = %id, "failed an activation a previous ahp serve left in progress");
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    tracing::info!(
+        released = takeover.reconciled.released_claims,
+        unknown = takeover.reconciled.marked_unknown,
+        rebound = takeover.rebound,
+        "takeover reconciled"
+    );
     runtime.block_on(async {
+        let workers = tokio::spawn(agents.clone().run_workers());
+        // Deliveries may already wait for the re-bound agents.
+        agents.schedule_all();
         let reaper = tokio::spawn(reap_forever(
             store.clone(),
-            sandboxes.clone(),
+            agents.clone(),
             args.reap_every,
             args.ttl,
             args.grace,
         ));
-        let tools = TransferTools::new(store.clone(), sandboxes);
+        let tools = TransferTools::new(host.clone());
         let http_server = match args.http {
             Some(addr) => {
                 let listener = tokio::net::TcpListener::bind(addr).await?;
@@ -151,7 +161,7 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
                 // Not `eprintln!`: it panics when stderr is closed.
                 let _ = writeln!(std::io::stderr(), "ahp: MCP over HTTP at http://{local}/mcp");
                 let _ = writeln!(std::io::stderr(), "ahp: console at http://{local}/console");
-                let router = http::router(tools.clone(), store.clone(), auth, local)
+                let router = http::router(tools.clone(), agents.clone(), store.clone(), auth, local)
                     .merge(ahp_host::console::router(store.clone(), local));
                 Some(tokio::spawn(listener::serve(
                     listener,
@@ -166,7 +176,9 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
             (true, server) => {
                 let served = match args.surface {
                     Surface::Transfers => serve_stdio(tools).await,
-                    Surface::Conversations => serve_stdio(ConversationTools::new(store.clone(), true)).await,
+                    Surface::Conversations => {
+                        serve_stdio(ConversationTools::new(store.clone(), true).with_carriers(agents.clone())).await
+                    }
                 };
                 if let Some(s) = server {
                     s.abort();
@@ -177,6 +189,7 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
             (false, None) => unreachable!("clap requires --stdio or --http"),
         };
         reaper.abort();
+        workers.abort();
         result
     })?;
     Ok(())
@@ -200,11 +213,13 @@ async fn shutdown_signal() {
     tokio::select! { () = ctrl_c => {}, () = term => {} }
 }
 
-/// Sweeps both reapers every `every`, logging what they ended, then drops the live sandboxes of
-/// transfers that are no longer `active`. Errors are logged, not fatal: the next tick tries again.
+/// Sweeps both reapers every `every`, logging what they ended, then drops the carriers and live
+/// sandboxes of transfers that are no longer `active`, renews the leases of the carriers it
+/// keeps and schedules each (the safety net for posts another process committed). Errors are
+/// logged, not fatal: the next tick tries again.
 async fn reap_forever(
     store: Arc<Mutex<Store>>,
-    sandboxes: Arc<Sandboxes>,
+    agents: Arc<Agents>,
     every: Duration,
     ttl: Duration,
     grace: Duration,
@@ -222,7 +237,24 @@ async fn reap_forever(
             Ok((s.reap_insolvent(now, grace)?, s.reap_expired(now, ttl)?))
         })
         .await;
-        let sandboxes = sandboxes.clone();
+        let a = agents.clone();
+        let sandboxes = agents.sandboxes().clone();
+        let swept_agents = tokio::task::spawn_blocking(move || {
+            let ended = a.sweep();
+            a.renew_leases();
+            a.schedule_all();
+            ended
+        })
+        .await;
+        match swept_agents {
+            Ok(Ok(ended)) => {
+                for id in ended {
+                    tracing::info!(transfer = %id, "released its agent's carrier: the transfer is no longer active");
+                }
+            }
+            Ok(Err(e)) => tracing::error!("carrier sweep failed: {e}"),
+            Err(e) => tracing::error!("carrier sweep task failed: {e}"),
+        }
         match tokio::task::spawn_blocking(move || sandboxes.drop_finished()).await {
             Ok(Ok(dropped)) => {
                 for id in dropped {

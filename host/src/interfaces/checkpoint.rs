@@ -1,11 +1,11 @@
 //! `ahp:agent/checkpoint`: durable working memory, bounded by the tier.
 
-use crate::sandbox::bindings::ahp::agent::checkpoint::{Error, Host};
-use crate::sandbox::state::{MAX_SAVES_PER_TURN, SandboxState};
+use super::bindings::v0_2::ahp::agent::checkpoint::{Error, Host};
+use super::context::{AgentCtx, MAX_SAVES_PER_TURN};
 
-impl Host for SandboxState {
+impl Host for AgentCtx {
     fn save(&mut self, state: Vec<u8>) -> Result<(), Error> {
-        let max = self.ceilings.checkpoint_bytes;
+        let max = self.checkpoint_bytes;
         if state.len() as u64 > max {
             return Err(Error::TooLarge(max));
         }
@@ -29,7 +29,7 @@ impl Host for SandboxState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::state::test_support::state;
+    use crate::interfaces::context::test_support::state;
 
     #[test]
     fn saves_up_to_the_tier_ceiling_and_refuses_past_it() {

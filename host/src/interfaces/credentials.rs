@@ -11,11 +11,11 @@ use ahp_store::EventKind;
 use ahp_store::snapshot::{MAX_CRED_REF_BYTES, validate_cred_ref};
 use serde_json::json;
 
-use crate::sandbox::bindings::ahp::agent::credentials::{Credential, Error, Host};
-use crate::sandbox::state::{MAX_RESOLUTIONS_PER_TURN, SandboxState};
+use super::bindings::v0_2::ahp::agent::credentials::{Credential, Error, Host};
+use super::context::{AgentCtx, MAX_RESOLUTIONS_PER_TURN};
 use crate::vault;
 
-impl Host for SandboxState {
+impl Host for AgentCtx {
     fn resolve(&mut self, cred_ref: String) -> Result<Credential, Error> {
         self.calls.resolutions += 1;
         if self.calls.resolutions > MAX_RESOLUTIONS_PER_TURN {
@@ -58,7 +58,7 @@ impl Host for SandboxState {
     }
 }
 
-impl SandboxState {
+impl AgentCtx {
     /// Records a resolution attempt (never the value).
     fn audit(&self, kind: EventKind, cred_ref: &str, reason: Option<&str>) -> Result<(), ahp_store::Error> {
         // The ref comes from the guest: keep at most a bounded prefix of it in the log.
@@ -81,7 +81,7 @@ impl SandboxState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::state::test_support::state;
+    use crate::interfaces::context::test_support::state;
 
     #[test]
     fn resolves_only_listed_refs_and_bounds_the_calls() {

@@ -1,82 +1,113 @@
 //! `ahp:agent/metering`: the budget, and spend the guest reports.
 //!
 //! Linked by hand (`func_wrap`) rather than through a generated `Host` trait, because both
-//! functions need the Store itself: they settle the CPU meter first and then cut the fuel left
-//! to what the budget still pays for.
+//! functions need the Store itself: they settle the CPU meter first ([`Metered`]) and then cut
+//! the fuel left to what the budget still pays for. The same two functions are linked under
+//! both versions of the package (`@0.1.0` and `@0.2.0`); only the generated types differ.
 
 use ahp_store::{Error as StoreError, MAX_USAGE_REPORT_MICRO_USD};
 use wasmtime::StoreContextMut;
 use wasmtime::component::Linker;
 
-use crate::sandbox::bindings::ahp::agent::metering::{BudgetState, Error};
-use crate::sandbox::meter::{self, COMPUTE_KIND};
-use crate::sandbox::state::{MAX_REPORTS_PER_TURN, SandboxState};
+use super::bindings::{v0_1, v0_2};
+use super::context::{MAX_REPORTS_PER_TURN, Metered};
 
-pub(crate) fn add_to_linker(linker: &mut Linker<SandboxState>) -> wasmtime::Result<()> {
-    let mut inst = linker.instance("ahp:agent/metering@0.1.0")?;
-    inst.func_wrap(
-        "report",
-        |mut cx: StoreContextMut<'_, SandboxState>, (kind, micro_usd): (String, u64)| {
-            Ok((report(&mut cx, &kind, micro_usd)?,))
-        },
-    )?;
-    inst.func_wrap("budget", |mut cx: StoreContextMut<'_, SandboxState>, (): ()| {
-        meter::settle(&mut cx)?;
-        Ok((budget(&mut cx),))
-    })?;
+/// The usage kind compute spend is recorded under; reserved to the host.
+pub const COMPUTE_KIND: &str = "compute";
+
+/// A budget as the interface reports it (both versions share its shape).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Budget {
+    allocated: u64,
+    spent: u64,
+    fuel_left: u64,
+}
+
+/// Why a report was refused (both versions share its shape).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Refusal {
+    InvalidKind(String),
+    InvalidAmount,
+    Insolvent,
+}
+
+macro_rules! link_version {
+    ($linker:expr, $name:literal, $v:ident) => {{
+        use $v::ahp::agent::metering::{BudgetState, Error};
+        let to_budget = |b: Budget| BudgetState {
+            allocated_micro_usd: b.allocated,
+            spent_micro_usd: b.spent,
+            remaining_micro_usd: b.allocated.saturating_sub(b.spent),
+            fuel_left_this_turn: b.fuel_left,
+        };
+        let mut inst = $linker.instance($name)?;
+        inst.func_wrap("report", move |mut cx: StoreContextMut<'_, T>, (kind, micro_usd): (String, u64)| {
+            let r = report(&mut cx, &kind, micro_usd)?.map(to_budget).map_err(|e| match e {
+                Refusal::InvalidKind(m) => Error::InvalidKind(m),
+                Refusal::InvalidAmount => Error::InvalidAmount,
+                Refusal::Insolvent => Error::Insolvent,
+            });
+            Ok((r,))
+        })?;
+        inst.func_wrap("budget", move |mut cx: StoreContextMut<'_, T>, (): ()| {
+            T::settle(&mut cx)?;
+            Ok((to_budget(budget(&mut cx)),))
+        })?;
+    }};
+}
+
+/// Links `metering` under both package versions.
+pub(crate) fn add_to_linker<T: Metered>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    link_version!(linker, "ahp:agent/metering@0.2.0", v0_2);
+    link_version!(linker, "ahp:agent/metering@0.1.0", v0_1);
     Ok(())
 }
 
-fn report(
-    cx: &mut StoreContextMut<'_, SandboxState>,
-    kind: &str,
-    micro_usd: u64,
-) -> wasmtime::Result<Result<BudgetState, Error>> {
+fn report<T: Metered>(cx: &mut StoreContextMut<'_, T>, kind: &str, micro_usd: u64) -> wasmtime::Result<Result<Budget, Refusal>> {
     if kind == COMPUTE_KIND {
-        return Ok(Err(Error::InvalidKind("`compute` is metered by the host".into())));
+        return Ok(Err(Refusal::InvalidKind("`compute` is metered by the host".into())));
     }
     if micro_usd == 0 || micro_usd > MAX_USAGE_REPORT_MICRO_USD {
-        return Ok(Err(Error::InvalidAmount));
+        return Ok(Err(Refusal::InvalidAmount));
     }
-    let st = cx.data_mut();
+    let st = cx.data_mut().agent();
     st.calls.reports += 1;
     if st.calls.reports > MAX_REPORTS_PER_TURN {
-        return Ok(Err(Error::InvalidKind(format!(
+        return Ok(Err(Refusal::InvalidKind(format!(
             "more than {MAX_REPORTS_PER_TURN} reports in one turn"
         ))));
     }
-    meter::settle(cx)?;
-    let st = cx.data_mut();
+    T::settle(cx)?;
+    let st = cx.data_mut().agent();
     let result = st.db(|db| db.report_usage(&st.transfer, micro_usd, kind));
     match result {
         Ok(r) => {
             let remaining = r.budget.remaining_micro_usd();
-            meter::external_spend(cx, remaining)?;
+            T::external_spend(cx, remaining)?;
             if remaining == 0 {
-                return Ok(Err(Error::Insolvent));
+                return Ok(Err(Refusal::Insolvent));
             }
             Ok(Ok(budget(cx)))
         }
-        Err(StoreError::InvalidInput { field, reason }) if field == "kind" => Ok(Err(Error::InvalidKind(reason))),
-        Err(StoreError::InvalidInput { .. }) => Ok(Err(Error::InvalidAmount)),
+        Err(StoreError::InvalidInput { field, reason }) if field == "kind" => Ok(Err(Refusal::InvalidKind(reason))),
+        Err(StoreError::InvalidInput { .. }) => Ok(Err(Refusal::InvalidAmount)),
         Err(e) => {
             // The transfer can no longer take spend (terminated meanwhile): stop the guest.
-            meter::external_spend(cx, 0)?;
+            T::external_spend(cx, 0)?;
             tracing::warn!(error = %e, "guest spend refused");
-            Ok(Err(Error::Insolvent))
+            Ok(Err(Refusal::Insolvent))
         }
     }
 }
 
-fn budget(cx: &mut StoreContextMut<'_, SandboxState>) -> BudgetState {
+fn budget<T: Metered>(cx: &mut StoreContextMut<'_, T>) -> Budget {
     let fuel_left = cx.get_fuel().unwrap_or(0);
-    let st = cx.data();
+    let st = cx.data_mut().agent();
     let b = st.db(|db| db.budget(&st.transfer)).ok().flatten();
     let (allocated, spent) = b.map_or((0, 0), |b| (b.allocated_micro_usd, b.spent_micro_usd));
-    BudgetState {
-        allocated_micro_usd: allocated,
-        spent_micro_usd: spent,
-        remaining_micro_usd: allocated.saturating_sub(spent),
-        fuel_left_this_turn: fuel_left,
+    Budget {
+        allocated,
+        spent,
+        fuel_left,
     }
 }

@@ -3,23 +3,33 @@
 //!
 //! Each file only *adapts*: it converts WIT types, applies the per-call bounds, calls the real
 //! logic (the store, the vault, the meter) and maps its errors to the interface's `error`
-//! variant. An ordinary guest mistake is a WIT error; a broken ceiling is a trap.
+//! variant. An ordinary guest mistake is a WIT error; a broken ceiling is a trap. The adapters
+//! see a sandbox only through its [`AgentCtx`] ([`context`]), the way wasmtime-wasi's
+//! interfaces see a `WasiCtxView`; the sandbox implements [`AgentView`] and [`Metered`].
+//!
+//! Both versions of the contract are linked: `@0.2.0` ([`bindings::v0_2`]) and the frozen
+//! `@0.1.0` ([`v0_1`], forwarding to the same code), so a component built for either runs.
 //!
 //! What a guest may import is one allow-list, [`AHP_INTERFACES`] and
 //! [`wasi::WASI_INTERFACES`]; a component importing anything else is refused at registration
 //! by [`check_imports`], which names the import.
 
+pub mod bindings;
 pub mod checkpoint;
+pub mod context;
+pub mod conversations;
 pub mod credentials;
 pub mod metering;
 pub mod snapshot;
+mod v0_1;
 pub mod wasi;
 
 use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime_wasi::WasiView;
+use wasmtime_wasi_http::WasiHttpView;
 
-use crate::sandbox::bindings::ahp::agent;
-use crate::sandbox::state::SandboxState;
+pub use self::context::{AgentCtx, AgentView, Metered, TurnCalls, TurnCtx};
 
 /// The `ahp:agent` interfaces the host links (the imports of world `agent`).
 pub const AHP_INTERFACES: &[&str] = &[
@@ -27,6 +37,7 @@ pub const AHP_INTERFACES: &[&str] = &[
     "ahp:agent/credentials",
     "ahp:agent/metering",
     "ahp:agent/checkpoint",
+    "ahp:agent/conversations",
 ];
 
 /// Whether the host links the interface a component imports as `name` (e.g.
@@ -62,13 +73,22 @@ pub fn check_imports(engine: &Engine, component: &Component) -> Result<(), Refus
     }
 }
 
-/// Adds the `ahp:agent` interfaces and the allowed WASI ([`wasi`]; no ambient authority, see
-/// [`SandboxState`](crate::sandbox)) to `linker`.
-pub(crate) fn add_to_linker(linker: &mut Linker<SandboxState>) -> wasmtime::Result<()> {
+/// Adds the `ahp:agent` interfaces of both versions and the allowed WASI ([`wasi`]; no ambient
+/// authority, see `sandbox::state`) to `linker`.
+pub(crate) fn add_to_linker<T>(linker: &mut Linker<T>) -> wasmtime::Result<()>
+where
+    T: Metered + WasiView + WasiHttpView,
+{
+    use bindings::{v0_1::ahp::agent as old, v0_2::ahp::agent as new};
     wasi::add_to_linker(linker)?;
-    agent::snapshot::add_to_linker::<_, HasSelf<SandboxState>>(linker, |s| s)?;
-    agent::credentials::add_to_linker::<_, HasSelf<SandboxState>>(linker, |s| s)?;
-    agent::checkpoint::add_to_linker::<_, HasSelf<SandboxState>>(linker, |s| s)?;
+    let ctx = |t: &mut T| t.agent();
+    new::snapshot::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx)?;
+    new::credentials::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx)?;
+    new::checkpoint::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx)?;
+    new::conversations::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx)?;
+    old::snapshot::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx)?;
+    old::credentials::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx)?;
+    old::checkpoint::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx)?;
     metering::add_to_linker(linker)?;
     Ok(())
 }
@@ -81,7 +101,7 @@ mod tests {
     /// Whether a component importing `name` as an instance with `exports` (the WAT of an
     /// instance type's body) links. A missing instance whose type needs nothing would link, so
     /// each probe needs a resource or function the real interface has.
-    fn links(linker: &Linker<SandboxState>, name: &str, exports: &str) -> bool {
+    fn links(linker: &Linker<crate::sandbox::state::SandboxState>, name: &str, exports: &str) -> bool {
         let wat = format!(r#"(component (import "{name}@0.2.6" (instance {exports})))"#);
         let component = Component::new(linker.engine(), wat).unwrap();
         linker.instantiate_pre(&component).is_ok()

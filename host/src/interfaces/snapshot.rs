@@ -1,13 +1,13 @@
 //! `ahp:agent/snapshot`: the session the guest resumes, read-only, history paged.
 
-use crate::sandbox::bindings::ahp::agent::snapshot::{Error, Host, McpServer, Message};
-use crate::sandbox::state::SandboxState;
+use super::AgentCtx;
+use super::bindings::v0_2::ahp::agent::snapshot::{Error, Host, McpServer, Message};
 
 /// Largest page of history one `messages` call returns. 256 messages of at most 256 KiB each
 /// is already more than a guest should copy at once; the iterator in the SDK asks for this.
 pub const MAX_PAGE: u32 = 256;
 
-impl Host for SandboxState {
+impl Host for AgentCtx {
     fn transfer_id(&mut self) -> String {
         self.transfer.clone()
     }
@@ -55,7 +55,7 @@ impl Host for SandboxState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::state::test_support::state;
+    use crate::interfaces::context::test_support::state;
 
     #[test]
     fn pages_the_history_and_bounds_the_page() {

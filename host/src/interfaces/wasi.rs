@@ -19,9 +19,13 @@ use wasmtime_wasi::p2::bindings::{cli, clocks, io, random};
 use wasmtime_wasi::random::{WasiRandom, WasiRandomView};
 
 use wasmtime::StoreContextMut;
+use wasmtime_wasi::WasiView;
+use wasmtime_wasi_http::WasiHttpView;
 
-use crate::sandbox::host_resources::MAX_REQUEST_NAME_BYTES;
-use crate::sandbox::state::SandboxState;
+/// Longest authority (`host:port`) or method an outgoing request may be given: real ones are
+/// at most a few hundred bytes. Each is part of a resource-table entry the host holds for the
+/// guest (see `sandbox::host_resources`).
+pub const MAX_REQUEST_NAME_BYTES: usize = 16 * 1024;
 
 /// The `wasi:http/types` instance as wasmtime-wasi-http 48 links it (guests importing any
 /// `0.2.x` are matched to it).
@@ -66,13 +70,12 @@ impl HasData for Io {
     type Data<'a> = &'a mut ResourceTable;
 }
 
-fn table(s: &mut SandboxState) -> &mut ResourceTable {
-    wasmtime_wasi::WasiView::ctx(s).table
+fn table<T: WasiView>(s: &mut T) -> &mut ResourceTable {
+    s.ctx().table
 }
 
 /// Links [`WASI_INTERFACES`], and only them, into `linker`.
-pub(crate) fn add_to_linker(l: &mut Linker<SandboxState>) -> wasmtime::Result<()> {
-    type S = SandboxState;
+pub(crate) fn add_to_linker<S: WasiView + WasiHttpView + 'static>(l: &mut Linker<S>) -> wasmtime::Result<()> {
     cli::environment::add_to_linker::<S, WasiCli>(l, S::cli)?;
     cli::exit::add_to_linker::<S, WasiCli>(l, S::cli)?;
     cli::stdin::add_to_linker::<S, WasiCli>(l, S::cli)?;
@@ -85,9 +88,9 @@ pub(crate) fn add_to_linker(l: &mut Linker<SandboxState>) -> wasmtime::Result<()
     cli::terminal_stderr::add_to_linker::<S, WasiCli>(l, S::cli)?;
     // The async `wasi:io`: a guest blocked in `poll` or on a stream waits in a future, which
     // the turn's wall-clock timeout drops (see `sandbox`), instead of blocking a host thread.
-    io::error::add_to_linker::<S, Io>(l, table)?;
-    io::poll::add_to_linker::<S, Io>(l, table)?;
-    io::streams::add_to_linker::<S, Io>(l, table)?;
+    io::error::add_to_linker::<S, Io>(l, table::<S>)?;
+    io::poll::add_to_linker::<S, Io>(l, table::<S>)?;
+    io::streams::add_to_linker::<S, Io>(l, table::<S>)?;
     clocks::monotonic_clock::add_to_linker::<S, WasiClocks>(l, S::clocks)?;
     clocks::wall_clock::add_to_linker::<S, WasiClocks>(l, S::clocks)?;
     random::random::add_to_linker::<S, WasiRandom>(l, S::random)?;
@@ -103,9 +106,8 @@ pub(crate) fn add_to_linker(l: &mut Linker<SandboxState>) -> wasmtime::Result<()
 /// WIT `err`, as for an invalid value) an authority or method longer than
 /// [`MAX_REQUEST_NAME_BYTES`]: wasmtime-wasi-http keeps any length, and a request is a
 /// resource-table entry the host holds for the guest (see `sandbox::host_resources`).
-fn bound_request_names(l: &mut Linker<SandboxState>) -> wasmtime::Result<()> {
+fn bound_request_names<S: WasiHttpView + 'static>(l: &mut Linker<S>) -> wasmtime::Result<()> {
     use wasmtime::component::Resource;
-    use wasmtime_wasi_http::WasiHttpView;
     use wasmtime_wasi_http::p2::bindings::http::types::{HostOutgoingRequest as _, Method};
     use wasmtime_wasi_http::p2::types::HostOutgoingRequest;
 
@@ -115,7 +117,7 @@ fn bound_request_names(l: &mut Linker<SandboxState>) -> wasmtime::Result<()> {
     let mut types = l.instance(HTTP_TYPES)?;
     types.func_wrap(
         "[method]outgoing-request.set-authority",
-        move |mut cx: StoreContextMut<'_, SandboxState>, (req, authority): (Request, Option<String>)| {
+        move |mut cx: StoreContextMut<'_, S>, (req, authority): (Request, Option<String>)| {
             if !authority.as_deref().is_none_or(fits) {
                 return Ok((Err(()),));
             }
@@ -124,7 +126,7 @@ fn bound_request_names(l: &mut Linker<SandboxState>) -> wasmtime::Result<()> {
     )?;
     types.func_wrap(
         "[method]outgoing-request.set-method",
-        move |mut cx: StoreContextMut<'_, SandboxState>, (req, method): (Request, Method)| {
+        move |mut cx: StoreContextMut<'_, S>, (req, method): (Request, Method)| {
             if let Method::Other(m) = &method
                 && !fits(m)
             {

@@ -18,7 +18,6 @@
 //! renews the acting endpoint's lease ([`Store::touch_endpoint`]), so renewal is never a chore
 //! for the model.
 
-use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -37,6 +36,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
 
 use super::conversation_schema::*;
+use crate::carrier::{Carriers, NoCarriers};
 
 /// The subject the local operator (stdio, or HTTP with `--auth none`) acts as.
 pub const OPERATOR_SUBJECT: &str = "operator:local";
@@ -157,8 +157,8 @@ pub struct ConversationTools {
     /// Whether a call without an authenticated principal is the local operator (stdio, or HTTP
     /// with `--auth none`); otherwise it is refused.
     operator_fallback: bool,
-    /// The (agent, controller generation) pairs this process holds a wake carrier for.
-    carriers: Arc<Mutex<HashSet<(String, u64)>>>,
+    /// The wake carriers this process holds: the readiness flag, and whom a post schedules.
+    carriers: Arc<dyn Carriers>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -175,9 +175,16 @@ impl ConversationTools {
         Self {
             store,
             operator_fallback,
-            carriers: Arc::default(),
+            carriers: Arc::new(NoCarriers),
             tool_router: Self::tool_router(),
         }
+    }
+
+    /// These tools, in a process holding `carriers` (`ahp serve`'s controller).
+    #[must_use]
+    pub fn with_carriers(mut self, carriers: Arc<dyn Carriers>) -> Self {
+        self.carriers = carriers;
+        self
     }
 
     /// The caller of a request: its API key's principal over HTTP, else the local operator.
@@ -192,11 +199,9 @@ impl ConversationTools {
         }
     }
 
-    /// Whether this process holds a wake carrier for `agent` at `generation`.
-    fn carrier_held(&self, agent: &str, generation: u64) -> bool {
-        self.carriers
-            .lock()
-            .is_ok_and(|c| c.contains(&(agent.to_owned(), generation)))
+    /// Whether this process holds the wake carrier of `endpoint` at `generation`.
+    fn carrier_held(&self, endpoint: &str, generation: u64) -> bool {
+        self.carriers.holds(endpoint, generation)
     }
 
     /// Runs `f` with the caller on the store, on a blocking thread (every write is an fsynced
@@ -299,7 +304,7 @@ impl ConversationTools {
                     let held = l
                         .current_endpoint
                         .as_ref()
-                        .is_some_and(|e| this.carrier_held(&l.agent.id, e.generation));
+                        .is_some_and(|e| this.carrier_held(&e.id, e.generation));
                     AgentListingView::new(l, held)
                 })
                 .collect();
@@ -420,7 +425,7 @@ impl ConversationTools {
                 endpoint_id: b.endpoint.id.clone(),
                 controller_generation: b.endpoint.generation,
                 production_auto_resume_available: b.endpoint.wake_capable
-                    && this.carrier_held(&b.agent.id, b.endpoint.generation),
+                    && this.carrier_held(&b.endpoint.id, b.endpoint.generation),
                 agent: (&b.agent).into(),
                 endpoint: (&b.endpoint).into(),
                 conversation: b.conversation.as_ref().map(Into::into),
@@ -522,7 +527,8 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<PostMessageArgs>,
     ) -> Result<Json<PostMessageResult>, ToolError> {
-        self.run(&ext, move |s, c| {
+        let result = self
+            .run(&ext, move |s, c| {
             let who = acting(a.agent_id, a.endpoint_id, a.controller_generation)?;
             let idempotency = match (a.idempotency_key, a.wake_id, a.operation_index) {
                 (Some(k), None, None) => IdempotencyKey::Key(k),
@@ -551,7 +557,11 @@ impl ConversationTools {
                 message: (&m.value).into(),
             }))
         })
-        .await
+            .await?;
+        if result.0.state_changed {
+            self.carriers.message_posted(&result.0.conversation_id);
+        }
+        Ok(result)
     }
 
     /// An agent's inbox after the exclusive `afterDeliveryOrder`, through its exact endpoint:

@@ -53,13 +53,19 @@ struct Gate {
 }
 
 /// The `/mcp` router, ready for `axum::serve`.
-pub fn router(tools: TransferTools, store: Arc<Mutex<Store>>, auth: Auth, local: SocketAddr) -> axum::Router {
+pub fn router(
+    tools: TransferTools,
+    carriers: Arc<dyn crate::carrier::Carriers>,
+    store: Arc<Mutex<Store>>,
+    auth: Auth,
+    local: SocketAddr,
+) -> axum::Router {
     let service = StreamableHttpService::new(
         move || Ok(tools.clone()),
         Arc::new(LocalSessionManager::default()),
         service_config(local),
     );
-    let conversations = ConversationTools::new(store.clone(), auth == Auth::None);
+    let conversations = ConversationTools::new(store.clone(), auth == Auth::None).with_carriers(carriers);
     axum::Router::new()
         .nest_service(
             "/mcp/conversations",

@@ -170,6 +170,10 @@ pub struct TransferResult {
     pub tier: Option<String>,
     /// The guest component, once provisioned.
     pub component: Option<String>,
+    /// The agent identity (`agt_…`) the transfer became at activation: open a conversation
+    /// with it through the conversation tools. Absent before the first activation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
 }
 
 impl From<&Transfer> for TransferResult {
@@ -181,6 +185,7 @@ impl From<&Transfer> for TransferResult {
             checksum: t.checksum.clone(),
             tier: t.tier.map(|x| x.to_string()),
             component: t.component.clone(),
+            agent_id: t.agent_id.clone(),
         }
     }
 }

@@ -8,21 +8,20 @@
 
 use std::sync::{Arc, Mutex, TryLockError};
 
-use ahp_store::{DEFAULT_USAGE_KIND, Store, Transfer};
+use ahp_store::{DEFAULT_USAGE_KIND, Store, Transfer, TransferOwner};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{Extensions, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
 
 use super::schema::*;
-use crate::activation::activate;
-use crate::sandbox::Sandboxes;
+use crate::host::Host;
 
-/// The transfer MCP server: the store, and the sandboxes `activate` resumes guests in.
+/// The transfer MCP server: the host whose sandboxes `activate` resumes guests in.
 #[derive(Clone)]
 pub struct TransferTools {
     store: Arc<Mutex<Store>>,
-    sandboxes: Arc<Sandboxes>,
+    host: Host,
     tool_router: ToolRouter<Self>,
 }
 
@@ -33,11 +32,11 @@ impl std::fmt::Debug for TransferTools {
 }
 
 impl TransferTools {
-    /// Tools over `store`, activating guests in `sandboxes` (which must share that store).
-    pub fn new(store: Arc<Mutex<Store>>, sandboxes: Arc<Sandboxes>) -> Self {
+    /// Tools over `host`'s store, activating guests in its sandboxes.
+    pub fn new(host: Host) -> Self {
         Self {
-            store,
-            sandboxes,
+            store: host.store().clone(),
+            host,
             tool_router: Self::tool_router(),
         }
     }
@@ -101,9 +100,16 @@ impl TransferTools {
     ))]
     async fn snapshot_state(
         &self,
+        ext: Extensions,
         Parameters(args): Parameters<SnapshotStateArgs>,
     ) -> Result<Json<TransferResult>, String> {
-        self.transition(move |s| s.snapshot_state(&args.into())).await
+        // The transfer belongs to its creator: the API key's principal over HTTP, else the local
+        // operator (stdio). Its agent will belong to that principal's communication principal.
+        let owner = ext
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<ahp_store::Principal>())
+            .map_or(TransferOwner::Operator, |p| TransferOwner::ApiKey(p.id.clone()));
+        self.transition(move |s| s.snapshot_state_as(&args.into(), &owner)).await
     }
 
     /// Size the destination by tier and open its budget (status `provisioned`). Requires a
@@ -154,9 +160,11 @@ impl TransferTools {
     async fn activate(&self, Parameters(a): Parameters<ActivateArgs>) -> Result<Json<TransferResult>, String> {
         // The sandbox takes the store lock itself, around each commit, and never while the guest
         // runs: activation must not hold it.
-        let sandboxes = self.sandboxes.clone();
+        let host = self.host.clone();
         tokio::task::spawn_blocking(move || {
-            let t = activate(&sandboxes, &a.transfer_id, &a.token).map_err(|e| e.to_string())?;
+            let t = host
+                .activate_checked(&a.transfer_id, &a.token)
+                .map_err(|e| e.to_string())?;
             Ok(Json(TransferResult::from(&t)))
         })
         .await

@@ -9,7 +9,7 @@ use ahp_store::Transfer;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
-use super::bindings::AgentPre;
+use super::instance::AgentPre;
 use super::state::SandboxState;
 use super::{Error, Sandboxes};
 
@@ -41,7 +41,7 @@ impl RawRunner {
             .ok_or_else(|| Error::NotProvisioned(transfer.id.clone()))?;
         let snapshot = Arc::new(sandboxes.db().snapshot(&transfer.id)?);
         let grants = Arc::new(sandboxes.policy().grants(&snapshot.mcp_config));
-        let (db, vault, id) = (sandboxes.db.clone(), sandboxes.vault.clone(), transfer.id.clone());
+        let (db, vault, id) = (sandboxes.store.clone(), sandboxes.vault.clone(), transfer.id.clone());
         let make_state = Box::new(move || {
             SandboxState::new(
                 id.clone(),
@@ -74,6 +74,6 @@ impl RawRunner {
             agent.call_resume(&mut store).await
         })
         .map_err(|e| Error::Wasmtime(format!("{e:#}")))?;
-        Ok((r.is_ok(), store.data().store_time.get()))
+        Ok((r.is_ok(), store.data().agent.store_time.get()))
     }
 }

@@ -26,7 +26,7 @@ use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
 
 use super::Error;
-use super::bindings::AgentPre;
+use super::instance::AgentPre;
 use super::counts::ComponentCounts;
 use super::state::SandboxState;
 

@@ -44,9 +44,7 @@ pub const MAX_ENTRY_BYTES: u64 = 256 * 1024;
 /// hold this many accounted bytes. wasmtime's default, which any real header set fits.
 pub const FIELD_SIZE_LIMIT: usize = 128 * 1024;
 
-/// Longest authority (`host:port`) or method an outgoing request may be given: real ones are
-/// at most a few hundred bytes.
-pub const MAX_REQUEST_NAME_BYTES: usize = 16 * 1024;
+pub use crate::interfaces::wasi::MAX_REQUEST_NAME_BYTES;
 
 /// Longest path with query the `http` crate accepts (its `MAX_LEN`).
 pub const MAX_PATH_BYTES: usize = 64 * 1024 - 2;

@@ -27,8 +27,7 @@ use super::state::SandboxState;
 /// means fresher spend figures and more database writes (one fsync each).
 pub const METER_QUANTUM_FUEL: u64 = 100_000_000;
 
-/// The usage kind compute spend is recorded under; reserved to the host.
-pub const COMPUTE_KIND: &str = "compute";
+pub use crate::interfaces::metering::COMPUTE_KIND;
 
 /// One sandbox's meter.
 #[derive(Debug, Clone)]
@@ -78,11 +77,10 @@ impl Meter {
 pub(crate) fn start_turn(cx: &mut StoreContextMut<'_, SandboxState>) -> wasmtime::Result<u64> {
     let st = cx.data_mut();
     st.meter.turn_consumed = 0;
-    st.calls = Default::default();
     st.turn_started = std::time::Instant::now();
-    st.store_time.set(std::time::Duration::ZERO);
     let remaining = st
-        .db(|db| db.budget(&st.transfer))
+        .agent
+        .db(|db| db.budget(&st.agent.transfer))
         .map_or(0, |b| b.map_or(0, |b| b.remaining_micro_usd()));
     st.meter.remaining_micro_usd = remaining;
     let fuel = st.limits.fuel_affordable(remaining).min(st.meter.turn_left());
@@ -113,13 +111,13 @@ pub(crate) fn settle(cx: &mut StoreContextMut<'_, SandboxState>) -> wasmtime::Re
         .compute_cost_micro_usd(st.meter.total_consumed)
         .saturating_sub(st.meter.charged_micro_usd);
     if owed > 0 {
-        match st.db(|db| db.report_usage(&st.transfer, owed, COMPUTE_KIND)) {
+        match st.agent.db(|db| db.report_usage(&st.agent.transfer, owed, COMPUTE_KIND)) {
             Ok(r) => {
                 st.meter.charged_micro_usd += owed;
                 st.meter.remaining_micro_usd = r.budget.remaining_micro_usd();
             }
             Err(e) => {
-                tracing::warn!(transfer = %st.transfer, error = %e, "compute spend refused; stopping the guest");
+                tracing::warn!(transfer = %st.agent.transfer, error = %e, "compute spend refused; stopping the guest");
                 st.meter.refused = Some(e.to_string());
                 st.meter.remaining_micro_usd = 0;
             }

@@ -40,12 +40,12 @@
 
 #[doc(hidden)]
 pub mod baseline;
-pub mod bindings;
 pub mod cache;
 pub mod counts;
 pub mod egress;
 pub mod engine;
 pub mod host_resources;
+mod instance;
 pub mod limits;
 pub(crate) mod meter;
 mod pinned;
@@ -56,20 +56,25 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
-use ahp_store::{EventKind, Transfer, TransferStatus};
+use ahp_store::{EventKind, Transfer};
 use serde_json::json;
 use wasmtime::component::Linker;
 use wasmtime::{AsContextMut, Engine, Trap, UpdateDeadline};
 
-use self::bindings::{Agent, AgentPre};
 use self::cache::{ComponentCache, Prepared};
+use self::instance::{AgentInstance, AgentPre};
 pub use self::counts::ComponentCounts;
 use self::engine::{EngineConfig, EpochTicker, build_engine};
 pub use self::limits::{Ceiling, CeilingCap, Ceilings};
 pub use self::meter::{COMPUTE_KIND, METER_QUANTUM_FUEL};
 use self::state::SandboxState;
-pub use self::state::{MAX_GUEST_LOG_BYTES, MAX_REPORTS_PER_TURN, MAX_RESOLUTIONS_PER_TURN, MAX_SAVES_PER_TURN};
+pub use self::state::MAX_GUEST_LOG_BYTES;
+pub use crate::interfaces::context::{
+    MAX_READS_PER_TURN, MAX_REPORTS_PER_TURN, MAX_RESOLUTIONS_PER_TURN, MAX_SAVES_PER_TURN,
+};
+use crate::interfaces::TurnCtx;
 use crate::policy::Policy;
+use crate::shared_store::{SharedStore, StoreLock};
 use crate::vault::Vault;
 
 /// Longest guest-supplied message kept in a failure reason, in bytes.
@@ -90,6 +95,9 @@ pub enum Error {
     /// No live sandbox for this transfer (never activated here, dropped, or mid-turn).
     #[error("no live sandbox for transfer {0}")]
     NoSandbox(String),
+    /// The transfer's component was built for `ahp:agent@0.1.0`: it takes no conversation turns.
+    #[error("transfer {0} runs a component built for ahp:agent@0.1.0, which takes no conversation turns")]
+    NoTurns(String),
     /// The bytes are not a component this host can run.
     #[error("invalid component: {0}")]
     InvalidComponent(String),
@@ -106,12 +114,21 @@ pub enum Error {
     },
 }
 
+/// What a turn calls in the guest.
+#[derive(Debug, Clone)]
+pub enum Call {
+    /// `resume`: activation (and, for tests and the benches, a repeated resume).
+    Resume,
+    /// `turn`: a conversation turn for a dispatched wake.
+    Turn(TurnCtx),
+}
+
 /// How one guest turn ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TurnOutcome {
-    /// `resume` returned `Ok`.
+    /// The guest's `resume` (or `turn`) returned `Ok`.
     Resumed,
-    /// `resume` returned an error; the guest's message (bounded).
+    /// The guest's `resume` (or `turn`) returned an error; the guest's message (bounded).
     ResumeFailed(String),
     /// The guest broke a ceiling and was stopped.
     CeilingExceeded(Ceiling),
@@ -138,7 +155,33 @@ impl TurnOutcome {
     }
 }
 
-/// What one turn did.
+/// What one turn did in its sandbox.
+#[derive(Debug, Clone)]
+pub struct TurnRun {
+    /// How the turn ended.
+    pub outcome: TurnOutcome,
+    /// Fuel the turn burnt.
+    pub fuel_consumed: u64,
+    /// Compute spend recorded over the sandbox's life so far, micro-USD.
+    pub compute_micro_usd: u64,
+    /// Time the turn spent in the database.
+    pub store_time: std::time::Duration,
+}
+
+impl TurnRun {
+    /// The report of this turn, which left `transfer`.
+    pub fn report(self, transfer: Transfer) -> TurnReport {
+        TurnReport {
+            transfer,
+            outcome: self.outcome,
+            fuel_consumed: self.fuel_consumed,
+            compute_micro_usd: self.compute_micro_usd,
+            store_time: self.store_time,
+        }
+    }
+}
+
+/// What one turn did, and the transfer it left.
 #[derive(Debug, Clone)]
 pub struct TurnReport {
     /// The transfer after the turn (e.g. `active`, `pushed` after a failed activation,
@@ -181,26 +224,36 @@ impl SandboxConfig {
     }
 }
 
-struct Sandbox {
+/// One transfer's sandbox: its wasmtime Store, and its instance once the first turn made it.
+pub struct Sandbox {
     store: wasmtime::Store<SandboxState>,
-    pre: AgentPre<SandboxState>,
+    pre: AgentPre,
     /// What instantiating `pre` creates, checked against the ceilings before it is.
     counts: ComponentCounts,
-    agent: Option<Agent>,
+    agent: Option<AgentInstance>,
     egress_audited: std::sync::atomic::AtomicBool,
 }
 
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox").field("transfer", &self.transfer()).finish_non_exhaustive()
+    }
+}
+
 impl Sandbox {
-    /// The report of a turn that burnt `fuel` and ended in `outcome`, leaving `transfer`.
-    fn report(&self, transfer: Transfer, outcome: TurnOutcome, fuel: u64) -> TurnReport {
-        let st = self.store.data();
-        TurnReport {
-            transfer,
-            outcome,
-            fuel_consumed: fuel,
-            compute_micro_usd: st.meter.charged_micro_usd,
-            store_time: st.store_time.get(),
-        }
+    /// The transfer it continues.
+    pub fn transfer(&self) -> &str {
+        self.store.data().transfer()
+    }
+
+    /// Whether its component exports `turn` (built for `ahp:agent@0.2.0`).
+    pub fn takes_turns(&self) -> bool {
+        self.pre.takes_turns()
+    }
+
+    /// What the guest wrote to stdout and stderr (bounded by [`MAX_GUEST_LOG_BYTES`]).
+    pub fn guest_log(&self) -> String {
+        String::from_utf8_lossy(&self.store.data().log.contents()).into_owned()
     }
 }
 
@@ -208,7 +261,7 @@ impl Sandbox {
 pub struct Sandboxes {
     live: Mutex<HashMap<String, Sandbox>>,
     cache: ComponentCache,
-    db: Arc<Mutex<ahp_store::Store>>,
+    store: SharedStore,
     vault: Arc<dyn Vault>,
     cap: CeilingCap,
     policy: RwLock<Arc<Policy>>,
@@ -235,7 +288,7 @@ impl Sandboxes {
     /// data directory cannot be created.
     pub fn open(
         config: &SandboxConfig,
-        db: Arc<Mutex<ahp_store::Store>>,
+        store: SharedStore,
         vault: Arc<dyn Vault>,
     ) -> Result<Self, Error> {
         let engine = build_engine(&config.engine)?;
@@ -246,7 +299,7 @@ impl Sandboxes {
         Ok(Self {
             live: Mutex::new(HashMap::new()),
             cache,
-            db,
+            store,
             vault,
             cap: config.cap,
             policy: RwLock::new(Arc::new(config.policy.clone())),
@@ -273,7 +326,12 @@ impl Sandboxes {
 
     /// The database this host records into.
     pub fn db(&self) -> MutexGuard<'_, ahp_store::Store> {
-        self.db.lock().unwrap_or_else(PoisonError::into_inner)
+        self.store.locked()
+    }
+
+    /// The shared handle of the database this host records into.
+    pub fn store(&self) -> &SharedStore {
+        &self.store
     }
 
     /// How many components this host has compiled since it started. Activations never
@@ -335,136 +393,14 @@ impl Sandboxes {
         self.register_component(&bytes, name)
     }
 
-    /// `activate`: begins the activation (consuming `token`), instantiates the transfer's
-    /// component and calls its `resume`; completes the activation only if `resume` returned
-    /// `Ok`, and otherwise fails it with the reason. See the [module docs](self).
-    ///
-    /// A guest failure is not an `Err`: it is reported in [`TurnReport::outcome`], with the
-    /// transfer back in `pushed`.
+    /// Sets up a fresh sandbox for `t` (not yet instantiated: its first [`run`](Self::run)
+    /// instantiates it).
     ///
     /// # Errors
     ///
-    /// [`Error::Store`] if `begin_activation` refuses (token, state); after it, setup failures
-    /// ([`Error::UnknownComponent`], [`Error::InvalidComponent`], …) are recorded with
-    /// `fail_activation` and returned.
-    pub fn activate(&self, transfer: &str, token: &str) -> Result<TurnReport, Error> {
-        let t = self.db().begin_activation(transfer, token)?;
-        let mut sandbox = match self.prepare(&t) {
-            Ok(s) => s,
-            Err(e) => {
-                self.db()
-                    .fail_activation(transfer, &bounded(&format!("sandbox setup failed: {e}")))?;
-                return Err(e);
-            }
-        };
-        let (outcome, fuel) = run(&mut sandbox);
-        let t = match outcome.failure_reason() {
-            None => self.db().complete_activation(transfer),
-            Some(reason) => {
-                self.audit_ceiling(&sandbox, &outcome);
-                self.db().fail_activation(transfer, &bounded(&reason))
-            }
-        };
-        if outcome == TurnOutcome::Resumed {
-            self.audit_ceiling(&sandbox, &outcome);
-        }
-        // Err: the transfer moved under us (terminated or expired mid-activation).
-        let report = sandbox.report(t?, outcome, fuel);
-        if report.outcome == TurnOutcome::Resumed {
-            self.live().insert(transfer.to_owned(), sandbox);
-        }
-        Ok(report)
-    }
-
-    /// Runs a later turn of a live sandbox: calls `resume` again, metered and bounded like the
-    /// first. The sandbox stays live only if the turn resumed; otherwise it is dropped and the
-    /// transfer, if still `active`, is terminated with the reason (see the
-    /// [module docs](self)).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NoSandbox`] if the transfer has no live sandbox here; [`Error::Store`] if the
-    /// transfer can no longer be read or terminated.
-    pub fn run_turn(&self, transfer: &str) -> Result<TurnReport, Error> {
-        let mut sandbox = self
-            .live()
-            .remove(transfer)
-            .ok_or_else(|| Error::NoSandbox(transfer.to_owned()))?;
-        let (outcome, fuel) = run(&mut sandbox);
-        self.audit_ceiling(&sandbox, &outcome);
-        match outcome.failure_reason() {
-            None => {
-                let report = sandbox.report(self.db().transfer(transfer)?, outcome, fuel);
-                self.live().insert(transfer.to_owned(), sandbox);
-                Ok(report)
-            }
-            Some(reason) => {
-                tracing::info!(%transfer, ?outcome, "dropping sandbox");
-                let report = sandbox.report(self.end_with_sandbox(transfer, &reason)?, outcome, fuel);
-                Ok(report)
-            }
-        }
-    }
-
-    /// After a later turn dropped the sandbox of `transfer`: terminates the transfer with
-    /// `sandbox stopped: <reason>` if it is still `active`, and returns it as it then stands.
-    fn end_with_sandbox(&self, transfer: &str, reason: &str) -> Result<Transfer, Error> {
-        // One lock over the read and the terminate: no other writer of this host can make the
-        // transfer insolvent (or end it) in between.
-        let mut db = self.db();
-        let t = db.transfer(transfer)?;
-        if t.status != TransferStatus::Active {
-            return Ok(t);
-        }
-        match db.terminate(transfer, &bounded(&format!("sandbox stopped: {reason}"))) {
-            Ok(t) => Ok(t),
-            // Another process (`ahp transfer terminate`) ended it meanwhile.
-            Err(ahp_store::Error::InvalidTransition { .. }) => Ok(db.transfer(transfer)?),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// The live sandboxes, keyed by transfer id (a panic elsewhere leaves the map usable).
-    fn live(&self) -> MutexGuard<'_, HashMap<String, Sandbox>> {
-        self.live.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Drops the live sandbox of `transfer` (its Store, instance and pool slot). Returns
-    /// whether there was one.
-    pub fn drop_sandbox(&self, transfer: &str) -> bool {
-        self.live().remove(transfer).is_some()
-    }
-
-    /// What the live sandbox of `transfer` wrote to stdout and stderr (bounded by
-    /// [`MAX_GUEST_LOG_BYTES`]).
-    pub fn guest_log(&self, transfer: &str) -> Option<String> {
-        self.live()
-            .get(transfer)
-            .map(|s| String::from_utf8_lossy(&s.store.data().log.contents()).into_owned())
-    }
-
-    /// Instantiates and resumes a sandbox for `transfer` without any activation bookkeeping,
-    /// then drops it: the warm path the benchmarks measure (the transfer must have a budget).
-    /// Returns how the turn ended and the time it spent in the database.
-    ///
-    /// # Errors
-    ///
-    /// As the setup half of [`activate`](Self::activate).
-    #[doc(hidden)]
-    pub fn trial_resume(&self, transfer: &Transfer) -> Result<(TurnOutcome, std::time::Duration), Error> {
-        let mut sandbox = self.prepare(transfer)?;
-        let outcome = run(&mut sandbox).0;
-        Ok((outcome, sandbox.store.data().store_time.get()))
-    }
-
-    /// Forgets every in-memory `InstancePre` (the on-disk cache stays).
-    #[doc(hidden)]
-    pub fn forget_instance_pres(&self) {
-        self.cache.forget_in_memory();
-    }
-
-    /// The ready Store (not yet instantiated) for `t`.
-    fn prepare(&self, t: &Transfer) -> Result<Sandbox, Error> {
+    /// [`Error::NotProvisioned`], [`Error::UnknownComponent`], [`Error::InvalidComponent`],
+    /// [`Error::Store`] if the snapshot cannot be read.
+    pub fn prepare(&self, t: &Transfer) -> Result<Sandbox, Error> {
         let (tier, component) = t
             .tier
             .zip(t.component.as_deref())
@@ -484,7 +420,7 @@ impl Sandboxes {
             limits,
             ceilings,
             grants,
-            self.db.clone(),
+            self.store.clone(),
             self.vault.clone(),
         );
         let mut store = wasmtime::Store::new(&self.engine, state);
@@ -507,6 +443,86 @@ impl Sandboxes {
             agent: None,
             egress_audited: Default::default(),
         })
+    }
+
+    /// Runs one turn of `sandbox`: `call` under the tier's ceilings, metered against the
+    /// budget, its ceiling breaches audited in the transfer's log. Knows nothing of the
+    /// transfer's lifecycle: what the outcome means for it is the caller's (`activation`,
+    /// `agents`).
+    pub fn run(&self, sandbox: &mut Sandbox, call: Call) -> TurnRun {
+        let (outcome, fuel) = run(sandbox, call);
+        self.audit_ceiling(sandbox, &outcome);
+        sandbox.store.data_mut().agent.turn = None;
+        let st = sandbox.store.data();
+        TurnRun {
+            outcome,
+            fuel_consumed: fuel,
+            compute_micro_usd: st.meter.charged_micro_usd,
+            store_time: st.agent.store_time.get(),
+        }
+    }
+
+    /// Whether `t`'s component exports `turn` (built for `ahp:agent@0.2.0`).
+    ///
+    /// # Errors
+    ///
+    /// As [`prepare`](Self::prepare) for an unknown or invalid component.
+    pub fn takes_turns(&self, t: &Transfer) -> Result<bool, Error> {
+        let component = t.component.as_deref().ok_or_else(|| Error::NotProvisioned(t.id.clone()))?;
+        let record = self
+            .db()
+            .component(component)?
+            .ok_or_else(|| Error::UnknownComponent(component.to_owned()))?;
+        Ok(self.cache.prepared(&record.digest)?.pre.takes_turns())
+    }
+
+    /// Keeps `sandbox` live for later turns of its transfer (replacing any other of it).
+    pub fn keep(&self, sandbox: Sandbox) {
+        let transfer = sandbox.transfer().to_owned();
+        self.live().insert(transfer, sandbox);
+    }
+
+    /// Takes the live sandbox of `transfer` out of the map for a turn (`None` if there is none,
+    /// or a turn of it is running).
+    pub fn take(&self, transfer: &str) -> Option<Sandbox> {
+        self.live().remove(transfer)
+    }
+
+    /// The live sandboxes, keyed by transfer id (a panic elsewhere leaves the map usable).
+    fn live(&self) -> MutexGuard<'_, HashMap<String, Sandbox>> {
+        self.live.locked()
+    }
+
+    /// Drops the live sandbox of `transfer` (its Store, instance and pool slot). Returns
+    /// whether there was one.
+    pub fn drop_sandbox(&self, transfer: &str) -> bool {
+        self.live().remove(transfer).is_some()
+    }
+
+    /// What the live sandbox of `transfer` wrote to stdout and stderr (bounded by
+    /// [`MAX_GUEST_LOG_BYTES`]).
+    pub fn guest_log(&self, transfer: &str) -> Option<String> {
+        self.live().get(transfer).map(Sandbox::guest_log)
+    }
+
+    /// Instantiates and resumes a sandbox for `transfer` without any activation bookkeeping,
+    /// then drops it: the warm path the benchmarks measure (the transfer must have a budget).
+    /// Returns how the turn ended and the time it spent in the database.
+    ///
+    /// # Errors
+    ///
+    /// As the setup half of [`activate`](Self::activate).
+    #[doc(hidden)]
+    pub fn trial_resume(&self, transfer: &Transfer) -> Result<(TurnOutcome, std::time::Duration), Error> {
+        let mut sandbox = self.prepare(transfer)?;
+        let outcome = run(&mut sandbox, Call::Resume).0;
+        Ok((outcome, sandbox.store.data().agent.store_time.get()))
+    }
+
+    /// Forgets every in-memory `InstancePre` (the on-disk cache stays).
+    #[doc(hidden)]
+    pub fn forget_instance_pres(&self) {
+        self.cache.forget_in_memory();
     }
 
     fn audit_ceiling(&self, sandbox: &Sandbox, outcome: &TurnOutcome) {
@@ -549,8 +565,8 @@ impl Sandboxes {
         if let Some(count) = sandbox.counts.get(ceiling) {
             detail["componentCount"] = json!(count);
         }
-        if let Err(e) = self.db().record_event(&st.transfer, EventKind::CeilingExceeded, detail) {
-            tracing::error!(transfer = %st.transfer, error = %e, "could not audit a ceiling breach");
+        if let Err(e) = self.db().record_event(st.transfer(), EventKind::CeilingExceeded, detail) {
+            tracing::error!(transfer = %st.transfer(), error = %e, "could not audit a ceiling breach");
         }
     }
 }
@@ -566,8 +582,14 @@ impl Sandboxes {
 /// in a host call (`wasi:io/poll`, what `std::thread::sleep` becomes, a stream, an HTTP
 /// response), the call's future is pending and `timeout_at` drops it, which unwinds the guest
 /// off its fiber and cancels the wait. Either way no host thread stays behind with the guest.
-fn run(sandbox: &mut Sandbox) -> (TurnOutcome, u64) {
+fn run(sandbox: &mut Sandbox, call: Call) -> (TurnOutcome, u64) {
     let store = &mut sandbox.store;
+    let turn = match call {
+        Call::Resume => None,
+        Call::Turn(t) => Some(t),
+    };
+    let is_turn = turn.is_some();
+    store.data_mut().agent.start_turn(turn);
     if sandbox.agent.is_none()
         && let Some(ceiling) = sandbox.counts.breach(&store.data().ceilings)
     {
@@ -584,7 +606,7 @@ fn run(sandbox: &mut Sandbox) -> (TurnOutcome, u64) {
     store.set_epoch_deadline(1);
     let deadline = store.data().turn_started + store.data().ceilings.wall_clock_per_turn;
     let result = wasmtime_wasi::runtime::in_tokio(async {
-        let timed = tokio::time::timeout_at(deadline.into(), call_resume(sandbox)).await;
+        let timed = tokio::time::timeout_at(deadline.into(), call_guest(sandbox, is_turn)).await;
         match timed {
             Ok(result) => result,
             Err(_) => {
@@ -606,7 +628,7 @@ fn run(sandbox: &mut Sandbox) -> (TurnOutcome, u64) {
         Err(e) => {
             // The whole error, wasm backtrace included, is for the operator's log; the event
             // log and the tool error get one line (`one_line`).
-            tracing::warn!(transfer = %st.transfer, error = ?e, "guest stopped");
+            tracing::warn!(transfer = %st.transfer(), error = ?e, "guest stopped");
             if let Some(c) = st.limiter.breach {
                 TurnOutcome::CeilingExceeded(c)
             } else if let Some(r) = &st.meter.refused {
@@ -631,14 +653,19 @@ fn run(sandbox: &mut Sandbox) -> (TurnOutcome, u64) {
     (outcome, st.meter.turn_consumed)
 }
 
-/// Instantiates the sandbox's component if this is its first turn, and calls `resume`.
-async fn call_resume(sandbox: &mut Sandbox) -> wasmtime::Result<Result<(), String>> {
+/// Instantiates the sandbox's component if this is its first turn, and calls `resume` (or
+/// `turn`).
+async fn call_guest(sandbox: &mut Sandbox, turn: bool) -> wasmtime::Result<Result<(), String>> {
     let store = &mut sandbox.store;
     let agent = match &sandbox.agent {
         Some(a) => a,
         None => sandbox.agent.insert(sandbox.pre.instantiate_async(&mut *store).await?),
     };
-    agent.call_resume(&mut *store).await
+    if turn {
+        agent.call_turn(&mut *store).await
+    } else {
+        agent.call_resume(&mut *store).await
+    }
 }
 
 /// Instantiation refused by the limiter's counts (wasmtime reports them as errors, not traps).
@@ -688,6 +715,6 @@ fn truncate(s: &str, max: usize) -> String {
 }
 
 /// A reason within the store's bound.
-fn bounded(reason: &str) -> String {
+pub(crate) fn bounded(reason: &str) -> String {
     truncate(reason, ahp_store::lifecycle::MAX_REASON_BYTES - 4)
 }

@@ -1,0 +1,180 @@
+//! What the `ahp:agent` interfaces see of a sandbox: its [`AgentCtx`], reached through
+//! [`AgentView`] — the way wasmtime-wasi's interfaces see only a `WasiCtxView`.
+//!
+//! The adapters in this module's siblings depend on this context and nothing else of the
+//! sandbox: the sandbox's Store data implements [`AgentView`] (and [`Metered`], for the one
+//! interface that needs the Store's fuel), never the other way round.
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ahp_store::SnapshotInput;
+use ahp_store::conversation::{AgentActor, Caller, Wake};
+use wasmtime::StoreContextMut;
+
+use crate::policy::Grants;
+use crate::shared_store::{SharedStore, StoreLock};
+use crate::vault::Vault;
+
+/// Credential resolutions one turn may make.
+pub const MAX_RESOLUTIONS_PER_TURN: u32 = 64;
+/// `metering.report` calls one turn may make.
+pub const MAX_REPORTS_PER_TURN: u32 = 256;
+/// Checkpoint saves one turn may make.
+pub const MAX_SAVES_PER_TURN: u32 = 64;
+/// Inbox and transcript reads one turn may make.
+pub const MAX_READS_PER_TURN: u32 = 1024;
+
+/// Per-turn counts of the host calls that are bounded per turn, so a guest cannot turn cheap
+/// calls into an unbounded stream of durable writes (each is an fsync) or database reads.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TurnCalls {
+    /// `credentials.resolve` calls.
+    pub resolutions: u32,
+    /// `metering.report` calls.
+    pub reports: u32,
+    /// `checkpoint.save` calls.
+    pub saves: u32,
+    /// `conversations.inbox` and `conversations.transcript` calls.
+    pub reads: u32,
+}
+
+/// The conversation turn a sandbox is running: set by the controller for `turn`, absent for
+/// `resume`.
+#[derive(Debug, Clone)]
+pub struct TurnCtx {
+    /// The transfer's owner, for whom the host acts.
+    pub caller: Caller,
+    /// The agent, through the endpoint and generation the host holds the carrier of.
+    pub actor: AgentActor,
+    /// The dispatched wake this turn runs for.
+    pub wake: Wake,
+    /// Deliveries queued when the turn started.
+    pub queued: u64,
+    /// Replies posted so far: the next reply's operation index.
+    pub replies: u32,
+}
+
+/// The sandbox as the `ahp:agent` interfaces see it.
+pub struct AgentCtx {
+    /// The transfer the sandbox continues.
+    pub transfer: String,
+    /// Its snapshot.
+    pub snapshot: Arc<SnapshotInput>,
+    /// What the operator's policy, narrowed by the snapshot, lets this guest reach and use.
+    pub grants: Arc<Grants>,
+    /// The tier's checkpoint ceiling, in bytes.
+    pub checkpoint_bytes: u64,
+    /// The host's database.
+    pub db: SharedStore,
+    /// The host's vault.
+    pub vault: Arc<dyn Vault>,
+    /// This turn's bounded calls so far.
+    pub calls: TurnCalls,
+    /// The conversation turn, if this is one.
+    pub turn: Option<TurnCtx>,
+    /// Time this turn spent in the database (reads and commits, lock waits included).
+    pub store_time: Cell<Duration>,
+}
+
+impl AgentCtx {
+    /// Runs `f` on the database under the host's lock policy, adding the time spent (lock wait
+    /// included) to [`store_time`](Self::store_time).
+    pub fn db<R>(&self, f: impl FnOnce(&mut ahp_store::Store) -> R) -> R {
+        let started = Instant::now();
+        let result = f(&mut self.db.locked());
+        self.store_time.set(self.store_time.get() + started.elapsed());
+        result
+    }
+
+    /// Starts a new turn's per-turn accounting.
+    pub fn start_turn(&mut self, turn: Option<TurnCtx>) {
+        self.calls = TurnCalls::default();
+        self.store_time.set(Duration::ZERO);
+        self.turn = turn;
+    }
+}
+
+/// Store data that carries an [`AgentCtx`].
+pub trait AgentView: Send + 'static {
+    /// The sandbox's agent context.
+    fn agent(&mut self) -> &mut AgentCtx;
+}
+
+/// Store data whose CPU meter the `metering` interface settles: only the Store knows the fuel
+/// burnt, so these take the Store context.
+pub trait Metered: AgentView + Sized {
+    /// Charges the fuel burnt since the last settlement and cuts the fuel left to what the
+    /// remaining budget pays for.
+    ///
+    /// # Errors
+    ///
+    /// If the Store refuses the new fuel level.
+    fn settle(cx: &mut StoreContextMut<'_, Self>) -> wasmtime::Result<()>;
+
+    /// Records that the budget now has `remaining` micro-USD left after spend the guest
+    /// reported, cutting the fuel left to match.
+    ///
+    /// # Errors
+    ///
+    /// If the Store refuses the new fuel level.
+    fn external_spend(cx: &mut StoreContextMut<'_, Self>, remaining: u64) -> wasmtime::Result<()>;
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    //! An `AgentCtx` for a real provisioned transfer, for the interfaces' unit tests.
+
+    use super::*;
+    use ahp_store::{
+        DEFAULT_TOKEN_TTL, McpServer, Message, SnapshotInput, Store, Tier, TokenKey, TokenScope, issue_transfer_token,
+    };
+
+    pub(crate) fn state(messages: usize, tier: Tier) -> (AgentCtx, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let key = TokenKey::random();
+        let mut db = Store::open_in_memory().unwrap().with_token_key(key.clone());
+        let snap = SnapshotInput {
+            source_host: "laptop".into(),
+            system_prompt: "p".into(),
+            message_history: (0..messages)
+                .map(|i| Message {
+                    role: "user".into(),
+                    content: format!("m{i}"),
+                })
+                .collect(),
+            tool_state: serde_json::json!({ "k": 1 }),
+            mcp_config: vec![McpServer {
+                server: "https://inventory.example.com/mcp".into(),
+                cred_ref: "inventory-api".into(),
+            }],
+        };
+        let t = db.snapshot_state(&snap).unwrap();
+        let tok = issue_transfer_token(&key, &t.id, TokenScope::ProvisionRuntime, db.now(), DEFAULT_TOKEN_TTL).unwrap();
+        db.provision_runtime(&t.id, tier, 1_000, "forecaster", &tok).unwrap();
+        let vault = crate::vault::DirVault::open(dir.path().join("vault")).unwrap();
+        // The operator binds (and reveals) inventory-api to the inventory server, and binds
+        // `unrevealed` to another server the snapshot does not list.
+        let policy: crate::policy::Policy = serde_json::from_value(serde_json::json!({ "servers": [
+            { "server": "https://inventory.example.com",
+              "credential": { "credRef": "inventory-api", "reveal": true } },
+            { "server": "https://other.example.com",
+              "credential": { "credRef": "unrevealed", "reveal": true } },
+        ]}))
+        .unwrap();
+        let grants = Arc::new(policy.grants(&snap.mcp_config));
+        let state = AgentCtx {
+            transfer: t.id.clone(),
+            snapshot: Arc::new(snap),
+            grants,
+            checkpoint_bytes: tier.limits().checkpoint_bytes,
+            db: crate::shared_store::share(db),
+            vault: Arc::new(vault),
+            calls: TurnCalls::default(),
+            turn: None,
+            store_time: Cell::new(Duration::ZERO),
+        };
+        (state, dir)
+    }
+}

@@ -1,0 +1,135 @@
+//! `ahp:agent/conversations`: the agent's inbox, its conversations' transcripts, its replies
+//! and delivery consume, during a conversation turn.
+//!
+//! Every call acts for the transfer's owner as the agent, through the exact endpoint and
+//! controller generation whose carrier the host holds ([`TurnCtx`]): the store's endpoint
+//! admission, participation checks and bounds apply as they do to any other caller. A reply's
+//! identity is the turn's wake id and its index among the turn's replies
+//! ([`IdempotencyKey::WakeReply`]): the same wake's turn, run again, resolves to the messages
+//! already posted. Outside a turn (`resume`) every call but `current-wake` is refused with
+//! `no-wake`.
+
+use ahp_store::conversation::bounds::{MAX_MESSAGE_BODY_BYTES, MAX_WAKE_REPLY_OPERATIONS};
+use ahp_store::conversation::{
+    Acting, Author as StoreAuthor, ConversationError as StoreError, IdempotencyKey, NewMessage, TranscriptMessage,
+};
+
+use super::bindings::v0_2::ahp::agent::conversations::{Author, Delivery, Error, Host, Message, Wake};
+use super::context::{AgentCtx, MAX_READS_PER_TURN, TurnCtx};
+
+/// Largest page one `inbox` or `transcript` call returns.
+pub const MAX_PAGE: u32 = 64;
+
+impl Host for AgentCtx {
+    fn current_wake(&mut self) -> Option<Wake> {
+        self.turn.as_ref().map(|t| Wake {
+            id: t.wake.id.clone(),
+            agent_id: t.actor.agent.clone(),
+            queued: t.queued,
+        })
+    }
+
+    fn inbox(&mut self, after: u64, limit: u32, queued_only: bool) -> Result<Vec<Delivery>, Error> {
+        let turn = self.read_turn(limit)?;
+        let deliveries = self
+            .db(|db| db.read_inbox(&turn.caller, &turn.actor, after, limit as usize, queued_only))
+            .map_err(refusal)?;
+        Ok(deliveries
+            .into_iter()
+            .map(|d| Delivery {
+                order: d.delivery_order,
+                consumed: d.consumed_at.is_some(),
+                message: message(d.message),
+            })
+            .collect())
+    }
+
+    fn transcript(&mut self, conversation_id: String, after: u64, limit: u32) -> Result<Vec<Message>, Error> {
+        let turn = self.read_turn(limit)?;
+        let acting = Acting::Agent(turn.actor.clone());
+        let messages = self
+            .db(|db| db.read_transcript(&turn.caller, &acting, &conversation_id, after, limit as usize))
+            .map_err(refusal)?;
+        Ok(messages.into_iter().map(message).collect())
+    }
+
+    fn reply(&mut self, conversation_id: String, reply_to: Option<String>, body: String) -> Result<Message, Error> {
+        let turn = self.turn.as_mut().ok_or(Error::NoWake)?;
+        if turn.replies >= MAX_WAKE_REPLY_OPERATIONS {
+            return Err(Error::TooManyReplies(MAX_WAKE_REPLY_OPERATIONS));
+        }
+        if body.is_empty() || body.len() > MAX_MESSAGE_BODY_BYTES {
+            return Err(Error::Invalid(format!(
+                "a reply's body must be 1 to {MAX_MESSAGE_BODY_BYTES} bytes, not {}",
+                body.len()
+            )));
+        }
+        let new = NewMessage {
+            conversation: conversation_id,
+            acting: Acting::Agent(turn.actor.clone()),
+            body,
+            reply_to,
+            idempotency: IdempotencyKey::WakeReply {
+                wake: turn.wake.id.clone(),
+                index: turn.replies,
+            },
+        };
+        // The index is spent whatever the outcome: a refused reply is an intentional operation
+        // too, and a retried turn makes the same calls in the same order.
+        turn.replies += 1;
+        let caller = turn.caller.clone();
+        let posted = self.db(|db| db.post_message(&caller, &new)).map_err(refusal)?;
+        Ok(message(posted.value))
+    }
+
+    fn consume(&mut self, message_id: String) -> Result<(), Error> {
+        let turn = self.turn.as_ref().ok_or(Error::NoWake)?.clone();
+        self.db(|db| db.consume_delivery(&turn.caller, &turn.actor, &message_id))
+            .map(|_| ())
+            .map_err(refusal)
+    }
+}
+
+impl AgentCtx {
+    /// The turn, for a bounded read of at most `limit`.
+    fn read_turn(&mut self, limit: u32) -> Result<TurnCtx, Error> {
+        let turn = self.turn.as_ref().ok_or(Error::NoWake)?.clone();
+        if limit > MAX_PAGE {
+            return Err(Error::LimitTooLarge(MAX_PAGE));
+        }
+        self.calls.reads += 1;
+        if self.calls.reads > MAX_READS_PER_TURN {
+            return Err(Error::Refused(format!("more than {MAX_READS_PER_TURN} reads in one turn")));
+        }
+        Ok(turn)
+    }
+}
+
+fn message(m: TranscriptMessage) -> Message {
+    Message {
+        id: m.id,
+        conversation_id: m.conversation_id,
+        seq: m.seq,
+        author: match m.author {
+            StoreAuthor::Human => Author::Human,
+            StoreAuthor::Agent { agent_id, .. } => Author::Agent(agent_id),
+        },
+        body: m.body,
+        reply_to: m.reply_to,
+        created_at_micros: u64::try_from(m.created_at.as_micros()).unwrap_or(0),
+    }
+}
+
+/// The interface's error for a store refusal. Existence-hiding carries through: whatever the
+/// store does not show this agent is `not-found`.
+fn refusal(e: StoreError) -> Error {
+    match e {
+        StoreError::InvalidInput { field, reason } => Error::Invalid(format!("{field}: {reason}")),
+        StoreError::ConversationNotFound(_) | StoreError::MessageNotFound(_) | StoreError::AgentNotFound(_) => {
+            Error::NotFound
+        }
+        StoreError::Sqlite(e) => Error::Unavailable(e.to_string()),
+        StoreError::CorruptRow { .. } => Error::Unavailable(e.to_string()),
+        other => Error::Refused(other.to_string()),
+    }
+}
