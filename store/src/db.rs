@@ -36,6 +36,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../sql/0003_principals.sql"),
     include_str!("../sql/0004_sandbox.sql"),
     include_str!("../sql/0005_conversation_audit.sql"),
+    include_str!("../sql/0006_transfer_agents.sql"),
 ];
 
 /// How long a connection waits for another writer before failing with `SQLITE_BUSY`.
@@ -267,10 +268,26 @@ mod tests {
                 )
                 .unwrap();
             }
-            let store = Store::open(&path).unwrap();
+            let mut store = Store::open(&path).unwrap();
             assert_eq!(store.schema_version().unwrap(), Store::supported_schema_version());
             let t = store.transfer("tr_000000000000000000000001").unwrap();
             assert_eq!(t.status, crate::TransferStatus::Staged);
+            // Transfers from before ownership belong to the operator and are bound to no agent.
+            assert_eq!(t.owner_subject, crate::OPERATOR_SUBJECT, "from version {version}");
+            assert_eq!(t.owner().unwrap(), crate::TransferOwner::Operator);
+            assert_eq!(t.agent_id, None);
+            assert!(store.bound_active_transfers(None, 10).unwrap().is_empty());
+            // The upgraded database takes new owned transfers.
+            let snapshot = crate::SnapshotInput {
+                source_host: "h".into(),
+                system_prompt: String::new(),
+                message_history: vec![],
+                tool_state: serde_json::json!({}),
+                mcp_config: vec![],
+            };
+            let owner = crate::TransferOwner::ApiKey("prn_0123456789abcdef01234567".into());
+            let new = store.snapshot_state_as(&snapshot, &owner).unwrap();
+            assert_eq!(store.transfer(&new.id).unwrap().owner().unwrap(), owner);
         }
     }
 
