@@ -26,6 +26,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::clock::Timestamp;
+use crate::conversation::audit::{self, AuditKind};
 use crate::conversation::bounds::{self, MAX_ENDPOINT_LEASE, MIN_ENDPOINT_LEASE};
 use crate::conversation::{Agent, AgentCard, CommunicationPrincipal, ConversationError, Endpoint, agent, endpoint};
 use crate::db::Store;
@@ -103,6 +104,10 @@ pub(crate) fn unbind(tx: &Transaction<'_>, t: &Transfer, to: TransferStatus, now
                 "UPDATE agent_endpoints SET wake_capable = 0, updated_at = ?2 WHERE agent_id = ?1 AND wake_capable = 1",
             )?
             .execute((agent, now.as_micros()))?;
+            if let Some(ep) = current.as_ref().filter(|ep| ep.wake_capable) {
+                let detail = json!({ "endpointId": ep.id, "controllerGeneration": ep.generation });
+                audit::record(tx, AuditKind::EndpointWakeRevoked, Some(agent), None, detail, now)?;
+            }
             "wake_revoked"
         }
         TransferStatus::Terminated | TransferStatus::Expired => {

@@ -346,6 +346,13 @@ fn insolvency_revokes_the_agents_turns_but_keeps_it_readable() {
         unbound.detail,
         json!({ "agentId": b.agent.id, "endpointId": b.endpoint.id, "generation": 1, "endpoint": "wake_revoked" })
     );
+    let audit = f.store.communication_events(0, Some(&b.agent.id), None, 50).unwrap();
+    let revoked = audit.last().unwrap();
+    assert_eq!(revoked.kind, AuditKind::EndpointWakeRevoked);
+    assert_eq!(
+        revoked.detail,
+        json!({ "endpointId": b.endpoint.id, "controllerGeneration": 1 })
+    );
     let kinds = f.kinds(&t);
     assert_eq!(
         &kinds[kinds.len() - 3..],

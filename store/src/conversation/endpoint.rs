@@ -10,7 +10,9 @@
 //! dispatch fence goes back to pending, a dispatched one becomes `delivery_unknown`.
 //!
 //! `wake_capable` is set only by [`Store::register_wake_carrier`], a host-side call; attach input
-//! cannot declare it. Every agent-acting operation is admitted through [`AgentActor`]: the exact
+//! cannot declare it. An agent that a transfer became loses it when the transfer leaves `active`
+//! ([`crate::binding`]), and cannot get it back. The host keeps such an agent's carrier with
+//! [`Store::renew_carrier_lease`]. Every agent-acting operation is admitted through [`AgentActor`]: the exact
 //! current endpoint id and generation, bound to the caller's principal and the agent.
 
 use std::fmt;

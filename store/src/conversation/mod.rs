@@ -19,6 +19,9 @@
 //! - [`bounds`]: every limit, documented;
 //! - [`error`]: the domain's [`ConversationError`].
 //!
+//! The agent an `active` transfer becomes is bound to it by [`crate::binding`] (host-side), and
+//! loses its turns when the transfer leaves `active`.
+//!
 //! Every operation is a method on [`Store`](crate::Store) taking the [`Caller`]: it checks the
 //! scope, validates its input before any transaction, then runs one `BEGIN IMMEDIATE`
 //! transaction. Authorization is existence-hiding: lookups are scoped by principal and
