@@ -11,7 +11,8 @@
 //!
 //! Leaving `active` unbinds, inside the transition's own transaction (the hook is the one place
 //! every transition is applied, `lifecycle::move_to`): `insolvent` revokes `wake_capable` from the
-//! agent's endpoints, so it gets no more turns; `terminated` or `expired` detaches its endpoint.
+//! agent's endpoints and gives back its claims not yet past the dispatch fence, so no new turn
+//! starts (one already dispatched may still finish); `terminated` or `expired` detaches its endpoint.
 //! The agent, its conversations and its transcript stay readable by its owner.
 //!
 //! These are host-side functions and take no [`Caller`](crate::conversation::Caller): nothing a
@@ -26,6 +27,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::clock::Timestamp;
+use crate::conversation::attempt;
 use crate::conversation::audit::{self, AuditKind};
 use crate::conversation::bounds::{self, MAX_ENDPOINT_LEASE, MIN_ENDPOINT_LEASE};
 use crate::conversation::{Agent, AgentCard, CommunicationPrincipal, ConversationError, Endpoint, agent, endpoint};
@@ -90,9 +92,10 @@ fn current_endpoint(tx: &Transaction<'_>, agent: &str) -> Result<Option<Endpoint
 
 /// Unbinds `t`'s agent as `t` moves to `to` (called by `lifecycle::move_to` for every status
 /// change, in the transition's transaction): `insolvent` revokes `wake_capable` from the agent's
-/// endpoints; `terminated` and `expired` detach its current endpoint (reconciling its wake
-/// attempts). Each appends `agent_unbound` to the transfer's log. Other moves, and transfers
-/// with no agent, are left alone.
+/// endpoints and releases its claims not yet past the dispatch fence; `terminated` and
+/// `expired` detach its current endpoint (reconciling its wake attempts: claims released,
+/// dispatched ones `delivery_unknown`). Each appends `agent_unbound` to the transfer's log.
+/// Other moves, and transfers with no agent, are left alone.
 pub(crate) fn unbind(tx: &Transaction<'_>, t: &Transfer, to: TransferStatus, now: Timestamp) -> Result<()> {
     let Some(agent) = t.agent_id.as_deref() else {
         return Ok(());
@@ -107,6 +110,11 @@ pub(crate) fn unbind(tx: &Transaction<'_>, t: &Transfer, to: TransferStatus, now
             if let Some(ep) = current.as_ref().filter(|ep| ep.wake_capable) {
                 let detail = json!({ "endpointId": ep.id, "controllerGeneration": ep.generation });
                 audit::record(tx, AuditKind::EndpointWakeRevoked, Some(agent), None, detail, now)?;
+            }
+            if let Some(ep) = &current {
+                // A claim not yet past the dispatch fence would start a turn: give it back.
+                // A dispatched turn is already running; it may finish and consume.
+                attempt::release_claims(tx, &ep.id, now)?;
             }
             "wake_revoked"
         }

@@ -371,6 +371,42 @@ fn insolvency_revokes_the_agents_turns_but_keeps_it_readable() {
 }
 
 #[test]
+fn a_claim_not_yet_dispatched_is_given_back_when_the_transfer_becomes_insolvent() {
+    let mut f = fixture();
+    let (t, b) = f.carried();
+    let op = operator();
+    let cv = f
+        .store
+        .create_conversation(
+            &op,
+            &NewConversation {
+                title: "q".into(),
+                agents: vec![b.agent.id.clone()],
+            },
+            "cv",
+        )
+        .unwrap()
+        .value;
+    let post = NewMessage {
+        conversation: cv.id.clone(),
+        acting: Acting::Human,
+        body: "hello".into(),
+        reply_to: None,
+        idempotency: IdempotencyKey::Key("p".into()),
+    };
+    f.store.post_message(&op, &post).unwrap();
+    let actor = crate::conversation::AgentActor::of(&b.endpoint);
+    let claim = f.store.claim_wake(&op, &actor, CLAIM).unwrap().unwrap();
+    f.store.report_usage(&t, BUDGET, "compute").unwrap();
+    assert!(matches!(
+        f.store.prepare_dispatch(&op, &actor, &claim.attempt.id),
+        Err(ConversationError::InvalidAttemptState { .. })
+    ));
+    let wakes = f.count("SELECT count(*) FROM wakes WHERE state = 'pending'");
+    assert_eq!(wakes, 1, "the wake is pending again, with no carrier to claim it");
+}
+
+#[test]
 fn termination_and_the_reaper_detach_the_agents_endpoint() {
     let mut f = fixture();
     let op = operator();
