@@ -263,7 +263,8 @@ mod tests {
                 conn.execute(
                     "INSERT INTO transfers (id, status, source_host, system_prompt, message_history, message_count,
                                             tool_state, mcp_config, checksum, created_at, updated_at)
-                     VALUES ('tr_000000000000000000000001', 'staged', 'h', '', '[]', 0, '{}', '[]', 'c', 1, 1)",
+                     VALUES ('tr_000000000000000000000001', 'staged', 'h', '', '[]', 0, '{}', '[]', 'c', 1, 1),
+                            ('tr_000000000000000000000002', 'active', 'h', '', '[]', 0, '{}', '[]', 'c', 1, 1)",
                     [],
                 )
                 .unwrap();
@@ -277,6 +278,17 @@ mod tests {
             assert_eq!(t.owner().unwrap(), crate::TransferOwner::Operator);
             assert_eq!(t.agent_id, None);
             assert!(store.bound_active_transfers(None, 10).unwrap().is_empty());
+            // A transfer active across the upgrade is bound (by the host, at takeover) to an
+            // agent of the operator's.
+            let b = store
+                .bind_transfer_agent("tr_000000000000000000000002", Duration::from_secs(60))
+                .unwrap();
+            let operator = crate::TransferOwner::Operator.caller().unwrap();
+            assert_eq!(store.get_agent(&operator, &b.agent.id).unwrap().id, b.agent.id);
+            assert_eq!(
+                store.bound_active_transfers(None, 10).unwrap(),
+                [("tr_000000000000000000000002".to_owned(), b.agent.id.clone())]
+            );
             // The upgraded database takes new owned transfers.
             let snapshot = crate::SnapshotInput {
                 source_host: "h".into(),
