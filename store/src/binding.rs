@@ -12,8 +12,8 @@
 //! Leaving `active` unbinds, inside the transition's own transaction (the hook is the one place
 //! every transition is applied, `lifecycle::move_to`): `insolvent` revokes `wake_capable` from the
 //! agent's endpoints and gives back its claims not yet past the dispatch fence, so no new turn
-//! starts (one already dispatched may still finish); `terminated` or `expired` detaches its endpoint.
-//! The agent, its conversations and its transcript stay readable by its owner.
+//! starts (one already dispatched may still finish); `terminated` or `expired` detaches its
+//! endpoint. The agent, its conversations and its transcript stay readable by its owner.
 //!
 //! These are host-side functions and take no [`Caller`](crate::conversation::Caller): nothing a
 //! tool caller or a guest sends reaches them. An agent created by a binding does not count
@@ -170,8 +170,11 @@ impl Store {
     pub fn bind_transfer_agent(&mut self, transfer: &str, lease: Duration) -> Result<AgentBinding> {
         transfer::check_id(transfer)?;
         bounds::lease("lease", lease, MIN_ENDPOINT_LEASE, MAX_ENDPOINT_LEASE)?;
-        let now = self.now();
+        let clock = self.clock.clone();
         self.write(|tx, _| {
+            // Read once the write lock is held, as every conversation operation does: the
+            // replaced endpoint's lease is judged, and the new one starts, at the commit's moment.
+            let now = clock.now();
             let t = transfer::load(tx, transfer)?;
             check(&t, Operation::BindAgent)?;
             let owner: TransferOwner = t.owner()?;
