@@ -6,6 +6,10 @@
 //! while the database is busy (a busy attempt rolls back, so it never spends a token). Inputs are validated before the transaction starts; a refused
 //! operation returns an error and leaves the database exactly as it was.
 //!
+//! A transition out of `active` also unbinds the transfer's agent in the same transaction
+//! (`insolvent` stops its turns, `terminated` detaches it; see [`binding`](crate::binding)), and
+//! [`Store::snapshot_state_as`] records the transfer's owner, to whom that agent belongs.
+//!
 //! `activate` is split in two because the sandbox runs the guest between the halves:
 //! [`Store::begin_activation`] consumes the `activate` token and marks the activation started;
 //! then [`Store::complete_activation`] (the guest's `resume` returned Ok) or
