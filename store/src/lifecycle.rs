@@ -7,7 +7,7 @@
 //! operation returns an error and leaves the database exactly as it was.
 //!
 //! A transition out of `active` also unbinds the transfer's agent in the same transaction
-//! (`insolvent` stops its turns, `terminated` detaches it; see [`binding`](crate::binding)), and
+//! (`insolvent` stops its turns, `terminated` detaches it; see [`crate::binding`]), and
 //! [`Store::snapshot_state_as`] records the transfer's owner, to whom that agent belongs.
 //!
 //! `activate` is split in two because the sandbox runs the guest between the halves:
