@@ -36,6 +36,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../sql/0003_principals.sql"),
     include_str!("../sql/0004_sandbox.sql"),
     include_str!("../sql/0005_conversation_audit.sql"),
+    include_str!("../sql/0006_transfer_agents.sql"),
 ];
 
 /// How long a connection waits for another writer before failing with `SQLITE_BUSY`.
@@ -262,15 +263,43 @@ mod tests {
                 conn.execute(
                     "INSERT INTO transfers (id, status, source_host, system_prompt, message_history, message_count,
                                             tool_state, mcp_config, checksum, created_at, updated_at)
-                     VALUES ('tr_000000000000000000000001', 'staged', 'h', '', '[]', 0, '{}', '[]', 'c', 1, 1)",
+                     VALUES ('tr_000000000000000000000001', 'staged', 'h', '', '[]', 0, '{}', '[]', 'c', 1, 1),
+                            ('tr_000000000000000000000002', 'active', 'h', '', '[]', 0, '{}', '[]', 'c', 1, 1)",
                     [],
                 )
                 .unwrap();
             }
-            let store = Store::open(&path).unwrap();
+            let mut store = Store::open(&path).unwrap();
             assert_eq!(store.schema_version().unwrap(), Store::supported_schema_version());
             let t = store.transfer("tr_000000000000000000000001").unwrap();
             assert_eq!(t.status, crate::TransferStatus::Staged);
+            // Transfers from before ownership belong to the operator and are bound to no agent.
+            assert_eq!(t.owner_subject, crate::OPERATOR_SUBJECT, "from version {version}");
+            assert_eq!(t.owner().unwrap(), crate::TransferOwner::Operator);
+            assert_eq!(t.agent_id, None);
+            assert!(store.bound_active_transfers(None, 10).unwrap().is_empty());
+            // A transfer active across the upgrade is bound (by the host, at takeover) to an
+            // agent of the operator's.
+            let b = store
+                .bind_transfer_agent("tr_000000000000000000000002", Duration::from_secs(60))
+                .unwrap();
+            let operator = crate::TransferOwner::Operator.caller().unwrap();
+            assert_eq!(store.get_agent(&operator, &b.agent.id).unwrap().id, b.agent.id);
+            assert_eq!(
+                store.bound_active_transfers(None, 10).unwrap(),
+                [("tr_000000000000000000000002".to_owned(), b.agent.id.clone())]
+            );
+            // The upgraded database takes new owned transfers.
+            let snapshot = crate::SnapshotInput {
+                source_host: "h".into(),
+                system_prompt: String::new(),
+                message_history: vec![],
+                tool_state: serde_json::json!({}),
+                mcp_config: vec![],
+            };
+            let owner = crate::TransferOwner::ApiKey("prn_0123456789abcdef01234567".into());
+            let new = store.snapshot_state_as(&snapshot, &owner).unwrap();
+            assert_eq!(store.transfer(&new.id).unwrap().owner().unwrap(), owner);
         }
     }
 

@@ -7,6 +7,7 @@
 //! retried by the store itself and, if it stays busy, reported as [`Error::Busy`]; callers
 //! tell such transient failures from refusals with [`Error::is_transient`].
 
+use crate::conversation::ConversationError;
 use crate::state::{Operation, Phase};
 use crate::token::TokenRefusal;
 
@@ -98,6 +99,14 @@ pub enum Error {
         attempts: u32,
     },
 
+    /// A conversation-domain step of a transfer operation (binding a transfer's agent) was
+    /// refused, e.g. [`ConversationError::LimitReached`] at the store's agent ceiling or an
+    /// endpoint refusal. Bad input, SQLite failures and corrupt rows of that domain are
+    /// reported as [`Error::InvalidInput`], [`Error::Sqlite`] and [`Error::CorruptRow`] instead
+    /// (so [`Error::is_transient`] sees a busy database whichever domain met it).
+    #[error(transparent)]
+    Conversation(ConversationError),
+
     /// SQLite failed.
     #[error("database: {0}")]
     Sqlite(#[from] rusqlite::Error),
@@ -136,6 +145,20 @@ impl Error {
         Self::InvalidInput {
             field: field.into(),
             reason: reason.into(),
+        }
+    }
+}
+
+impl From<ConversationError> for Error {
+    fn from(e: ConversationError) -> Self {
+        match e {
+            ConversationError::Sqlite(e) => Self::Sqlite(e),
+            ConversationError::CorruptRow { table, reason } => Self::CorruptRow { table, reason },
+            ConversationError::InvalidInput { field, reason } => Self::InvalidInput {
+                field: field.to_owned(),
+                reason,
+            },
+            other => Self::Conversation(other),
         }
     }
 }

@@ -49,11 +49,19 @@ pub enum EventKind {
     CredentialDenied,
     /// The guest broke one of its tier's ceilings; the detail names which.
     CeilingExceeded,
+    /// The host bound the transfer to its Agent identity and attached the agent's endpoint
+    /// (detail `{agentId, endpointId, generation}`); a re-bind after a restart appends another.
+    AgentBound,
+    /// The transfer left `active` and its agent lost its turns (detail `{agentId, endpointId,
+    /// generation, endpoint}`, where `endpoint` is `wake_revoked` when it became `insolvent` and
+    /// `detached` when it ended). Written in the transition's transaction with its timestamp,
+    /// just before the transition's own events. The agent and its conversations stay readable.
+    AgentUnbound,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 13] = [
+    pub const ALL: [EventKind; 15] = [
         Self::SnapshotCreated,
         Self::RuntimeProvisioned,
         Self::StatePushed,
@@ -67,6 +75,8 @@ impl EventKind {
         Self::CredentialResolved,
         Self::CredentialDenied,
         Self::CeilingExceeded,
+        Self::AgentBound,
+        Self::AgentUnbound,
     ];
 
     /// The name stored in `usage_events.type`.
@@ -85,10 +95,12 @@ impl EventKind {
             Self::CredentialResolved => "credential_resolved",
             Self::CredentialDenied => "credential_denied",
             Self::CeilingExceeded => "ceiling_exceeded",
+            Self::AgentBound => "agent_bound",
+            Self::AgentUnbound => "agent_unbound",
         }
     }
 
-    /// Whether this kind is written only by a state transition (and so refused by
+    /// Whether this kind is written only by a state transition or a binding (and so refused by
     /// [`Store::record_event`]).
     pub const fn is_transition(self) -> bool {
         !matches!(

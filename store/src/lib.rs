@@ -10,6 +10,10 @@
 //!   [`Store::report_usage`], [`Store::get_status`], [`Store::terminate`], and the reapers
 //!   [`Store::reap_insolvent`] and [`Store::reap_expired`]. The allowed edges are the pure
 //!   function [`transition`].
+//! - Ownership and the binding of a transfer to the agent it becomes: [`TransferOwner`],
+//!   [`Store::snapshot_state_as`], [`Store::bind_transfer_agent`] ([`binding`]); leaving `active`
+//!   unbinds the agent in the same transaction.
+//! - The durable conversation domain ([`conversation`]).
 //! - The sandbox's durable state: the component registry ([`Store::register_component`]) and
 //!   checkpoints ([`Store::save_checkpoint`]).
 //! - [`Tier`]s and their ceilings ([`TIER_LIMITS`]), [`Budget`]s in integer micro-USD,
@@ -39,6 +43,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod binding;
 pub mod budget;
 pub mod checkpoint;
 pub mod clock;
@@ -50,6 +55,7 @@ pub mod event;
 pub mod id;
 pub mod lifecycle;
 pub mod overview;
+pub mod owner;
 pub mod principal;
 pub mod reap;
 pub mod snapshot;
@@ -58,15 +64,18 @@ pub mod tier;
 pub mod token;
 pub mod transfer;
 
+pub use binding::AgentBinding;
 pub use budget::{Budget, MAX_BUDGET_MICRO_USD, MAX_USAGE_REPORT_MICRO_USD};
 pub use checkpoint::Checkpoint;
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use component::{ComponentRecord, MAX_COMPONENT_BYTES};
+pub use conversation::OPERATOR_SUBJECT;
 pub use db::{MAX_WRITE_ATTEMPTS, Store};
 pub use error::{Error, Result};
 pub use event::{Event, EventKind};
 pub use lifecycle::{COMPUTE_USAGE_KIND, DEFAULT_USAGE_KIND, HOST_RESERVED_USAGE_KINDS, UsageReport};
 pub use overview::{SnapshotSummary, TransferSummary};
+pub use owner::{API_KEY_SUBJECT_PREFIX, TransferOwner};
 pub use principal::{ApiScope, Principal};
 pub use reap::{DEFAULT_GRACE_PERIOD, DEFAULT_TRANSFER_TTL};
 pub use snapshot::{McpServer, Message, SnapshotInput};

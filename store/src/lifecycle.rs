@@ -6,6 +6,10 @@
 //! while the database is busy (a busy attempt rolls back, so it never spends a token). Inputs are validated before the transaction starts; a refused
 //! operation returns an error and leaves the database exactly as it was.
 //!
+//! A transition out of `active` also unbinds the transfer's agent in the same transaction
+//! (`insolvent` stops its turns, `terminated` detaches it; see [`crate::binding`]), and
+//! [`Store::snapshot_state_as`] records the transfer's owner, to whom that agent belongs.
+//!
 //! `activate` is split in two because the sandbox runs the guest between the halves:
 //! [`Store::begin_activation`] consumes the `activate` token and marks the activation started;
 //! then [`Store::complete_activation`] (the guest's `resume` returned Ok) or
@@ -16,12 +20,14 @@
 use rusqlite::Transaction;
 use serde_json::json;
 
+use crate::binding;
 use crate::budget::{self, Budget, MAX_BUDGET_MICRO_USD, MAX_USAGE_REPORT_MICRO_USD};
 use crate::clock::Timestamp;
 use crate::db::Store;
 use crate::error::{Error, Result};
 use crate::event::{self, EventKind};
 use crate::id::new_id;
+use crate::owner::TransferOwner;
 use crate::snapshot::SnapshotInput;
 use crate::state::{Operation, Phase, Refusal, TransferStatus, transition};
 use crate::tier::Tier;
@@ -52,21 +58,35 @@ pub struct UsageReport {
 }
 
 impl Store {
-    /// `snapshot_state`: stores a validated snapshot as a new `staged` transfer.
+    /// `snapshot_state` by the local operator (the CLI, stdio): as
+    /// [`snapshot_state_as`](Self::snapshot_state_as) with [`TransferOwner::Operator`].
     ///
     /// # Errors
     ///
     /// [`Error::InvalidInput`] naming the first field that breaks a rule or bound.
     pub fn snapshot_state(&mut self, input: &SnapshotInput) -> Result<Transfer> {
+        self.snapshot_state_as(input, &TransferOwner::Operator)
+    }
+
+    /// `snapshot_state`: stores a validated snapshot as a new `staged` transfer owned by `owner`
+    /// (the principal that called it). The agent the transfer becomes belongs to that owner.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] naming the first field that breaks a rule or bound, or `owner`
+    /// for an API-key owner that is not a principal id.
+    pub fn snapshot_state_as(&mut self, input: &SnapshotInput, owner: &TransferOwner) -> Result<Transfer> {
         input.validate()?;
+        owner.validate()?;
+        let owner_subject = owner.subject();
         let id = new_id(TRANSFER_ID_PREFIX);
         let checksum = input.checksum();
         let now = self.now();
         self.write(|tx, _| {
             tx.prepare_cached(
                 "INSERT INTO transfers (id, status, source_host, system_prompt, message_history, message_count,
-                                    tool_state, mcp_config, checksum, created_at, updated_at)
-             VALUES (?1, 'staged', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
+                                    tool_state, mcp_config, checksum, created_at, updated_at, owner_subject)
+             VALUES (?1, 'staged', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10)",
             )?
             .execute((
                 &id,
@@ -78,6 +98,7 @@ impl Store {
                 serde_json::to_string(&input.mcp_config).expect("mcp config serializes"),
                 &checksum,
                 now.as_micros(),
+                &owner_subject,
             ))?;
             let detail = json!({
                 "checksum": checksum,
@@ -429,6 +450,10 @@ pub(crate) fn check(t: &Transfer, op: Operation) -> Result<Phase> {
 }
 
 /// Compare-and-set of a transfer's phase: applies only if `t` is still as it was read.
+///
+/// Every transition goes through here, so this is also where a transfer leaving `active`
+/// unbinds its agent, in the same transaction ([`binding::unbind`]): `insolvent` stops its turns,
+/// `terminated` and `expired` detach its endpoint.
 pub(crate) fn move_to(tx: &Transaction<'_>, t: &Transfer, to: Phase, now: Timestamp) -> Result<()> {
     let changed = tx
         .prepare_cached(
@@ -449,6 +474,9 @@ pub(crate) fn move_to(tx: &Transaction<'_>, t: &Transfer, to: Phase, now: Timest
             table: "transfers",
             reason: format!("{} changed under its own write transaction", t.id),
         });
+    }
+    if to.status != t.status {
+        binding::unbind(tx, t, to.status, now)?;
     }
     Ok(())
 }

@@ -2,7 +2,8 @@
 //!
 //! `staged → provisioned → pushed → active → insolvent → terminated`, plus
 //! `staged|provisioned|pushed → expired` past the TTL and an explicit `terminate` from any live
-//! state. Activation happens in two steps because the sandbox runs the guest between them, so a
+//! state. Binding a transfer's agent ([`Operation::BindAgent`]) is allowed only while `active`
+//! and changes no status. Activation happens in two steps because the sandbox runs the guest between them, so a
 //! `pushed` transfer carries one more bit: whether an activation is in progress ([`Phase`]).
 //!
 //! [`transition`] is the only place the allowed edges are written down; every store operation
@@ -158,11 +159,14 @@ pub enum Operation {
     ReapInsolvent,
     /// The expiry reaper: never activated within the TTL.
     Expire,
+    /// The host binds the transfer to its Agent identity and attaches the agent's endpoint
+    /// (first activation, and every re-bind after a host restart). Changes no status.
+    BindAgent,
 }
 
 impl Operation {
     /// Every operation, for exhaustive tests.
-    pub const ALL: [Operation; 11] = [
+    pub const ALL: [Operation; 12] = [
         Self::Provision,
         Self::Push,
         Self::BeginActivation,
@@ -176,6 +180,7 @@ impl Operation {
         Self::Terminate,
         Self::ReapInsolvent,
         Self::Expire,
+        Self::BindAgent,
     ];
 
     /// The operation's user-facing name.
@@ -190,6 +195,7 @@ impl Operation {
             Self::Terminate => "terminate",
             Self::ReapInsolvent => "reap_insolvent",
             Self::Expire => "expire",
+            Self::BindAgent => "bind_agent",
         }
     }
 }
@@ -242,6 +248,7 @@ pub fn transition(from: Phase, op: Operation) -> Result<Phase, Refusal> {
         (S::Active, false, O::ReportUsage { exhausts_budget: true }) => to(S::Insolvent),
         (S::Insolvent, false, O::ReportUsage { .. }) => to(S::Insolvent),
         (S::Insolvent, false, O::ReapInsolvent) => to(S::Terminated),
+        (S::Active, false, O::BindAgent) => to(S::Active),
         (S::Staged | S::Provisioned | S::Pushed, _, O::Expire) => to(S::Expired),
         (S::Staged | S::Provisioned | S::Pushed | S::Active | S::Insolvent, _, O::Terminate) => to(S::Terminated),
         _ => Err(Refusal::NotAllowed),
@@ -296,8 +303,8 @@ mod tests {
             .filter(|&(p, op)| transition(p, op).is_ok())
             .count();
         // provision 1, push 1, begin 1, complete 2 (active or insolvent), fail 1, report 2
-        // (activating) + 2 (active) + 2 (insolvent), reap 1, expire 4, terminate 6.
-        assert_eq!(allowed, 23);
+        // (activating) + 2 (active) + 2 (insolvent), reap 1, expire 4, terminate 6, bind 1.
+        assert_eq!(allowed, 24);
     }
 
     #[test]

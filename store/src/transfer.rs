@@ -12,6 +12,7 @@ use crate::db::Store;
 use crate::error::{Error, Result};
 use crate::event::{self, Event};
 use crate::id;
+use crate::owner::TransferOwner;
 use crate::snapshot::{McpServer, Message, SnapshotInput};
 use crate::state::{Phase, TransferStatus};
 use crate::tier::Tier;
@@ -53,6 +54,15 @@ pub struct Transfer {
     pub ended_at: Option<Timestamp>,
     /// Why it was terminated or expired.
     pub end_reason: Option<String>,
+    /// The subject of the principal that created it (see [`TransferOwner`]):
+    /// `operator:local` or `api-key:prn_…`. Not shown to tool callers.
+    #[serde(skip)]
+    pub owner_subject: String,
+    /// The Agent identity it became when it was first bound (see
+    /// [`Store::bind_transfer_agent`]); kept after the transfer ends, so the agent's
+    /// conversations stay attributable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
 }
 
 impl Transfer {
@@ -62,6 +72,15 @@ impl Transfer {
             status: self.status,
             activating: self.activating,
         }
+    }
+
+    /// The principal that created it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CorruptRow`] for a stored subject this build does not know (fails closed).
+    pub fn owner(&self) -> Result<TransferOwner> {
+        TransferOwner::from_subject(&self.owner_subject)
     }
 }
 
@@ -78,7 +97,8 @@ pub struct TransferStatusReport {
 }
 
 pub(crate) const TRANSFER_COLUMNS: &str = "id, status, activation_started_at, source_host, checksum, \
-     message_count, tier, component, created_at, updated_at, activated_at, insolvent_at, ended_at, end_reason";
+     message_count, tier, component, created_at, updated_at, activated_at, insolvent_at, ended_at, end_reason, \
+     owner_subject, agent_id";
 
 fn corrupt(reason: impl Into<String>) -> Error {
     Error::CorruptRow {
@@ -116,6 +136,8 @@ pub(crate) fn from_row(r: &Row<'_>) -> Result<Transfer> {
         insolvent_at: ts(r.get(11)?),
         ended_at: ts(r.get(12)?),
         end_reason: r.get(13)?,
+        owner_subject: r.get(14)?,
+        agent_id: r.get(15)?,
         id,
     })
 }

@@ -109,6 +109,7 @@ impl Fixture {
                 self.store.report_usage(t, amount, "compute").map(drop)
             }
             Operation::Terminate => self.store.terminate(t, "operator request").map(drop),
+            Operation::BindAgent => self.store.bind_transfer_agent(t, Duration::from_secs(60)).map(drop),
             Operation::ReapInsolvent => {
                 let ended = self
                     .store
@@ -174,6 +175,7 @@ fn expected_event(op: Operation, from: Phase, to: Phase) -> EventKind {
         Operation::ReportUsage { .. } => EventKind::UsageReported,
         Operation::Terminate | Operation::ReapInsolvent => EventKind::Terminated,
         Operation::Expire => EventKind::Expired,
+        Operation::BindAgent => EventKind::AgentBound,
     }
 }
 
@@ -238,7 +240,7 @@ fn every_phase_and_operation_pair_follows_the_state_machine() {
             }
         }
     }
-    assert_eq!(allowed, 23);
+    assert_eq!(allowed, 24);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //! a stale `profile_revision` is an explicit [`Error::RevisionConflict`]. Only the principal that
 //! created an agent can see or change it; to anyone else it does not exist.
 
-use rusqlite::{Connection, OptionalExtension, Row};
+use rusqlite::{Connection, OptionalExtension, Row, Transaction};
 use serde::Serialize;
 use serde_json::json;
 
@@ -129,6 +129,50 @@ pub(crate) fn load_owned(conn: &Connection, owner: &CommunicationPrincipal, agen
         .unwrap_or_else(|| Err(Error::AgentNotFound(agent.to_owned())))
 }
 
+/// Inserts a new agent owned by `owner` with a validated `card` and records `agent_created`;
+/// refused at [`MAX_AGENTS`] (the store-wide ceiling holds for every way an agent is made).
+/// Returns its id.
+pub(crate) fn insert(
+    tx: &Transaction<'_>,
+    owner: &CommunicationPrincipal,
+    card: &AgentCard,
+    now: Timestamp,
+) -> Result<String> {
+    let total: i64 = tx
+        .prepare_cached("SELECT count(*) FROM agents")?
+        .query_row([], |r| r.get(0))?;
+    if total as u64 >= MAX_AGENTS {
+        return Err(Error::LimitReached {
+            what: "agents in total",
+            limit: MAX_AGENTS,
+        });
+    }
+    let id = new_id(AGENT_ID_PREFIX);
+    tx.prepare_cached(
+        "INSERT INTO agents (id, owner_principal, handle, display_name, description, specialties,
+                             profile_revision, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?7)",
+    )?
+    .execute((
+        &id,
+        owner.as_str(),
+        &card.handle,
+        &card.display_name,
+        &card.description,
+        serde_json::to_string(&card.specialties).expect("labels serialize"),
+        now.as_micros(),
+    ))?;
+    audit::record(
+        tx,
+        AuditKind::AgentCreated,
+        Some(&id),
+        None,
+        json!({ "profileRevision": 1, "specialtyCount": card.specialties.len() }),
+        now,
+    )?;
+    Ok(id)
+}
+
 pub(crate) fn check_id(agent: &str) -> Result<()> {
     bounds::id("agentId", agent, AGENT_ID_PREFIX)
 }
@@ -157,8 +201,12 @@ impl Store {
             let agent = load_owned(&tx, caller.principal(), &id)?;
             return Ok(Mutation::replayed(agent));
         }
+        // Agents a transfer became are bounded by transfers, not by this per-principal ceiling.
         let owned: i64 = tx
-            .prepare_cached("SELECT count(*) FROM agents WHERE owner_principal = ?1")?
+            .prepare_cached(
+                "SELECT count(*) FROM agents WHERE owner_principal = ?1
+                 AND NOT EXISTS (SELECT 1 FROM transfers WHERE transfers.agent_id = agents.id)",
+            )?
             .query_row([caller.principal().as_str()], |r| r.get(0))?;
         if owned as u64 >= MAX_AGENTS_PER_PRINCIPAL {
             return Err(Error::LimitReached {
@@ -166,39 +214,8 @@ impl Store {
                 limit: MAX_AGENTS_PER_PRINCIPAL,
             });
         }
-        let total: i64 = tx
-            .prepare_cached("SELECT count(*) FROM agents")?
-            .query_row([], |r| r.get(0))?;
-        if total as u64 >= MAX_AGENTS {
-            return Err(Error::LimitReached {
-                what: "agents in total",
-                limit: MAX_AGENTS,
-            });
-        }
-        let id = new_id(AGENT_ID_PREFIX);
-        tx.prepare_cached(
-            "INSERT INTO agents (id, owner_principal, handle, display_name, description, specialties,
-                                 profile_revision, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?7)",
-        )?
-        .execute((
-            &id,
-            caller.principal().as_str(),
-            &card.handle,
-            &card.display_name,
-            &card.description,
-            serde_json::to_string(&card.specialties).expect("labels serialize"),
-            now.as_micros(),
-        ))?;
+        let id = insert(&tx, caller.principal(), card, now)?;
         check.record(&tx, caller.principal(), &id, now)?;
-        audit::record(
-            &tx,
-            AuditKind::AgentCreated,
-            Some(&id),
-            None,
-            json!({ "profileRevision": 1, "specialtyCount": card.specialties.len() }),
-            now,
-        )?;
         let agent = load_owned(&tx, caller.principal(), &id)?;
         tx.commit()?;
         Ok(Mutation::changed(agent))

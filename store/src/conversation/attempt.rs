@@ -282,6 +282,20 @@ pub(crate) fn reconcile_endpoint(tx: &Transaction<'_>, endpoint: &str, now: Time
     reconcile_attempts(tx, Some(endpoint), now)
 }
 
+/// Releases the claims on `endpoint` that have not crossed the dispatch fence (their wakes are
+/// pending again), leaving dispatched attempts alone: used when the endpoint stops being
+/// wake-capable, so that no new turn starts while a running one may still finish and consume.
+pub(crate) fn release_claims(tx: &Transaction<'_>, endpoint: &str, now: Timestamp) -> Result<u64> {
+    let mut released = 0;
+    for a in unfinished(tx, Some(endpoint), None)? {
+        if a.state == AttemptState::Claimed {
+            release(tx, &a.id, &a.wake_id, now)?;
+            released += 1;
+        }
+    }
+    Ok(released)
+}
+
 /// Reconciles every in-flight attempt (successor takeover).
 pub(crate) fn reconcile_all(tx: &Transaction<'_>, now: Timestamp) -> Result<(u64, u64)> {
     reconcile_attempts(tx, None, now)

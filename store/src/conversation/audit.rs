@@ -2,7 +2,7 @@
 //!
 //! Every change of the domain appends one event in its own transaction, so the log and the state
 //! never disagree: agents created and updated, endpoints attached, detached, replaced and
-//! expired, conversations created and closed, messages posted (with their seq and how many
+//! expired (and revoked as wake carriers when their transfer became insolvent), conversations created and closed, messages posted (with their seq and how many
 //! deliveries they queued), deliveries consumed, and each step of a wake (created, claimed,
 //! released, dispatched, activated, delivery unknown, consumed). An event holds ids, seqs and
 //! counts only — never a message body, an agent's description or specialty labels, an
@@ -35,6 +35,9 @@ closed_enum!(
         EndpointReplaced = "endpoint_replaced",
         /// An endpoint's lease ran out and the expiry was recorded.
         EndpointExpired = "endpoint_expired",
+        /// An endpoint stopped being wake-capable because its agent's transfer became
+        /// `insolvent`: the agent gets no more turns, but stays attached and readable.
+        EndpointWakeRevoked = "endpoint_wake_revoked",
         /// A conversation was created.
         ConversationCreated = "conversation_created",
         /// A conversation was closed.

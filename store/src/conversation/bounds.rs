@@ -23,9 +23,14 @@ pub const MAX_DESCRIPTION_BYTES: usize = 4096;
 pub const MAX_SPECIALTIES: usize = 16;
 /// Longest specialty label, in bytes.
 pub const MAX_SPECIALTY_BYTES: usize = 48;
-/// Most agents one principal may own. An owner with more is almost certainly leaking them.
+/// Most agents one principal may create with `create_agent`. An owner with more is almost
+/// certainly leaking them. Agents that transfers became ([`Store::bind_transfer_agent`](crate::Store::bind_transfer_agent))
+/// are not counted: there is one per activated transfer, so transfers bound them (and
+/// [`MAX_AGENTS`] still does), and an owner's busy day of transfers must not stop it creating
+/// its own agents, nor its agents stop a transfer from activating.
 pub const MAX_AGENTS_PER_PRINCIPAL: u64 = 256;
-/// Most agents in the whole store. A host keeps one bounded, deduplicated wake-notification
+/// Most agents in the whole store, however they were made (including the agents transfers
+/// became). A host keeps one bounded, deduplicated wake-notification
 /// slot per agent (seed 2: the queue's capacity equals the durable agent capacity), so this is
 /// also what that queue may hold; 100,000 slots are a few MiB.
 pub const MAX_AGENTS: u64 = 100_000;

@@ -10,7 +10,9 @@
 //! dispatch fence goes back to pending, a dispatched one becomes `delivery_unknown`.
 //!
 //! `wake_capable` is set only by [`Store::register_wake_carrier`], a host-side call; attach input
-//! cannot declare it. Every agent-acting operation is admitted through [`AgentActor`]: the exact
+//! cannot declare it. An agent that a transfer became loses it when the transfer leaves `active`
+//! ([`crate::binding`]), and cannot get it back. The host keeps such an agent's carrier with
+//! [`Store::renew_carrier_lease`]. Every agent-acting operation is admitted through [`AgentActor`]: the exact
 //! current endpoint id and generation, bound to the caller's principal and the agent.
 
 use std::fmt;
@@ -21,13 +23,13 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::agent::{self, check_id as check_agent_id};
+use super::agent::{self, Agent, check_id as check_agent_id};
 use super::attempt;
 use super::audit::{self, AuditKind};
 use super::bounds::{self, MAX_ENDPOINT_LEASE, MIN_ENDPOINT_LEASE};
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::{Check, IdempotencyKey, Mutation, Operation, validate_key};
-use super::principal::{Caller, Scope};
+use super::principal::{Caller, CommunicationPrincipal, Scope};
 use crate::clock::Timestamp;
 use crate::db::Store;
 use crate::id::new_id;
@@ -176,7 +178,7 @@ fn load_scoped(conn: &Connection, caller: &Caller, agent: &str, endpoint: &str) 
         .unwrap_or_else(|| Err(Error::EndpointNotFound(endpoint.to_owned())))
 }
 
-fn load(conn: &Connection, endpoint: &str) -> Result<Endpoint> {
+pub(crate) fn load(conn: &Connection, endpoint: &str) -> Result<Endpoint> {
     let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM agent_endpoints WHERE id = ?1");
     conn.prepare_cached(&sql)?
         .query_row([endpoint], |r| Ok(from_row(r)))
@@ -203,6 +205,33 @@ pub(crate) fn admit(conn: &Connection, caller: &Caller, actor: &AgentActor, now:
         return Err(Error::StaleGeneration {
             endpoint: ep.id,
             given: actor.generation,
+            current: ep.generation,
+        });
+    }
+    if now >= ep.lease_expires_at {
+        return Err(Error::EndpointExpired { endpoint: ep.id });
+    }
+    Ok(ep)
+}
+
+/// Admits a host-side call on the exact `endpoint` and `generation` of `agent`: the endpoint is
+/// that agent's, attached, of that generation, with an unexpired lease. (No principal: only the
+/// host reaches these calls.)
+fn admit_host(conn: &Connection, agent: &str, endpoint: &str, generation: u64, now: Timestamp) -> Result<Endpoint> {
+    let ep = load(conn, endpoint)?;
+    if ep.agent_id != agent {
+        return Err(Error::EndpointNotFound(endpoint.to_owned()));
+    }
+    if ep.state != EndpointState::Attached {
+        return Err(Error::EndpointNotCurrent {
+            endpoint: ep.id,
+            state: ep.state,
+        });
+    }
+    if ep.generation != generation {
+        return Err(Error::StaleGeneration {
+            endpoint: ep.id,
+            given: generation,
             current: ep.generation,
         });
     }
@@ -263,6 +292,73 @@ pub(crate) fn materialize_all_expired(tx: &Transaction<'_>, now: Timestamp) -> R
         retire(tx, id, EndpointState::Expired, now)?;
     }
     Ok(ids.len() as u64)
+}
+
+/// Attaches a new endpoint for agent `a`, bound to `principal`, with the agent's next controller
+/// generation and a lease of `lease` from `now`: every endpoint attached before is replaced (or
+/// recorded as expired, if its lease had run out) and its wake attempts reconciled, and
+/// `endpoint_attached` is recorded. The caller has authorized `principal` for `a`.
+pub(crate) fn attach(
+    tx: &Transaction<'_>,
+    principal: &CommunicationPrincipal,
+    a: &Agent,
+    lease: Duration,
+    now: Timestamp,
+) -> Result<Endpoint> {
+    let agent = a.id.as_str();
+    // Every endpoint of the agent not known to be retired: an unknown state fails closed
+    // (a filter on 'attached' alone would skip it and attach beside it).
+    let sql = format!(
+        "SELECT {ENDPOINT_COLUMNS} FROM agent_endpoints
+         WHERE agent_id = ?1 AND state NOT IN ('detached', 'expired', 'replaced')"
+    );
+    let previous: Vec<Endpoint> = tx
+        .prepare_cached(&sql)?
+        .query_map([agent], |r| Ok(from_row(r)))?
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .collect::<Result<_>>()?;
+    for prev in previous {
+        let to = if prev.lease_expires_at <= now {
+            EndpointState::Expired
+        } else {
+            EndpointState::Replaced
+        };
+        retire(tx, &prev.id, to, now)?;
+    }
+    let generation = a.controller_generation + 1;
+    let changed = tx
+        .prepare_cached("UPDATE agents SET controller_generation = ?2 WHERE id = ?1 AND controller_generation = ?3")?
+        .execute((agent, generation as i64, a.controller_generation as i64))?;
+    if changed != 1 {
+        return Err(Error::corrupt(
+            "agents",
+            format!("{agent} generation moved under its own write transaction"),
+        ));
+    }
+    let id = new_id(ENDPOINT_ID_PREFIX);
+    tx.prepare_cached(
+        "INSERT INTO agent_endpoints (id, agent_id, principal, generation, state, lease_expires_at, attached_at, updated_at, lease_micros)
+         VALUES (?1, ?2, ?3, ?4, 'attached', ?5, ?6, ?6, ?7)",
+    )?
+    .execute((
+        &id,
+        agent,
+        principal.as_str(),
+        generation as i64,
+        now.saturating_add(lease).as_micros(),
+        now.as_micros(),
+        i64::try_from(lease.as_micros()).unwrap_or(i64::MAX),
+    ))?;
+    audit::record(
+        tx,
+        AuditKind::EndpointAttached,
+        Some(agent),
+        None,
+        json!({ "endpointId": id, "controllerGeneration": generation }),
+        now,
+    )?;
+    load(tx, &id)
 }
 
 #[derive(Serialize)]
@@ -327,62 +423,8 @@ impl Store {
             return Ok(Mutation::replayed(load_scoped(&tx, caller, agent, &id)?));
         }
         let a = agent::load_owned(&tx, caller.principal(), agent)?;
-        // Every endpoint of the agent not known to be retired: an unknown state fails closed
-        // (a filter on 'attached' alone would skip it and attach beside it).
-        let sql = format!(
-            "SELECT {ENDPOINT_COLUMNS} FROM agent_endpoints
-             WHERE agent_id = ?1 AND state NOT IN ('detached', 'expired', 'replaced')"
-        );
-        let previous: Vec<Endpoint> = tx
-            .prepare_cached(&sql)?
-            .query_map([agent], |r| Ok(from_row(r)))?
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
-            .collect::<Result<_>>()?;
-        for prev in previous {
-            let to = if prev.lease_expires_at <= now {
-                EndpointState::Expired
-            } else {
-                EndpointState::Replaced
-            };
-            retire(&tx, &prev.id, to, now)?;
-        }
-        let generation = a.controller_generation + 1;
-        let changed = tx
-            .prepare_cached(
-                "UPDATE agents SET controller_generation = ?2 WHERE id = ?1 AND controller_generation = ?3",
-            )?
-            .execute((agent, generation as i64, a.controller_generation as i64))?;
-        if changed != 1 {
-            return Err(Error::corrupt(
-                "agents",
-                format!("{agent} generation moved under its own write transaction"),
-            ));
-        }
-        let id = new_id(ENDPOINT_ID_PREFIX);
-        tx.prepare_cached(
-            "INSERT INTO agent_endpoints (id, agent_id, principal, generation, state, lease_expires_at, attached_at, updated_at, lease_micros)
-             VALUES (?1, ?2, ?3, ?4, 'attached', ?5, ?6, ?6, ?7)",
-        )?
-        .execute((
-            &id,
-            agent,
-            caller.principal().as_str(),
-            generation as i64,
-            now.saturating_add(lease).as_micros(),
-            now.as_micros(),
-            i64::try_from(lease.as_micros()).unwrap_or(i64::MAX),
-        ))?;
-        check.record(&tx, caller.principal(), &id, now)?;
-        audit::record(
-            &tx,
-            AuditKind::EndpointAttached,
-            Some(agent),
-            None,
-            json!({ "endpointId": id, "controllerGeneration": generation }),
-            now,
-        )?;
-        let ep = load(&tx, &id)?;
+        let ep = attach(&tx, caller.principal(), &a, lease, now)?;
+        check.record(&tx, caller.principal(), &ep.id, now)?;
         tx.commit()?;
         Ok(Mutation::changed(ep))
     }
@@ -485,39 +527,61 @@ impl Store {
 
     /// Host-side: records that this host holds a wake carrier for the exact endpoint and
     /// generation, making it `wake_capable`. Never reachable from attach input or from a model.
+    /// The agent of a transfer that is no longer `active` gets no carrier: its turns ended with
+    /// its transfer (DESIGN.md, "A transfer becomes an agent").
     ///
     /// # Errors
     ///
     /// [`Error::EndpointNotFound`] if no such endpoint of that agent exists;
     /// [`Error::EndpointNotCurrent`], [`Error::StaleGeneration`] or [`Error::EndpointExpired`]
-    /// unless it is the live current endpoint.
+    /// unless it is the live current endpoint; [`Error::NotWakeCapable`] when the agent's
+    /// transfer is not `active`.
     pub fn register_wake_carrier(&mut self, agent: &str, endpoint: &str, generation: u64) -> Result<Endpoint> {
         check_agent_id(agent)?;
         check_id(endpoint)?;
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
-            let ep = load(&tx, endpoint)?;
-            if ep.agent_id != agent {
-                return Err(Error::EndpointNotFound(endpoint.to_owned()));
-            }
-            if ep.state != EndpointState::Attached {
-                return Err(Error::EndpointNotCurrent {
-                    endpoint: ep.id,
-                    state: ep.state,
-                });
-            }
-            if ep.generation != generation {
-                return Err(Error::StaleGeneration {
-                    endpoint: ep.id,
-                    given: generation,
-                    current: ep.generation,
-                });
-            }
-            if now >= ep.lease_expires_at {
-                return Err(Error::EndpointExpired { endpoint: ep.id });
+            admit_host(&tx, agent, endpoint, generation, now)?;
+            let transfer_ended = tx
+                .prepare_cached("SELECT 1 FROM transfers WHERE agent_id = ?1 AND status <> 'active'")?
+                .exists([agent])?;
+            if transfer_ended {
+                return Err(Error::NotWakeCapable(endpoint.to_owned()));
             }
             tx.prepare_cached("UPDATE agent_endpoints SET wake_capable = 1, updated_at = ?2 WHERE id = ?1")?
                 .execute((endpoint, now.as_micros()))?;
+            let ep = load(&tx, endpoint)?;
+            tx.commit()?;
+            Ok(ep)
+        })
+    }
+
+    /// Host-side: extends the lease of the exact current endpoint and generation of `agent` to
+    /// `lease` from now — what a host holding an agent's carrier (a transfer's sandbox) does to
+    /// keep it, without a [`Caller`]: only the host reaches it. A replaced, detached or expired
+    /// endpoint, or an older generation, is refused; a lease that ran out is recorded as expired.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for a malformed id or a lease outside
+    /// [`MIN_ENDPOINT_LEASE`]..=[`MAX_ENDPOINT_LEASE`]; [`Error::EndpointNotFound`] if no such
+    /// endpoint of that agent exists; [`Error::EndpointNotCurrent`], [`Error::StaleGeneration`]
+    /// or [`Error::EndpointExpired`] unless it is the live current endpoint.
+    pub fn renew_carrier_lease(
+        &mut self,
+        agent: &str,
+        endpoint: &str,
+        generation: u64,
+        lease: Duration,
+    ) -> Result<Endpoint> {
+        check_agent_id(agent)?;
+        check_id(endpoint)?;
+        bounds::lease("lease", lease, MIN_ENDPOINT_LEASE, MAX_ENDPOINT_LEASE)?;
+        self.admitted(|s| {
+            let (tx, now) = s.begin_immediate()?;
+            admit_host(&tx, agent, endpoint, generation, now)?;
+            tx.prepare_cached("UPDATE agent_endpoints SET lease_expires_at = ?2, updated_at = ?3 WHERE id = ?1")?
+                .execute((endpoint, now.saturating_add(lease).as_micros(), now.as_micros()))?;
             let ep = load(&tx, endpoint)?;
             tx.commit()?;
             Ok(ep)

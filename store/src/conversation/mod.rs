@@ -19,6 +19,9 @@
 //! - [`bounds`]: every limit, documented;
 //! - [`error`]: the domain's [`ConversationError`].
 //!
+//! The agent an `active` transfer becomes is bound to it by [`crate::binding`] (host-side), and
+//! loses its turns when the transfer leaves `active`.
+//!
 //! Every operation is a method on [`Store`](crate::Store) taking the [`Caller`]: it checks the
 //! scope, validates its input before any transaction, then runs one `BEGIN IMMEDIATE`
 //! transaction. Authorization is existence-hiding: lookups are scoped by principal and
@@ -138,7 +141,7 @@ pub use error::{ConversationError, ConversationResult};
 pub use idempotency::{IdempotencyKey, Mutation};
 pub use listing::AgentListing;
 pub use message::{Author, MESSAGE_ID_PREFIX, NewMessage, TranscriptMessage};
-pub use principal::{Caller, CommunicationPrincipal, Scope};
+pub use principal::{Caller, CommunicationPrincipal, OPERATOR_SUBJECT, Scope};
 pub use reconcile::ReconcileReport;
 pub use wake::{WAKE_ID_PREFIX, Wake, WakeEvent, WakeState};
 

@@ -14,6 +14,11 @@ use sha2::{Digest, Sha256};
 use super::bounds::MAX_SUBJECT_BYTES;
 use super::error::{ConversationError as Error, ConversationResult as Result};
 
+/// The subject of the local operator (the CLI, `ahp serve --stdio`): whoever holds the data
+/// directory. Its communication principal owns the operator's agents and conversations, and the
+/// agents of the transfers the operator created.
+pub const OPERATOR_SUBJECT: &str = "operator:local";
+
 /// Domain separator hashed before the subject.
 const PRINCIPAL_DOMAIN: &[u8] = b"ahp:communication-principal:v1\0";
 

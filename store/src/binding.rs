@@ -1,0 +1,257 @@
+//! A transfer becomes an agent: the binding between an `active` transfer and the Agent identity
+//! of the conversation domain it runs as (DESIGN.md, "A transfer becomes an agent").
+//!
+//! [`Store::bind_transfer_agent`] is the host's call when a transfer becomes `active` (and again
+//! for every transfer still `active` after a host restart, from
+//! [`Store::bound_active_transfers`]): the first binding creates the transfer's agent, owned by
+//! the communication principal of the transfer's owner ([`TransferOwner`]), and every binding
+//! attaches a fresh endpoint for it, replacing the previous one with the next controller
+//! generation. The host then registers its sandbox as that endpoint's wake carrier
+//! ([`Store::register_wake_carrier`]) and keeps it with [`Store::renew_carrier_lease`].
+//!
+//! Leaving `active` unbinds, inside the transition's own transaction (the hook is the one place
+//! every transition is applied, `lifecycle::move_to`): `insolvent` revokes `wake_capable` from the
+//! agent's endpoints and gives back its claims not yet past the dispatch fence, so no new turn
+//! starts (one already dispatched may still finish); `terminated` or `expired` detaches its
+//! endpoint. The agent, its conversations and its transcript stay readable by its owner.
+//!
+//! These are host-side functions and take no [`Caller`](crate::conversation::Caller): nothing a
+//! tool caller or a guest sends reaches them. An agent created by a binding does not count
+//! against [`MAX_AGENTS_PER_PRINCIPAL`](crate::conversation::bounds::MAX_AGENTS_PER_PRINCIPAL)
+//! (transfers bound it) but does count against [`MAX_AGENTS`](crate::conversation::bounds::MAX_AGENTS).
+
+use std::time::Duration;
+
+use rusqlite::{OptionalExtension, Transaction};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::clock::Timestamp;
+use crate::conversation::attempt;
+use crate::conversation::audit::{self, AuditKind};
+use crate::conversation::bounds::{self, MAX_ENDPOINT_LEASE, MIN_ENDPOINT_LEASE};
+use crate::conversation::{Agent, AgentCard, CommunicationPrincipal, ConversationError, Endpoint, agent, endpoint};
+use crate::db::Store;
+use crate::error::{Error, Result};
+use crate::event::{self, EventKind};
+use crate::lifecycle::check;
+use crate::owner::TransferOwner;
+use crate::state::{Operation, TransferStatus};
+use crate::transfer::{self, MAX_LIST_LIMIT, TRANSFER_COLUMNS, Transfer};
+
+/// What [`Store::bind_transfer_agent`] returns: the transfer's agent and its fresh endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentBinding {
+    /// The bound transfer, `tr_…`.
+    pub transfer_id: String,
+    /// The agent the transfer became (its `controller_generation` is the endpoint's).
+    pub agent: Agent,
+    /// The endpoint just attached for it: not wake-capable until the host registers its carrier.
+    pub endpoint: Endpoint,
+}
+
+/// The card of the agent a transfer becomes: its handle is the transfer id (a valid handle, and
+/// unique), its name says where the session came from.
+fn card_for(t: &Transfer) -> AgentCard {
+    let card = AgentCard {
+        handle: t.id.clone(),
+        display_name: format!("Agent of {}", t.source_host),
+        description: format!(
+            "The session transferred from {} as {}, running in an ahp sandbox.",
+            t.source_host, t.id
+        ),
+        specialties: Vec::new(),
+    };
+    if card.validate().is_ok() {
+        return card;
+    }
+    // A source host too long for a display name: name the agent by its transfer alone.
+    AgentCard {
+        display_name: format!("Agent of {}", t.id),
+        description: format!("The session transferred as {}, running in an ahp sandbox.", t.id),
+        ..card
+    }
+}
+
+/// The agent's current endpoint (attached, whatever its lease), or `None`. Every endpoint not
+/// known to be retired is parsed, so an unknown state fails closed.
+fn current_endpoint(tx: &Transaction<'_>, agent: &str) -> Result<Option<Endpoint>> {
+    let ids: Vec<String> = tx
+        .prepare_cached(
+            "SELECT id FROM agent_endpoints WHERE agent_id = ?1 AND state NOT IN ('detached', 'expired', 'replaced')",
+        )?
+        .query_map([agent], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    let mut current = None;
+    for id in ids {
+        current = Some(endpoint::load(tx, &id)?);
+    }
+    Ok(current)
+}
+
+/// Unbinds `t`'s agent as `t` moves to `to` (called by `lifecycle::move_to` for every status
+/// change, in the transition's transaction): `insolvent` revokes `wake_capable` from the agent's
+/// endpoints and releases its claims not yet past the dispatch fence; `terminated` and
+/// `expired` detach its current endpoint (reconciling its wake attempts: claims released,
+/// dispatched ones `delivery_unknown`). Each appends `agent_unbound` to the transfer's log.
+/// Other moves, and transfers with no agent, are left alone.
+pub(crate) fn unbind(tx: &Transaction<'_>, t: &Transfer, to: TransferStatus, now: Timestamp) -> Result<()> {
+    let Some(agent) = t.agent_id.as_deref() else {
+        return Ok(());
+    };
+    let current = current_endpoint(tx, agent)?;
+    let what = match to {
+        TransferStatus::Insolvent => {
+            tx.prepare_cached(
+                "UPDATE agent_endpoints SET wake_capable = 0, updated_at = ?2 WHERE agent_id = ?1 AND wake_capable = 1",
+            )?
+            .execute((agent, now.as_micros()))?;
+            if let Some(ep) = current.as_ref().filter(|ep| ep.wake_capable) {
+                let detail = json!({ "endpointId": ep.id, "controllerGeneration": ep.generation });
+                audit::record(tx, AuditKind::EndpointWakeRevoked, Some(agent), None, detail, now)?;
+            }
+            if let Some(ep) = &current {
+                // A claim not yet past the dispatch fence would start a turn: give it back.
+                // A dispatched turn is already running; it may finish and consume.
+                attempt::release_claims(tx, &ep.id, now)?;
+            }
+            "wake_revoked"
+        }
+        TransferStatus::Terminated | TransferStatus::Expired => {
+            if let Some(ep) = &current {
+                endpoint::retire(tx, &ep.id, crate::conversation::EndpointState::Detached, now)?;
+            }
+            "detached"
+        }
+        _ => return Ok(()),
+    };
+    let detail = json!({
+        "agentId": agent,
+        "endpointId": current.as_ref().map(|e| e.id.as_str()),
+        "generation": current.as_ref().map(|e| e.generation),
+        "endpoint": what,
+    });
+    event::append(tx, &t.id, EventKind::AgentUnbound, now, detail)
+}
+
+/// A bound agent its transfer's owner does not own is a broken row, not a missing agent.
+fn owned_agent(tx: &Transaction<'_>, owner: &CommunicationPrincipal, t: &Transfer, agent: &str) -> Result<Agent> {
+    agent::load_owned(tx, owner, agent).map_err(|e| match e {
+        ConversationError::AgentNotFound(_) => Error::CorruptRow {
+            table: "transfers",
+            reason: format!("{}: bound agent {agent} is not its owner's", t.id),
+        },
+        other => other.into(),
+    })
+}
+
+impl Store {
+    /// Host-side: binds the `active` transfer to its Agent identity and attaches a fresh
+    /// endpoint for that agent with a lease of `lease`. The first call creates the agent
+    /// (owned by the communication principal of the transfer's owner, with a card derived from
+    /// the transfer) and records it as the transfer's `agentId`; every later call (a re-bind
+    /// after a host restart) keeps that agent and replaces its endpoint with the next controller
+    /// generation, reconciling the old endpoint's wake attempts. One immediate transaction,
+    /// which appends `agent_bound` (`{agentId, endpointId, generation}`) to the transfer's log
+    /// and `endpoint_attached` (and `agent_created` the first time) to the conversation log.
+    ///
+    /// The endpoint is not wake-capable until the host registers its carrier with
+    /// [`register_wake_carrier`](Self::register_wake_carrier).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for a malformed transfer id or a lease outside
+    /// [`MIN_ENDPOINT_LEASE`]..=[`MAX_ENDPOINT_LEASE`]; [`Error::TransferNotFound`];
+    /// [`Error::InvalidTransition`] (operation `bind_agent`, naming the status) unless the
+    /// transfer is `active`; [`Error::Conversation`] with
+    /// [`ConversationError::LimitReached`] when the store already holds
+    /// [`MAX_AGENTS`](bounds::MAX_AGENTS) agents. A refusal changes nothing.
+    pub fn bind_transfer_agent(&mut self, transfer: &str, lease: Duration) -> Result<AgentBinding> {
+        transfer::check_id(transfer)?;
+        bounds::lease("lease", lease, MIN_ENDPOINT_LEASE, MAX_ENDPOINT_LEASE)?;
+        let clock = self.clock.clone();
+        self.write(|tx, _| {
+            // Read once the write lock is held, as every conversation operation does: the
+            // replaced endpoint's lease is judged, and the new one starts, at the commit's moment.
+            let now = clock.now();
+            let t = transfer::load(tx, transfer)?;
+            check(&t, Operation::BindAgent)?;
+            let owner: TransferOwner = t.owner()?;
+            let principal = CommunicationPrincipal::from_subject(&owner.subject())?;
+            let agent = match t.agent_id.as_deref() {
+                Some(id) => owned_agent(tx, &principal, &t, id)?,
+                None => {
+                    let id = agent::insert(tx, &principal, &card_for(&t), now)?;
+                    let changed = tx
+                        .prepare_cached(
+                            "UPDATE transfers SET agent_id = ?2, updated_at = ?3 WHERE id = ?1 AND agent_id IS NULL",
+                        )?
+                        .execute((transfer, &id, now.as_micros()))?;
+                    if changed != 1 {
+                        return Err(Error::CorruptRow {
+                            table: "transfers",
+                            reason: format!("{transfer} changed under its own write transaction"),
+                        });
+                    }
+                    owned_agent(tx, &principal, &t, &id)?
+                }
+            };
+            let endpoint = endpoint::attach(tx, &principal, &agent, lease, now)?;
+            let agent = owned_agent(tx, &principal, &t, &agent.id)?;
+            let detail = json!({
+                "agentId": agent.id,
+                "endpointId": endpoint.id,
+                "generation": endpoint.generation,
+            });
+            event::append(tx, transfer, EventKind::AgentBound, now, detail)?;
+            Ok(AgentBinding {
+                transfer_id: transfer.to_owned(),
+                agent,
+                endpoint,
+            })
+        })
+    }
+
+    /// Host-side: the transfer `agent` was bound to, if it is a transfer's agent (in any status:
+    /// the binding outlives the transfer's end).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for a malformed agent id; [`Error::CorruptRow`] for a row this
+    /// build cannot read.
+    pub fn agent_transfer(&self, agent: &str) -> Result<Option<Transfer>> {
+        agent::check_id(agent)?;
+        let sql = format!("SELECT {TRANSFER_COLUMNS} FROM transfers WHERE agent_id = ?1");
+        self.conn
+            .prepare_cached(&sql)?
+            .query_row([agent], |r| Ok(transfer::from_row(r)))
+            .optional()?
+            .transpose()
+    }
+
+    /// Host-side: the `active` transfers that are bound to an agent, as `(transfer id, agent id)`
+    /// ordered by transfer id after the exclusive cursor `after`, at most `limit` — what a host
+    /// re-binds at takeover.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for a malformed cursor or a limit outside 1..=[`MAX_LIST_LIMIT`].
+    pub fn bound_active_transfers(&self, after: Option<&str>, limit: usize) -> Result<Vec<(String, String)>> {
+        if limit == 0 || limit > MAX_LIST_LIMIT {
+            return Err(Error::invalid("limit", format!("must be 1 to {MAX_LIST_LIMIT}")));
+        }
+        if let Some(a) = after {
+            transfer::check_id(a)?;
+        }
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, agent_id FROM transfers
+             WHERE status = 'active' AND agent_id IS NOT NULL AND id > ?1 ORDER BY id LIMIT ?2",
+        )?;
+        let rows = stmt.query_map((after.unwrap_or(""), limit as i64), |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests;
