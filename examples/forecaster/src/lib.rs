@@ -27,6 +27,9 @@ struct Forecast {
     questions_answered: u64,
 }
 
+/// The most SKUs one answer lists: 20 SKUs stay readable, and far below a reply's 64 KiB.
+const LISTED: usize = 20;
+
 struct Forecaster;
 
 impl Agent for Forecaster {
@@ -107,21 +110,28 @@ fn answer(question: &str, inventory: &[Item], reorders: &[(String, u64)]) -> Str
     }
     let lower = question.to_lowercase();
     if !(lower.contains("reorder") || lower.contains("forecast")) {
-        let skus: Vec<&str> = inventory.iter().map(|i| i.sku.as_str()).collect();
+        let skus = listing(inventory.iter().map(|i| i.sku.clone()));
         return format!(
             "I forecast reorders for this inventory. Ask me about the reorders or the forecast, \
-             or name a SKU ({}) for its reorder quantity.",
-            skus.join(", ")
+             or name a SKU ({skus}) for its reorder quantity."
         );
     }
     if reorders.is_empty() {
         return "No SKU needs a reorder: every stock covers its lead time.".to_owned();
     }
-    let list: Vec<String> = reorders
-        .iter()
-        .map(|(sku, quantity)| format!("{sku}: {quantity}"))
-        .collect();
-    format!("Reorders: {}.", list.join(", "))
+    let list = listing(reorders.iter().map(|(sku, quantity)| format!("{sku}: {quantity}")));
+    format!("Reorders: {list}.")
+}
+
+/// At most [`LISTED`] entries joined by commas, then how many more there are: an inventory can
+/// be far longer than one reply may be (64 KiB).
+fn listing(entries: impl ExactSizeIterator<Item = String>) -> String {
+    let more = entries.len().saturating_sub(LISTED);
+    let mut list = entries.take(LISTED).collect::<Vec<_>>().join(", ");
+    if more > 0 {
+        list.push_str(&format!(" and {more} more"));
+    }
+    list
 }
 
 ahp_guest::export_agent!(Forecaster);
@@ -167,6 +177,15 @@ mod tests {
         assert_eq!(
             answer("the forecast?", &inventory, &[]),
             "No SKU needs a reorder: every stock covers its lead time."
+        );
+    }
+
+    #[test]
+    fn a_long_list_is_cut_short() {
+        let list = listing((0..25).map(|i| format!("S-{i}")));
+        assert!(
+            list.starts_with("S-0, S-1, ") && list.ends_with("S-19 and 5 more"),
+            "{list}"
         );
     }
 
