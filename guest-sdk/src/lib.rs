@@ -1,26 +1,45 @@
 //! `ahp-guest` — what an agent author depends on to build an ahp agent.
 //!
 //! An ahp agent is a WebAssembly component (target `wasm32-wasip2`) that an ahp host resumes
-//! inside a metered sandbox after a session was transferred to it. This crate hides the raw WIT
-//! bindings of the `ahp:agent@0.1.0` world and offers an idiomatic API instead:
+//! inside a metered sandbox after a session was transferred to it, then keeps running: people
+//! and other agents post to it, and the host runs one conversation *turn* in the sandbox each
+//! time messages wait for it. This crate hides the raw WIT bindings of the `ahp:agent@0.2.0`
+//! world (`wit/agent.wit`) and offers an idiomatic API instead:
 //!
 //! - [`snapshot`]: the session being continued — prompt, history (paged for you), tool state,
 //!   MCP servers;
 //! - [`credentials`]: resolve the credential references of those servers through the host's vault;
 //! - [`metering`]: the budget, and spend the host cannot see (model tokens);
 //! - [`checkpoint`]: durable working memory, with serde helpers;
+//! - [`conversations`]: the turn's wake, its inbox (paged for you), transcripts, replies;
 //! - the [`Agent`] trait and the [`export_agent!`] macro that make a type the component's entry
 //!   point.
 //!
+//! An agent that remembers the last message of its session and answers every message it is
+//! sent, counting them in its checkpoint:
+//!
 //! ```no_run
-//! use ahp_guest::{Agent, checkpoint, snapshot};
+//! use ahp_guest::{Agent, checkpoint, conversations, snapshot};
 //!
 //! struct Echo;
 //!
 //! impl Agent for Echo {
 //!     fn resume() -> Result<(), Box<dyn std::error::Error>> {
 //!         let last = snapshot::messages().last().map(|m| m.content);
-//!         checkpoint::save(&last)?;
+//!         checkpoint::save(&(last, 0_u64))?;
+//!         Ok(())
+//!     }
+//!
+//!     fn turn() -> Result<(), Box<dyn std::error::Error>> {
+//!         // After a host restart `turn` runs in a fresh sandbox without `resume`.
+//!         let (last, mut answered): (Option<String>, u64) = checkpoint::load()?.unwrap_or_default();
+//!         for delivery in conversations::inbox() {
+//!             let delivery = delivery?;
+//!             answered += 1;
+//!             delivery.reply(&format!("#{answered}: {}", delivery.message().body))?;
+//!             delivery.consume()?;
+//!         }
+//!         checkpoint::save(&(last, answered))?;
 //!         Ok(())
 //!     }
 //! }
@@ -31,11 +50,16 @@
 //! Build it with `cargo build --release --target wasm32-wasip2` in a crate of type `cdylib`.
 
 pub mod checkpoint;
+pub mod conversations;
 pub mod credentials;
 pub mod metering;
 pub mod snapshot;
 
 /// The raw bindings generated from `wit/` (not a stable API: use the modules above).
+///
+/// `wit/` holds the `ahp:agent@0.2.0` package; the frozen 0.1.0 package in `wit/v0.1.0/` is not
+/// read (wit-bindgen parses the directory's own `*.wit` files and `deps/`, no other
+/// subdirectory).
 #[doc(hidden)]
 #[allow(missing_docs, unreachable_pub, unsafe_code, clippy::all)]
 pub mod wit {
@@ -48,7 +72,7 @@ pub mod wit {
     });
 }
 
-/// An agent: the code the host runs when it activates a transfer.
+/// An agent: the code the host runs when it activates a transfer, then at each turn.
 pub trait Agent {
     /// Continues the session. Called once per activation, inside the sandbox.
     ///
@@ -60,10 +84,29 @@ pub trait Agent {
     ///
     /// Whatever stops the agent from resuming; use `?` freely.
     fn resume() -> Result<(), Box<dyn std::error::Error>>;
+
+    /// One conversation turn: called when messages wait in the agent's inbox. Read the whole
+    /// [`conversations::inbox`] (a burst of messages shares one turn), answer with
+    /// [`Delivery::reply`](conversations::Delivery::reply) and
+    /// [`consume`](conversations::Delivery::consume) what you handled; deliveries left
+    /// unconsumed stay queued for the next turn.
+    ///
+    /// The turn runs in the same sandbox as `resume` while it lives, but after a host restart
+    /// in a fresh one, without `resume` first: keep what a turn needs in [`checkpoint`].
+    ///
+    /// The default does nothing and returns `Ok(())`: a resume-only agent lets its inbox wait.
+    ///
+    /// # Errors
+    ///
+    /// Whatever stops the turn; the message is recorded for the host's operator, the wake is
+    /// not run again, and the unconsumed deliveries wait for the next wake.
+    fn turn() -> Result<(), Box<dyn std::error::Error>> {
+        Ok(())
+    }
 }
 
-/// Makes `$agent` (a type implementing [`Agent`]) the component's entry point. Use it once,
-/// at the root of the agent crate.
+/// Makes `$agent` (a type implementing [`Agent`]) the component's entry point, exporting both
+/// `resume` and `turn`. Use it once, at the root of the agent crate.
 ///
 /// ```no_run
 /// struct Noop;
@@ -83,6 +126,10 @@ macro_rules! export_agent {
         impl $crate::wit::Guest for __AhpAgentExport {
             fn resume() -> ::core::result::Result<(), ::std::string::String> {
                 <$agent as $crate::Agent>::resume().map_err(|e| e.to_string())
+            }
+
+            fn turn() -> ::core::result::Result<(), ::std::string::String> {
+                <$agent as $crate::Agent>::turn().map_err(|e| e.to_string())
             }
         }
 

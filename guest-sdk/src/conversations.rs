@@ -1,0 +1,410 @@
+//! The agent's conversations: what a [`turn`](crate::Agent::turn) reads and answers.
+//!
+//! Once its transfer is active, the agent is a participant in the host's conversations. Each
+//! message posted to it lands in its inbox as a [`Delivery`], and the host runs one turn per
+//! [`Wake`]; messages that arrive in a burst share a wake, so a turn reads its whole
+//! [`inbox`], answers with [`Delivery::reply`] and marks what it handled with
+//! [`Delivery::consume`]. Deliveries a turn leaves unconsumed stay queued for the next one.
+//!
+//! [`inbox`] and [`transcript`] page through the host for you ([`MAX_PAGE`] at a time) and
+//! yield `Result`s, like [`std::fs::read_dir`]: outside a turn, or when the host cannot read
+//! its database, the first item is the error and the iteration ends.
+//!
+//! A reply is identified by the wake and its index among the turn's replies, so a turn the
+//! host ever runs again for the same wake never posts twice; one wake allows at most 64
+//! replies ([`Error::TooManyReplies`]). Message bodies are untrusted text, written by whoever
+//! posted them.
+//!
+//! ```no_run
+//! use ahp_guest::conversations;
+//!
+//! for delivery in conversations::inbox() {
+//!     let delivery = delivery?;
+//!     let question = &delivery.message().body;
+//!     delivery.reply(&format!("you said {} bytes", question.len()))?;
+//!     delivery.consume()?;
+//! }
+//! # Ok::<(), conversations::Error>(())
+//! ```
+
+use crate::wit::ahp::agent::conversations as raw;
+
+pub use raw::{Author, Message, Wake};
+
+/// The largest page [`inbox_page`] and [`transcript_page`] accept (the host's bound).
+pub const MAX_PAGE: u32 = 64;
+
+/// Why a conversation call was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// Not inside a conversation turn (e.g. during `resume`): there is no wake to read for or
+    /// reply under.
+    NoWake,
+    /// The page asked for is larger than the host serves; the payload is the largest allowed.
+    LimitTooLarge(u32),
+    /// No such conversation or message, or this agent does not take part in it.
+    NotFound,
+    /// An argument is malformed (an id, an empty or too large body); the payload says which
+    /// rule it broke.
+    Invalid(String),
+    /// This turn already made as many replies as one wake may; the payload is that bound.
+    TooManyReplies(u32),
+    /// The conversation refused the operation (e.g. it is closed); the payload says why.
+    Refused(String),
+    /// The host could not read or write its database.
+    Unavailable(String),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoWake => f.write_str("not in a conversation turn: there is no wake to read for or reply under"),
+            Self::LimitTooLarge(max) => write!(f, "a conversation page may hold at most {max} entries"),
+            Self::NotFound => {
+                f.write_str("no such conversation or message, or this agent does not take part in it")
+            }
+            Self::Invalid(why) => write!(f, "invalid argument: {why}"),
+            Self::TooManyReplies(max) => write!(f, "this turn already made {max} replies, the most one wake allows"),
+            Self::Refused(why) => write!(f, "the conversation refused: {why}"),
+            Self::Unavailable(why) => write!(f, "conversations are unavailable: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<raw::Error> for Error {
+    fn from(e: raw::Error) -> Self {
+        match e {
+            raw::Error::NoWake => Self::NoWake,
+            raw::Error::LimitTooLarge(max) => Self::LimitTooLarge(max),
+            raw::Error::NotFound => Self::NotFound,
+            raw::Error::Invalid(why) => Self::Invalid(why),
+            raw::Error::TooManyReplies(max) => Self::TooManyReplies(max),
+            raw::Error::Refused(why) => Self::Refused(why),
+            raw::Error::Unavailable(why) => Self::Unavailable(why),
+        }
+    }
+}
+
+/// One entry of the agent's inbox: a message delivered to it.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    order: u64,
+    consumed: bool,
+    message: Message,
+}
+
+impl Delivery {
+    /// The message delivered.
+    pub fn message(&self) -> &Message {
+        &self.message
+    }
+
+    /// The inbox cursor: strictly increasing in the order deliveries were made.
+    pub fn order(&self) -> u64 {
+        self.order
+    }
+
+    /// Whether the agent had already consumed it when the inbox was read.
+    pub fn is_consumed(&self) -> bool {
+        self.consumed
+    }
+
+    /// Answers the message: posts `body` as this agent in its conversation, replying to it,
+    /// and returns the posted message.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoWake`] outside a turn, [`Error::Invalid`] for an empty or too large body
+    /// (above 64 KiB), [`Error::TooManyReplies`] past the wake's bound, [`Error::Refused`] if
+    /// the conversation is closed, [`Error::Unavailable`].
+    pub fn reply(&self, body: &str) -> Result<Message, Error> {
+        Ok(raw::reply(&self.message.conversation_id, Some(&self.message.id), body)?)
+    }
+
+    /// Marks the delivery handled, so no later turn sees it queued. Consuming it twice changes
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoWake`] outside a turn, [`Error::Unavailable`].
+    pub fn consume(&self) -> Result<(), Error> {
+        Ok(raw::consume(&self.message.id)?)
+    }
+}
+
+impl From<raw::Delivery> for Delivery {
+    fn from(d: raw::Delivery) -> Self {
+        Self {
+            order: d.order,
+            consumed: d.consumed,
+            message: d.message,
+        }
+    }
+}
+
+/// Why this turn runs, or `None` outside a turn (during `resume`).
+pub fn wake() -> Option<Wake> {
+    raw::current_wake()
+}
+
+/// The deliveries queued in the inbox, oldest first, fetched [`MAX_PAGE`] at a time as the
+/// iterator advances; [`Inbox::including_consumed`] reads the consumed ones too.
+///
+/// ```no_run
+/// use ahp_guest::conversations::{self, Error};
+///
+/// match conversations::inbox().collect::<Result<Vec<_>, _>>() {
+///     Ok(queued) => println!("{} messages wait", queued.len()),
+///     Err(Error::NoWake) => println!("not in a turn"),
+///     Err(e) => eprintln!("inbox unreadable: {e}"),
+/// }
+/// ```
+pub fn inbox() -> Inbox {
+    Inbox {
+        queued_only: true,
+        pages: Pages::default(),
+    }
+}
+
+/// Every message of conversation `conversation_id`, oldest first, fetched [`MAX_PAGE`] at a
+/// time as the iterator advances.
+///
+/// ```no_run
+/// use ahp_guest::conversations;
+///
+/// for delivery in conversations::inbox() {
+///     let delivery = delivery?;
+///     let earlier = conversations::transcript(&delivery.message().conversation_id).count();
+///     delivery.reply(&format!("message {earlier} of our conversation"))?;
+/// }
+/// # Ok::<(), conversations::Error>(())
+/// ```
+pub fn transcript(conversation_id: &str) -> Transcript {
+    Transcript {
+        conversation_id: conversation_id.to_owned(),
+        pages: Pages::default(),
+    }
+}
+
+/// Posts `body` to `conversation_id` as this agent, answering no message in particular, and
+/// returns the posted message. To answer a delivery use [`Delivery::reply`].
+///
+/// # Errors
+///
+/// As [`Delivery::reply`], and [`Error::NotFound`] for a conversation this agent does not take
+/// part in.
+///
+/// ```no_run
+/// use ahp_guest::conversations::{self, Error};
+///
+/// match conversations::post("cv_0123", "the weekly forecast is ready") {
+///     Ok(message) => println!("posted as #{}", message.seq),
+///     Err(Error::Refused(why)) => eprintln!("the conversation is closed: {why}"),
+///     Err(e) => eprintln!("not posted: {e}"),
+/// }
+/// ```
+pub fn post(conversation_id: &str, body: &str) -> Result<Message, Error> {
+    Ok(raw::reply(conversation_id, None, body)?)
+}
+
+/// One page of the inbox: at most `limit` deliveries after the cursor `after` (exclusive; 0
+/// starts at the beginning), with `queued_only` skipping the consumed ones.
+///
+/// # Errors
+///
+/// [`Error::LimitTooLarge`] above [`MAX_PAGE`], [`Error::NoWake`] outside a turn,
+/// [`Error::Unavailable`].
+pub fn inbox_page(after: u64, limit: u32, queued_only: bool) -> Result<Vec<Delivery>, Error> {
+    Ok(raw::inbox(after, limit, queued_only)?.into_iter().map(Delivery::from).collect())
+}
+
+/// One page of a transcript: at most `limit` messages after position `after` (exclusive; 0
+/// starts at the beginning).
+///
+/// # Errors
+///
+/// [`Error::LimitTooLarge`] above [`MAX_PAGE`], [`Error::NotFound`], [`Error::NoWake`] outside
+/// a turn, [`Error::Unavailable`].
+pub fn transcript_page(conversation_id: &str, after: u64, limit: u32) -> Result<Vec<Message>, Error> {
+    Ok(raw::transcript(conversation_id, after, limit)?)
+}
+
+/// The iterator [`inbox`] returns.
+#[derive(Debug)]
+pub struct Inbox {
+    queued_only: bool,
+    pages: Pages<Delivery>,
+}
+
+impl Inbox {
+    /// Reads consumed deliveries too, not only the queued ones.
+    pub fn including_consumed(mut self) -> Self {
+        self.queued_only = false;
+        self
+    }
+}
+
+impl Iterator for Inbox {
+    type Item = Result<Delivery, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let queued_only = self.queued_only;
+        self.pages.next(|after| inbox_page(after, MAX_PAGE, queued_only), Delivery::order)
+    }
+}
+
+/// The iterator [`transcript`] returns.
+#[derive(Debug)]
+pub struct Transcript {
+    conversation_id: String,
+    pages: Pages<Message>,
+}
+
+impl Iterator for Transcript {
+    type Item = Result<Message, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let id = &self.conversation_id;
+        self.pages.next(|after| transcript_page(id, after, MAX_PAGE), |m| m.seq)
+    }
+}
+
+/// A read that pages after a cursor: each entry's position (an inbox order, a message seq)
+/// becomes the next page's `after`. It ends at an empty page rather than a short one (the
+/// host promises *at most* a page, and skips consumed deliveries), at a page that does not
+/// move the cursor forward, or after yielding an error.
+#[derive(Debug)]
+struct Pages<T> {
+    after: u64,
+    page: std::vec::IntoIter<T>,
+    done: bool,
+}
+
+impl<T> Default for Pages<T> {
+    fn default() -> Self {
+        Self {
+            after: 0,
+            page: Vec::new().into_iter(),
+            done: false,
+        }
+    }
+}
+
+impl<T> Pages<T> {
+    fn next(
+        &mut self,
+        mut fetch: impl FnMut(u64) -> Result<Vec<T>, Error>,
+        position: impl Fn(&T) -> u64,
+    ) -> Option<Result<T, Error>> {
+        loop {
+            if let Some(entry) = self.page.next() {
+                return Some(Ok(entry));
+            }
+            if self.done {
+                return None;
+            }
+            match fetch(self.after) {
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                Ok(page) => {
+                    match page.last().map(&position) {
+                        Some(last) if last > self.after => self.after = last,
+                        _ => self.done = true,
+                    }
+                    self.page = page.into_iter();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Serves `entries` (positions) `limit` at a time after a cursor, recording each call's
+    /// cursor.
+    fn serve(entries: &[u64], limit: usize, calls: &mut Vec<u64>, after: u64) -> Result<Vec<u64>, Error> {
+        calls.push(after);
+        Ok(entries.iter().copied().filter(|p| *p > after).take(limit).collect())
+    }
+
+    #[test]
+    fn pages_follow_the_cursor_until_an_empty_page() {
+        let entries: Vec<u64> = (1..=130).map(|i| i * 10).collect();
+        let mut calls = Vec::new();
+        let mut pages = Pages::default();
+        let mut read = Vec::new();
+        while let Some(entry) = pages.next(|after| serve(&entries, 64, &mut calls, after), |p| *p) {
+            read.push(entry.unwrap());
+        }
+        assert_eq!(read, entries, "every entry once, in order");
+        assert_eq!(calls, vec![0, 640, 1280, 1300], "each page starts after the last entry read");
+    }
+
+    #[test]
+    fn a_short_page_is_not_the_end() {
+        // A host that skips consumed deliveries may serve fewer than a page before the end.
+        let entries = [2, 5, 9];
+        let mut calls = Vec::new();
+        let mut pages = Pages::default();
+        let mut read = Vec::new();
+        while let Some(entry) = pages.next(|after| serve(&entries, 2, &mut calls, after), |p| *p) {
+            read.push(entry.unwrap());
+        }
+        assert_eq!(read, vec![2, 5, 9]);
+        assert_eq!(calls, vec![0, 5, 9]);
+    }
+
+    #[test]
+    fn an_error_is_yielded_once_and_ends_the_read() {
+        let mut calls = 0;
+        let mut pages = Pages::<u64>::default();
+        let mut fetch = |_| {
+            calls += 1;
+            Err(Error::NoWake)
+        };
+        assert_eq!(pages.next(&mut fetch, |p| *p), Some(Err(Error::NoWake)));
+        assert_eq!(pages.next(&mut fetch, |p| *p), None);
+        assert_eq!(calls, 1, "no call after the error");
+    }
+
+    #[test]
+    fn a_page_that_does_not_advance_the_cursor_ends_the_read() {
+        let mut calls = 0;
+        let mut pages = Pages::default();
+        let mut fetch = |_| {
+            calls += 1;
+            Ok(vec![0_u64])
+        };
+        assert_eq!(pages.next(&mut fetch, |p| *p), Some(Ok(0)));
+        assert_eq!(pages.next(&mut fetch, |p| *p), None);
+        assert_eq!(calls, 1, "a host that repeats its page cannot loop the guest forever");
+    }
+
+    #[test]
+    fn every_refusal_says_what_went_wrong() {
+        let cases = [
+            (raw::Error::NoWake, "not in a conversation turn: there is no wake to read for or reply under"),
+            (raw::Error::LimitTooLarge(64), "a conversation page may hold at most 64 entries"),
+            (
+                raw::Error::NotFound,
+                "no such conversation or message, or this agent does not take part in it",
+            ),
+            (raw::Error::Invalid("empty body".into()), "invalid argument: empty body"),
+            (
+                raw::Error::TooManyReplies(64),
+                "this turn already made 64 replies, the most one wake allows",
+            ),
+            (raw::Error::Refused("closed".into()), "the conversation refused: closed"),
+            (raw::Error::Unavailable("disk full".into()), "conversations are unavailable: disk full"),
+        ];
+        for (raw, message) in cases {
+            assert_eq!(Error::from(raw).to_string(), message);
+        }
+    }
+}
