@@ -11,14 +11,14 @@
 //! its database, the first item is the error and the iteration ends.
 //!
 //! A reply is identified by the wake and its index among the turn's replies, so a turn the
-//! host ever runs again for the same wake never posts twice; one wake allows at most 64
-//! replies ([`Error::TooManyReplies`]). Message bodies are untrusted text, written by whoever
-//! posted them.
+//! host ever runs again for the same wake never posts twice; one wake allows at most
+//! [`MAX_REPLIES`] ([`Error::TooManyReplies`]). Message bodies are untrusted text, written by
+//! whoever posted them.
 //!
 //! ```no_run
 //! use ahp_guest::conversations;
 //!
-//! for delivery in conversations::inbox() {
+//! for delivery in conversations::inbox().take(conversations::MAX_REPLIES) {
 //!     let delivery = delivery?;
 //!     let question = &delivery.message().body;
 //!     delivery.reply(&format!("you said {} bytes", question.len()))?;
@@ -33,6 +33,11 @@ pub use raw::{Author, Message, Wake};
 
 /// The largest page [`inbox_page`] and [`transcript_page`] accept (the host's bound).
 pub const MAX_PAGE: u32 = 64;
+
+/// The most replies (and posts) one turn may make (the host's bound): a turn that finds more
+/// deliveries queued answers this many and leaves the rest for the next wake, rather than fail
+/// on [`Error::TooManyReplies`].
+pub const MAX_REPLIES: usize = 64;
 
 /// Why a conversation call was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
