@@ -11,14 +11,14 @@
 //! its database, the first item is the error and the iteration ends.
 //!
 //! A reply is identified by the wake and its index among the turn's replies, so a turn the
-//! host ever runs again for the same wake never posts twice; one wake allows at most 64
-//! replies ([`Error::TooManyReplies`]). Message bodies are untrusted text, written by whoever
-//! posted them.
+//! host ever runs again for the same wake never posts twice; one wake allows at most
+//! [`MAX_REPLIES`] ([`Error::TooManyReplies`]). Message bodies are untrusted text, written by
+//! whoever posted them.
 //!
 //! ```no_run
 //! use ahp_guest::conversations;
 //!
-//! for delivery in conversations::inbox() {
+//! for delivery in conversations::inbox().take(conversations::MAX_REPLIES) {
 //!     let delivery = delivery?;
 //!     let question = &delivery.message().body;
 //!     delivery.reply(&format!("you said {} bytes", question.len()))?;
@@ -33,6 +33,11 @@ pub use raw::{Author, Message, Wake};
 
 /// The largest page [`inbox_page`] and [`transcript_page`] accept (the host's bound).
 pub const MAX_PAGE: u32 = 64;
+
+/// The most replies (and posts) one turn may make (the host's bound): a turn that finds more
+/// deliveries queued answers this many and leaves the rest for the next wake, rather than fail
+/// on [`Error::TooManyReplies`].
+pub const MAX_REPLIES: usize = 64;
 
 /// Why a conversation call was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,9 +65,7 @@ impl std::fmt::Display for Error {
         match self {
             Self::NoWake => f.write_str("not in a conversation turn: there is no wake to read for or reply under"),
             Self::LimitTooLarge(max) => write!(f, "a conversation page may hold at most {max} entries"),
-            Self::NotFound => {
-                f.write_str("no such conversation or message, or this agent does not take part in it")
-            }
+            Self::NotFound => f.write_str("no such conversation or message, or this agent does not take part in it"),
             Self::Invalid(why) => write!(f, "invalid argument: {why}"),
             Self::TooManyReplies(max) => write!(f, "this turn already made {max} replies, the most one wake allows"),
             Self::Refused(why) => write!(f, "the conversation refused: {why}"),
@@ -217,7 +220,10 @@ pub fn post(conversation_id: &str, body: &str) -> Result<Message, Error> {
 /// [`Error::LimitTooLarge`] above [`MAX_PAGE`], [`Error::NoWake`] outside a turn,
 /// [`Error::Unavailable`].
 pub fn inbox_page(after: u64, limit: u32, queued_only: bool) -> Result<Vec<Delivery>, Error> {
-    Ok(raw::inbox(after, limit, queued_only)?.into_iter().map(Delivery::from).collect())
+    Ok(raw::inbox(after, limit, queued_only)?
+        .into_iter()
+        .map(Delivery::from)
+        .collect())
 }
 
 /// One page of a transcript: at most `limit` messages after position `after` (exclusive; 0
@@ -251,7 +257,8 @@ impl Iterator for Inbox {
 
     fn next(&mut self) -> Option<Self::Item> {
         let queued_only = self.queued_only;
-        self.pages.next(|after| inbox_page(after, MAX_PAGE, queued_only), Delivery::order)
+        self.pages
+            .next(|after| inbox_page(after, MAX_PAGE, queued_only), Delivery::order)
     }
 }
 
@@ -343,7 +350,11 @@ mod tests {
             read.push(entry.unwrap());
         }
         assert_eq!(read, entries, "every entry once, in order");
-        assert_eq!(calls, vec![0, 640, 1280, 1300], "each page starts after the last entry read");
+        assert_eq!(
+            calls,
+            vec![0, 640, 1280, 1300],
+            "each page starts after the last entry read"
+        );
     }
 
     #[test]
@@ -389,8 +400,14 @@ mod tests {
     #[test]
     fn every_refusal_says_what_went_wrong() {
         let cases = [
-            (raw::Error::NoWake, "not in a conversation turn: there is no wake to read for or reply under"),
-            (raw::Error::LimitTooLarge(64), "a conversation page may hold at most 64 entries"),
+            (
+                raw::Error::NoWake,
+                "not in a conversation turn: there is no wake to read for or reply under",
+            ),
+            (
+                raw::Error::LimitTooLarge(64),
+                "a conversation page may hold at most 64 entries",
+            ),
             (
                 raw::Error::NotFound,
                 "no such conversation or message, or this agent does not take part in it",
@@ -401,7 +418,10 @@ mod tests {
                 "this turn already made 64 replies, the most one wake allows",
             ),
             (raw::Error::Refused("closed".into()), "the conversation refused: closed"),
-            (raw::Error::Unavailable("disk full".into()), "conversations are unavailable: disk full"),
+            (
+                raw::Error::Unavailable("disk full".into()),
+                "conversations are unavailable: disk full",
+            ),
         ];
         for (raw, message) in cases {
             assert_eq!(Error::from(raw).to_string(), message);

@@ -33,7 +33,8 @@
 //!     fn turn() -> Result<(), Box<dyn std::error::Error>> {
 //!         // After a host restart `turn` runs in a fresh sandbox without `resume`.
 //!         let (last, mut answered): (Option<String>, u64) = checkpoint::load()?.unwrap_or_default();
-//!         for delivery in conversations::inbox() {
+//!         // One turn makes at most MAX_REPLIES replies; the rest wait for the next wake.
+//!         for delivery in conversations::inbox().take(conversations::MAX_REPLIES) {
 //!             let delivery = delivery?;
 //!             answered += 1;
 //!             delivery.reply(&format!("#{answered}: {}", delivery.message().body))?;
@@ -88,8 +89,9 @@ pub trait Agent {
     /// One conversation turn: called when messages wait in the agent's inbox. Read the whole
     /// [`conversations::inbox`] (a burst of messages shares one turn), answer with
     /// [`Delivery::reply`](conversations::Delivery::reply) and
-    /// [`consume`](conversations::Delivery::consume) what you handled; deliveries left
-    /// unconsumed stay queued for the next turn.
+    /// [`consume`](conversations::Delivery::consume) what you handled, at most
+    /// [`conversations::MAX_REPLIES`] of them; deliveries left unconsumed stay queued for the
+    /// next turn.
     ///
     /// The turn runs in the same sandbox as `resume` while it lives, but after a host restart
     /// in a fresh one, without `resume` first: keep what a turn needs in [`checkpoint`].

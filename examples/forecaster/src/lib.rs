@@ -61,7 +61,8 @@ impl Agent for Forecaster {
             reorders: reorders(&inventory),
             ..Forecast::default()
         });
-        for delivery in conversations::inbox() {
+        // A turn makes at most MAX_REPLIES replies; the rest wait for the next wake.
+        for delivery in conversations::inbox().take(conversations::MAX_REPLIES) {
             let delivery = delivery?;
             let question = &delivery.message().body;
             // Model tokens: one micro-USD per 16 bytes of question, at least one.

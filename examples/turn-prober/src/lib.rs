@@ -2,7 +2,7 @@
 //! once; each `turn` reads its queued deliveries and acts on the body of the *first* one:
 //!
 //! - `echo`, or anything not listed below: replies `echo: <body>` to every queued delivery and
-//!   consumes each;
+//!   consumes each, up to the 64 replies a turn may make (the rest wait for the next wake);
 //! - `reply-then-sleep <ms>`: replies `replied` to that message, consumes nothing, then sleeps
 //!   `<ms>` milliseconds (`std::thread::sleep`, a blocking `wasi:io/poll`) and returns `Ok`: a
 //!   window in which to kill the host after the reply and before the wake is consumed;
@@ -74,7 +74,7 @@ impl Agent for TurnProber {
             }
             "noop" => {}
             _ => {
-                for delivery in &queued {
+                for delivery in queued.iter().take(conversations::MAX_REPLIES) {
                     delivery.reply(&format!("echo: {}", delivery.message().body))?;
                     delivery.consume()?;
                 }
