@@ -33,7 +33,7 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
     let b = common::host(|c| {
-        c.engine = EngineConfig {
+        *c = EngineConfig {
             max_live_sandboxes: n + 16,
             max_memory_bytes: ahp_host::store::Tier::Nano.limits().memory_bytes,
             max_table_elements: ahp_host::store::Tier::Nano.limits().table_elements,

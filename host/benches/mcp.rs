@@ -20,13 +20,13 @@
 
 use std::hint::black_box;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ahp_host::guests;
-use ahp_host::sandbox::{SandboxConfig, Sandboxes, TurnOutcome};
+use ahp_host::host::HostBuilder;
+use ahp_host::sandbox::TurnOutcome;
 use ahp_host::testing;
-use ahp_host::vault::DirVault;
 use ahp_store::{SnapshotInput, Store, Tier, TokenKey, TransferStatus};
 use criterion::{Criterion, criterion_group, criterion_main};
 use rmcp::ServiceExt;
@@ -153,16 +153,17 @@ fn activate(c: &mut Criterion) {
 
     // In process, on its own file database configured the same way.
     let dir = tempfile::tempdir().unwrap();
-    let db = Arc::new(Mutex::new(
+    let host = HostBuilder::new(
         Store::open(dir.path().join("ahp.db"))
             .unwrap()
             .with_token_key(key.clone()),
-    ));
-    let vault = DirVault::open(dir.path().join("vault")).unwrap();
+        dir.path(),
+    )
+    .policy(ahp_host::testing::policy())
+    .build()
+    .unwrap();
     std::fs::write(dir.path().join("vault/inventory-api"), "sk-bench").unwrap();
-    let mut config = SandboxConfig::new(dir.path());
-    config.policy = ahp_host::testing::policy();
-    let sandboxes = Sandboxes::open(&config, db.clone(), Arc::new(vault)).unwrap();
+    let sandboxes = host.sandboxes().clone();
     sandboxes
         .register_component_file(guests::FORECASTER, Some("forecaster"))
         .unwrap();
@@ -172,7 +173,7 @@ fn activate(c: &mut Criterion) {
     g.bench_function("in_process", |b| {
         b.iter_custom(|iters| {
             time_activations(iters, &mut store, &key, |id, tok| {
-                let r = sandboxes.activate(id, tok).unwrap();
+                let r = host.activate(id, tok).unwrap();
                 assert_eq!(
                     (r.outcome, r.transfer.status),
                     (TurnOutcome::Resumed, TransferStatus::Active)

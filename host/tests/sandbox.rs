@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ahp_host::guests;
+use ahp_host::host::HostBuilder;
 use ahp_host::policy::Policy;
-use ahp_host::sandbox::{Ceiling, CeilingCap, SandboxConfig, Sandboxes, TurnOutcome, TurnReport, host_resources};
+use ahp_host::sandbox::{Call, Ceiling, CeilingCap, Sandboxes, TurnOutcome, TurnReport, host_resources};
 use ahp_host::store::{
     DEFAULT_TOKEN_TTL, EventKind, SnapshotInput, Store, Tier, TokenKey, TokenScope, TransferStatus,
     issue_transfer_token,
@@ -40,7 +41,8 @@ fn default_policy() -> Policy {
 struct Host {
     _dir: tempfile::TempDir,
     key: TokenKey,
-    sandboxes: Sandboxes,
+    host: ahp_host::host::Host,
+    sandboxes: Arc<Sandboxes>,
 }
 
 fn host_with(cap: CeilingCap, data_dir: Option<PathBuf>) -> Host {
@@ -55,11 +57,14 @@ fn host_with(cap: CeilingCap, data_dir: Option<PathBuf>) -> Host {
     // Compiled components are shared between tests (files are written atomically) unless a
     // test needs a cold cache.
     let data_dir = data_dir.unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandbox-cache"));
-    let mut config = SandboxConfig::new(data_dir);
-    config.engine.max_live_sandboxes = 16;
-    config.cap = cap;
-    config.policy = default_policy();
-    let sandboxes = Sandboxes::open(&config, Arc::new(Mutex::new(db)), Arc::new(vault)).unwrap();
+    let host = HostBuilder::new(db, data_dir)
+        .engine(|e| e.max_live_sandboxes = 16)
+        .cap(cap)
+        .policy(default_policy())
+        .vault(Arc::new(vault))
+        .build()
+        .unwrap();
+    let sandboxes = host.sandboxes().clone();
     for (name, path) in guests::ALL {
         sandboxes.register_component_file(path, Some(name)).unwrap();
     }
@@ -69,6 +74,7 @@ fn host_with(cap: CeilingCap, data_dir: Option<PathBuf>) -> Host {
     Host {
         _dir: dir,
         key,
+        host,
         sandboxes,
     }
 }
@@ -98,7 +104,12 @@ impl Host {
 
     fn activate(&self, id: &str) -> TurnReport {
         let tok = testing::activate_token(&self.sandboxes.db(), &self.key, id).unwrap();
-        self.sandboxes.activate(id, &tok).unwrap()
+        self.host.activate(id, &tok).unwrap()
+    }
+
+    /// A later turn that calls `resume` again.
+    fn run_turn(&self, id: &str) -> Result<TurnReport, ahp_host::sandbox::Error> {
+        ahp_host::agents::run_turn(&self.sandboxes, id, Call::Resume)
     }
 
     fn events(&self, id: &str, kind: EventKind) -> Vec<Value> {
@@ -172,7 +183,7 @@ impl Host {
         assert_eq!(self.sandboxes.live_count(), 1);
 
         let started = std::time::Instant::now();
-        let second = self.sandboxes.run_turn(&id).unwrap();
+        let second = self.run_turn(&id).unwrap();
         assert_eq!(second.outcome, TurnOutcome::CeilingExceeded(ceiling), "{component}");
         if ceiling == Ceiling::WallClock {
             assert!(
@@ -184,7 +195,7 @@ impl Host {
         assert_eq!(second.transfer.status, TransferStatus::Terminated);
         assert_eq!(self.sandboxes.live_count(), 0, "the sandbox is dropped");
         assert!(matches!(
-            self.sandboxes.run_turn(&id),
+            self.run_turn(&id),
             Err(ahp_host::sandbox::Error::NoSandbox(_))
         ));
         let events = self.sandboxes.db().get_status(&id).unwrap().events;
@@ -245,15 +256,12 @@ fn forecaster() {
     assert!(!log.contains(SECRET));
 
     // A later turn runs on the same live instance and sees its own checkpoint.
-    let again = h.sandboxes.run_turn(&id).unwrap();
+    let again = h.run_turn(&id).unwrap();
     assert_eq!(again.outcome, TurnOutcome::Resumed);
     let saved: Value = serde_json::from_slice(&h.sandboxes.db().load_checkpoint(&id).unwrap().unwrap().state).unwrap();
     assert_eq!(saved["turn"], 2);
     assert!(h.sandboxes.drop_sandbox(&id));
-    assert!(matches!(
-        h.sandboxes.run_turn(&id),
-        Err(ahp_host::sandbox::Error::NoSandbox(_))
-    ));
+    assert!(matches!(h.run_turn(&id), Err(ahp_host::sandbox::Error::NoSandbox(_))));
 }
 
 #[test]
@@ -384,7 +392,7 @@ fn a_guest_out_of_budget_makes_the_transfer_insolvent_within_one_quantum() {
     let first = h.activate(&id);
     assert_eq!(first.outcome, TurnOutcome::Resumed);
     assert_eq!(first.transfer.status, TransferStatus::Active);
-    let second = h.sandboxes.run_turn(&id).unwrap();
+    let second = h.run_turn(&id).unwrap();
     assert_eq!(second.outcome, TurnOutcome::BudgetExhausted);
     assert_eq!(second.transfer.status, TransferStatus::Insolvent);
     let budget = h.sandboxes.db().get_status(&id).unwrap().budget.unwrap();
@@ -449,7 +457,7 @@ fn a_guest_out_of_budget_during_activation_fails_it() {
 fn activation_is_refused_without_a_valid_token_and_changes_nothing() {
     let h = host();
     let id = h.pushed(&snapshot(1, inventory()), Tier::Nano, 1_000, "forecaster");
-    assert!(h.sandboxes.activate(&id, "not-a-token").is_err());
+    assert!(h.host.activate(&id, "not-a-token").is_err());
     assert_eq!(h.sandboxes.db().transfer(&id).unwrap().status, TransferStatus::Pushed);
     assert_eq!(h.sandboxes.live_count(), 0);
 }
@@ -470,7 +478,7 @@ fn unregistered_or_invalid_components_are_refused() {
         DEFAULT_TOKEN_TTL,
     )
     .unwrap();
-    let err = h.sandboxes.activate(&id, &tok).unwrap_err();
+    let err = h.host.activate(&id, &tok).unwrap_err();
     assert!(matches!(err, ahp_host::sandbox::Error::UnknownComponent(_)), "{err}");
     let t = h.sandboxes.db().transfer(&id).unwrap();
     assert_eq!((t.status, t.activating), (TransferStatus::Pushed, false));
@@ -639,7 +647,7 @@ fn egress_flood() {
     // (The server counts the cut-off request when its connection closes: let it settle.)
     std::thread::sleep(Duration::from_millis(300));
     let before = server.requests.load(Ordering::Relaxed);
-    h.sandboxes.run_turn(&id).unwrap();
+    h.run_turn(&id).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(server.requests.load(Ordering::Relaxed), before);
     assert_eq!(
@@ -677,7 +685,7 @@ impl Host {
         let id = self.pushed(snap, Tier::Nano, 1_000_000, "sleeper");
         let tok = testing::activate_token(&self.sandboxes.db(), &self.key, &id).unwrap();
         let started = std::time::Instant::now();
-        let report = self.sandboxes.activate(&id, &tok).unwrap();
+        let report = self.host.activate(&id, &tok).unwrap();
         let took = started.elapsed();
         let mode = &snap.tool_state["mode"];
         assert_eq!(
@@ -858,7 +866,7 @@ fn hoarder_rss_probe() {
     // Reset the peak (VmHWM) to the current RSS, then take the peak over the activation.
     std::fs::write("/proc/self/clear_refs", "5").unwrap();
     let before = proc_status_bytes("VmRSS:");
-    let report = h.sandboxes.activate(&id, &tok).unwrap();
+    let report = h.host.activate(&id, &tok).unwrap();
     let peak = proc_status_bytes("VmHWM:");
     assert_eq!(report.outcome, TurnOutcome::CeilingExceeded(Ceiling::HostResources));
     println!("rss_growth_bytes={}", peak.saturating_sub(before));
@@ -1055,10 +1063,13 @@ fn stress_probe() {
     let db = Store::open_in_memory().unwrap().with_token_key(key.clone());
     let vault = DirVault::open(dir.path().join("vault")).unwrap();
     std::fs::write(dir.path().join("vault/inventory-api"), SECRET).unwrap();
-    let mut config = SandboxConfig::new(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandbox-cache"));
-    config.engine.max_live_sandboxes = 96;
-    config.policy = default_policy();
-    let sandboxes = Arc::new(Sandboxes::open(&config, Arc::new(Mutex::new(db)), Arc::new(vault)).unwrap());
+    let host = HostBuilder::new(db, PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandbox-cache"))
+        .engine(|e| e.max_live_sandboxes = 96)
+        .policy(default_policy())
+        .vault(Arc::new(vault))
+        .build()
+        .unwrap();
+    let sandboxes = host.sandboxes().clone();
     for (name, path) in guests::ALL {
         sandboxes.register_component_file(path, Some(name)).unwrap();
     }
@@ -1082,7 +1093,7 @@ fn stress_probe() {
     let threads: Vec<_> = hostile
         .into_iter()
         .map(|(id, tok, component)| {
-            let s = sandboxes.clone();
+            let s = host.clone();
             std::thread::spawn(move || (component, s.activate(&id, &tok).unwrap().outcome))
         })
         .collect();
@@ -1091,12 +1102,12 @@ fn stress_probe() {
     let honest: Vec<_> = (0..2)
         .map(|_| {
             let jobs: Vec<(String, String)> = (0..5).map(|_| pushed(&inventory, Tier::Small, "forecaster")).collect();
-            let s = sandboxes.clone();
+            let s = host.clone();
             std::thread::spawn(move || {
                 jobs.into_iter()
                     .map(|(id, tok)| {
                         let r = s.activate(&id, &tok).unwrap();
-                        assert!(s.drop_sandbox(&id) || r.outcome != TurnOutcome::Resumed);
+                        assert!(s.sandboxes().drop_sandbox(&id) || r.outcome != TurnOutcome::Resumed);
                         r.outcome
                     })
                     .collect::<Vec<_>>()
@@ -1208,10 +1219,217 @@ fn sandboxes_of_transfers_no_longer_active_are_swept() {
     assert_eq!(h.sandboxes.drop_finished().unwrap(), vec![ended.clone()]);
     assert_eq!(h.sandboxes.live_count(), 1);
     assert!(matches!(
-        h.sandboxes.run_turn(&ended),
+        h.run_turn(&ended),
         Err(ahp_host::sandbox::Error::NoSandbox(_))
     ));
-    assert_eq!(h.sandboxes.run_turn(&running).unwrap().outcome, TurnOutcome::Resumed);
+    assert_eq!(h.run_turn(&running).unwrap().outcome, TurnOutcome::Resumed);
     assert!(h.sandboxes.drop_finished().unwrap().is_empty());
     assert!(h.sandboxes.drop_sandbox(&running));
+}
+
+/// The owner's conversation with the agent of `transfer` (an operator-created transfer: the
+/// operator owns its agent), and the caller that owns it.
+fn conversation_with(h: &Host, transfer: &str) -> (String, String, ahp_host::store::conversation::Caller) {
+    use ahp_host::store::conversation::{Caller, NewConversation, OPERATOR_SUBJECT};
+    let caller = Caller::full(OPERATOR_SUBJECT).unwrap();
+    let agent = h
+        .sandboxes
+        .db()
+        .transfer(transfer)
+        .unwrap()
+        .agent_id
+        .expect("bound at activation");
+    let cv = h
+        .sandboxes
+        .db()
+        .create_conversation(
+            &caller,
+            &NewConversation {
+                title: "questions".into(),
+                agents: vec![agent.clone()],
+            },
+            &format!("cv-{transfer}"),
+        )
+        .unwrap()
+        .value;
+    (agent, cv.id, caller)
+}
+
+/// Posts `body` to `cv` as the human; returns the message id.
+fn post(h: &Host, caller: &ahp_host::store::conversation::Caller, cv: &str, body: &str, key: &str) -> String {
+    use ahp_host::store::conversation::{Acting, IdempotencyKey, NewMessage};
+    let new = NewMessage {
+        conversation: cv.to_owned(),
+        acting: Acting::Human,
+        body: body.to_owned(),
+        reply_to: None,
+        idempotency: IdempotencyKey::Key(key.to_owned()),
+    };
+    h.sandboxes.db().post_message(caller, &new).unwrap().value.id
+}
+
+fn transcript(
+    h: &Host,
+    caller: &ahp_host::store::conversation::Caller,
+    cv: &str,
+) -> Vec<ahp_host::store::conversation::TranscriptMessage> {
+    use ahp_host::store::conversation::Acting;
+    h.sandboxes
+        .db()
+        .read_transcript(caller, &Acting::Human, cv, 0, 200)
+        .unwrap()
+}
+
+fn spent(h: &Host, transfer: &str) -> u64 {
+    h.sandboxes.db().budget(transfer).unwrap().unwrap().spent_micro_usd
+}
+
+#[test]
+fn turn_prober() {
+    use ahp_host::store::conversation::Author;
+    let h = host();
+    let agents = h.host.agents();
+    let id = h.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, "turn-prober");
+    let report = h.activate(&id);
+    assert_eq!(report.outcome, TurnOutcome::Resumed);
+    let agent = report.transfer.agent_id.clone().expect("activate returns the agentId");
+    let carrier = agents.carrier(&agent).expect("this host carries the agent");
+    assert!(ahp_host::carrier::Carriers::holds(
+        agents.as_ref(),
+        &carrier.actor.endpoint,
+        carrier.actor.generation
+    ));
+    let (_, cv, caller) = conversation_with(&h, &id);
+
+    // A reply, authored by the agent, answering the message; the turn's fuel is charged.
+    let before = spent(&h, &id);
+    let question = post(&h, &caller, &cv, "echo hello", "p1");
+    let drive = agents.drive(&agent).unwrap();
+    assert_eq!(drive.consumed, 1, "{drive:?}");
+    assert!(drive.fuel_consumed > 0);
+    let t = transcript(&h, &caller, &cv);
+    assert_eq!(t.len(), 2);
+    assert_eq!(t[1].body, "echo: echo hello");
+    assert_eq!(t[1].reply_to.as_deref(), Some(question.as_str()));
+    assert!(matches!(&t[1].author, Author::Agent { agent_id, .. } if *agent_id == agent));
+    let compute = Tier::Nano.limits().compute_cost_micro_usd(drive.fuel_consumed);
+    assert!(spent(&h, &id) + 1 >= before + compute, "the turn's compute is charged");
+    // Nothing pending: another opportunity runs no turn.
+    assert_eq!(agents.drive(&agent).unwrap(), Default::default());
+
+    // A burst of 50 posts: one wake, a bounded number of turns, every message answered once.
+    for i in 0..50 {
+        post(&h, &caller, &cv, &format!("echo {i}"), &format!("burst-{i}"));
+    }
+    let drive = agents.drive(&agent).unwrap();
+    assert_eq!(drive.consumed, 1, "the burst coalesced into one wake: {drive:?}");
+    let t = transcript(&h, &caller, &cv);
+    let replies: Vec<_> = t.iter().filter(|m| m.body.starts_with("echo: echo ")).collect();
+    assert_eq!(replies.len(), 51);
+    let mut answered: Vec<_> = replies.iter().filter_map(|m| m.reply_to.clone()).collect();
+    answered.sort();
+    answered.dedup();
+    assert_eq!(answered.len(), 51, "each message answered exactly once");
+
+    // The prober acts on its first queued message, which a failed turn leaves queued: consume
+    // it as the agent, so the next mode is read.
+    let handled = |msg: &str| {
+        h.sandboxes
+            .db()
+            .consume_delivery(&carrier.caller, &carrier.actor, msg)
+            .unwrap();
+    };
+    // Flooding replies stops at the per-wake bound.
+    let flood = post(&h, &caller, &cv, "flood", "flood");
+    let drive = agents.drive(&agent).unwrap();
+    assert_eq!(drive.unknown, 1, "flood returns an error: {drive:?}");
+    let floods = transcript(&h, &caller, &cv)
+        .iter()
+        .filter(|m| m.body.starts_with("flood "))
+        .count();
+    assert_eq!(floods, 64, "a wake's replies stop at its bound");
+    assert_eq!(h.sandboxes.db().transfer(&id).unwrap().status, TransferStatus::Active);
+    handled(&flood);
+
+    // A turn that fails keeps its sandbox and transfer; the wake is delivery_unknown.
+    let fail = post(&h, &caller, &cv, "fail", "fail");
+    let drive = agents.drive(&agent).unwrap();
+    assert_eq!(drive.unknown, 1);
+    assert_eq!(h.sandboxes.db().transfer(&id).unwrap().status, TransferStatus::Active);
+    assert_eq!(h.sandboxes.live_count(), 1, "the sandbox lives on");
+    handled(&fail);
+
+    // A turn that spins is stopped by a ceiling, and its transfer ends with its sandbox.
+    post(&h, &caller, &cv, "spin", "spin");
+    let started = std::time::Instant::now();
+    let drive = agents.drive(&agent).unwrap();
+    assert!(
+        started.elapsed() <= wall_clock_bound(Tier::Nano),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(drive.unknown, 1);
+    let t = h.sandboxes.db().transfer(&id).unwrap();
+    assert_eq!(t.status, TransferStatus::Terminated);
+    assert!(agents.carrier(&agent).is_none(), "the carrier is released");
+    assert_eq!(h.sandboxes.live_count(), 0);
+    assert!(!h.events(&id, EventKind::CeilingExceeded).is_empty());
+}
+
+#[test]
+fn a_reply_past_the_body_bound_is_refused() {
+    let h = host();
+    let id = h.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, "turn-prober");
+    let agent = h.activate(&id).transfer.agent_id.unwrap();
+    let (_, cv, caller) = conversation_with(&h, &id);
+    post(&h, &caller, &cv, "big", "big");
+    assert_eq!(h.host.agents().drive(&agent).unwrap().unknown, 1);
+    assert_eq!(transcript(&h, &caller, &cv).len(), 1, "nothing was posted");
+}
+
+#[test]
+fn an_insolvent_transfer_gets_no_more_turns() {
+    let h = host();
+    let id = h.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, "turn-prober");
+    let agent = h.activate(&id).transfer.agent_id.unwrap();
+    let (_, cv, caller) = conversation_with(&h, &id);
+    let left = 1_000_000 - spent(&h, &id);
+    h.sandboxes.db().report_usage(&id, left, "model_tokens").unwrap();
+    assert_eq!(
+        h.sandboxes.db().transfer(&id).unwrap().status,
+        TransferStatus::Insolvent
+    );
+    post(&h, &caller, &cv, "echo late", "late");
+    assert_eq!(h.host.agents().drive(&agent).unwrap(), Default::default());
+    assert_eq!(
+        transcript(&h, &caller, &cv).len(),
+        1,
+        "no reply from an insolvent agent"
+    );
+    assert!(h.host.agents().carrier(&agent).is_none());
+}
+
+#[test]
+fn legacy_agent() {
+    let h = host();
+    let id = h.pushed(&snapshot(3, json!({})), Tier::Nano, 1_000_000, "legacy-agent");
+    let report = h.activate(&id);
+    assert_eq!(
+        report.outcome,
+        TurnOutcome::Resumed,
+        "a 0.1.0 component still activates"
+    );
+    assert_eq!(report.transfer.status, TransferStatus::Active);
+    assert!(
+        h.sandboxes
+            .guest_log(&id)
+            .unwrap()
+            .contains("legacy agent resumed after 3 messages")
+    );
+    let agent = report.transfer.agent_id.expect("bound like any other");
+    assert!(
+        h.host.agents().carrier(&agent).is_none(),
+        "but no carrier: it takes no turns"
+    );
+    assert!(h.sandboxes.db().load_checkpoint(&id).unwrap().is_some());
 }

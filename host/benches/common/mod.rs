@@ -2,36 +2,40 @@
 //! Shared setup of the sandbox benchmarks: a host over an in-memory store with the example
 //! guests registered, and transfers made `active` so guests can record spend.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ahp_host::guests;
-use ahp_host::sandbox::{SandboxConfig, Sandboxes, TurnOutcome};
+use ahp_host::host::{Host, HostBuilder};
+use ahp_host::sandbox::engine::EngineConfig;
+use ahp_host::sandbox::{Sandboxes, TurnOutcome};
 use ahp_host::store::{SnapshotInput, Store, Tier, TokenKey, Transfer};
 use ahp_host::testing;
-use ahp_host::vault::DirVault;
 
 pub(crate) struct Bench {
     pub(crate) _dir: tempfile::TempDir,
     pub(crate) key: TokenKey,
-    pub(crate) sandboxes: Sandboxes,
+    pub(crate) host: Host,
+    pub(crate) sandboxes: Arc<Sandboxes>,
 }
 
-pub(crate) fn host(configure: impl FnOnce(&mut SandboxConfig)) -> Bench {
+pub(crate) fn host(configure: impl FnOnce(&mut EngineConfig)) -> Bench {
     let dir = tempfile::tempdir().unwrap();
     let key = TokenKey::random();
     let db = Store::open_in_memory().unwrap().with_token_key(key.clone());
-    let vault = DirVault::open(dir.path().join("vault")).unwrap();
-    std::fs::write(dir.path().join("vault/inventory-api"), "sk-bench").unwrap();
-    let mut config = SandboxConfig::new(dir.path().join("data"));
-    config.policy = testing::policy();
-    configure(&mut config);
-    let sandboxes = Sandboxes::open(&config, Arc::new(Mutex::new(db)), Arc::new(vault)).unwrap();
+    let host = HostBuilder::new(db, dir.path().join("data"))
+        .policy(testing::policy())
+        .engine(configure)
+        .build()
+        .unwrap();
+    std::fs::write(dir.path().join("data/vault/inventory-api"), "sk-bench").unwrap();
+    let sandboxes = host.sandboxes().clone();
     for (name, path) in guests::ALL {
         sandboxes.register_component_file(path, Some(name)).unwrap();
     }
     Bench {
         _dir: dir,
         key,
+        host,
         sandboxes,
     }
 }
@@ -49,7 +53,7 @@ impl Bench {
         )
         .unwrap();
         let tok = testing::activate_token(&self.sandboxes.db(), &self.key, &id).unwrap();
-        let report = self.sandboxes.activate(&id, &tok).unwrap();
+        let report = self.host.activate(&id, &tok).unwrap();
         assert_eq!(report.outcome, TurnOutcome::Resumed, "{component}");
         if !keep {
             self.sandboxes.drop_sandbox(&id);

@@ -86,6 +86,8 @@ pub struct Drive {
     pub consumed: u32,
     /// Turns whose wake ended `delivery_unknown`.
     pub unknown: u32,
+    /// Fuel the turns burnt (charged to the transfer's budget at its tier's rate).
+    pub fuel_consumed: u64,
 }
 
 /// The agents this process carries, and its continuation controller. See the
@@ -160,13 +162,11 @@ impl Agents {
             let ep = &binding.endpoint;
             self.sandboxes
                 .db()
-                .register_wake_carrier(&ep.agent_id, &ep.id, ep.generation)
-                .map_err(|e| crate::sandbox::Error::Wasmtime(format!("registering the wake carrier: {e}")))?;
+                .register_wake_carrier(&ep.agent_id, &ep.id, ep.generation)?;
             let carrier = Carrier {
                 transfer: t.id.clone(),
                 actor: AgentActor::of(ep),
-                caller: Caller::full(&t.owner_subject)
-                    .map_err(|e| crate::sandbox::Error::Wasmtime(format!("the transfer's owner: {e}")))?,
+                caller: t.owner()?.caller()?,
             };
             self.carriers.locked().insert(binding.agent.id.clone(), carrier);
             self.schedule(&binding.agent.id);
@@ -280,7 +280,10 @@ impl Agents {
                 replies: 0,
             };
             let outcome = match run_turn(&self.sandboxes, &carrier.transfer, Call::Turn(ctx)) {
-                Ok(report) => report.outcome,
+                Ok(report) => {
+                    drive.fuel_consumed += report.fuel_consumed;
+                    report.outcome
+                }
                 Err(e) => {
                     tracing::warn!(%agent, error = %e, "the turn could not run");
                     TurnOutcome::Stopped(e.to_string())
@@ -293,7 +296,11 @@ impl Agents {
                 drive.consumed += 1;
             } else {
                 tracing::info!(%agent, wake = %ticket.wake.id, ?outcome, "turn did not succeed: delivery unknown");
-                db.finish_dispatch(caller, actor, &ticket.attempt.id, DispatchOutcome::Unknown)?;
+                // A turn that ended its transfer also detached its endpoint, which settled the
+                // attempt as `delivery_unknown` already: the endpoint is then gone.
+                if let Err(e) = db.finish_dispatch(caller, actor, &ticket.attempt.id, DispatchOutcome::Unknown) {
+                    tracing::info!(%agent, error = %e, "the attempt was settled with its endpoint");
+                }
                 drive.unknown += 1;
                 drop(db);
                 if self.sandboxes.db().transfer(&carrier.transfer)?.status != TransferStatus::Active {

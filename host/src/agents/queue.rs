@@ -63,7 +63,8 @@ impl DispatchQueue {
     }
 
     /// Agents queued or running.
-    pub(crate) fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.order.len() + self.running.len()
     }
 }

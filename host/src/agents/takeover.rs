@@ -41,11 +41,7 @@ impl Agents {
     ///
     /// A store failure; the steps already done stay done (each is safe to run again).
     pub fn take_over(&self, interrupted_reason: &str) -> Result<TakeoverReport, crate::sandbox::Error> {
-        let reconciled = self
-            .sandboxes
-            .db()
-            .reconcile_takeover()
-            .map_err(|e| crate::sandbox::Error::Wasmtime(format!("reconciling wakes: {e}")))?;
+        let reconciled = self.sandboxes.db().reconcile_takeover()?;
         let interrupted = self.sandboxes.db().fail_interrupted_activations(interrupted_reason)?;
         let mut rebound = 0;
         let mut after: Option<String> = None;

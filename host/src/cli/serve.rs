@@ -15,10 +15,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ahp_host::agents::Agents;
 use ahp_host::mcp::http::{self, Auth};
 use ahp_host::mcp::listener::{self, Limits};
 use ahp_host::mcp::{ConversationTools, TransferTools, serve_stdio};
-use ahp_host::agents::Agents;
 use ahp_store::Store;
 use clap::{Args, ValueEnum};
 
@@ -217,13 +217,7 @@ async fn shutdown_signal() {
 /// sandboxes of transfers that are no longer `active`, renews the leases of the carriers it
 /// keeps and schedules each (the safety net for posts another process committed). Errors are
 /// logged, not fatal: the next tick tries again.
-async fn reap_forever(
-    store: Arc<Mutex<Store>>,
-    agents: Arc<Agents>,
-    every: Duration,
-    ttl: Duration,
-    grace: Duration,
-) {
+async fn reap_forever(store: Arc<Mutex<Store>>, agents: Arc<Agents>, every: Duration, ttl: Duration, grace: Duration) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

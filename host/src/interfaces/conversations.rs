@@ -99,7 +99,9 @@ impl AgentCtx {
         }
         self.calls.reads += 1;
         if self.calls.reads > MAX_READS_PER_TURN {
-            return Err(Error::Refused(format!("more than {MAX_READS_PER_TURN} reads in one turn")));
+            return Err(Error::Refused(format!(
+                "more than {MAX_READS_PER_TURN} reads in one turn"
+            )));
         }
         Ok(turn)
     }

@@ -41,14 +41,17 @@ macro_rules! link_version {
             fuel_left_this_turn: b.fuel_left,
         };
         let mut inst = $linker.instance($name)?;
-        inst.func_wrap("report", move |mut cx: StoreContextMut<'_, T>, (kind, micro_usd): (String, u64)| {
-            let r = report(&mut cx, &kind, micro_usd)?.map(to_budget).map_err(|e| match e {
-                Refusal::InvalidKind(m) => Error::InvalidKind(m),
-                Refusal::InvalidAmount => Error::InvalidAmount,
-                Refusal::Insolvent => Error::Insolvent,
-            });
-            Ok((r,))
-        })?;
+        inst.func_wrap(
+            "report",
+            move |mut cx: StoreContextMut<'_, T>, (kind, micro_usd): (String, u64)| {
+                let r = report(&mut cx, &kind, micro_usd)?.map(to_budget).map_err(|e| match e {
+                    Refusal::InvalidKind(m) => Error::InvalidKind(m),
+                    Refusal::InvalidAmount => Error::InvalidAmount,
+                    Refusal::Insolvent => Error::Insolvent,
+                });
+                Ok((r,))
+            },
+        )?;
         inst.func_wrap("budget", move |mut cx: StoreContextMut<'_, T>, (): ()| {
             T::settle(&mut cx)?;
             Ok((to_budget(budget(&mut cx)),))
@@ -63,7 +66,11 @@ pub(crate) fn add_to_linker<T: Metered>(linker: &mut Linker<T>) -> wasmtime::Res
     Ok(())
 }
 
-fn report<T: Metered>(cx: &mut StoreContextMut<'_, T>, kind: &str, micro_usd: u64) -> wasmtime::Result<Result<Budget, Refusal>> {
+fn report<T: Metered>(
+    cx: &mut StoreContextMut<'_, T>,
+    kind: &str,
+    micro_usd: u64,
+) -> wasmtime::Result<Result<Budget, Refusal>> {
     if kind == COMPUTE_KIND {
         return Ok(Err(Refusal::InvalidKind("`compute` is metered by the host".into())));
     }

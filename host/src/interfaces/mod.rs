@@ -81,16 +81,19 @@ where
 {
     use bindings::{v0_1::ahp::agent as old, v0_2::ahp::agent as new};
     wasi::add_to_linker(linker)?;
-    let ctx = |t: &mut T| t.agent();
-    new::snapshot::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx)?;
-    new::credentials::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx)?;
-    new::checkpoint::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx)?;
-    new::conversations::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx)?;
-    old::snapshot::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx)?;
-    old::credentials::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx)?;
-    old::checkpoint::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx)?;
+    new::snapshot::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
+    new::credentials::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
+    new::checkpoint::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
+    new::conversations::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
+    old::snapshot::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
+    old::credentials::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
+    old::checkpoint::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     metering::add_to_linker(linker)?;
     Ok(())
+}
+
+fn ctx<T: AgentView>(t: &mut T) -> &mut AgentCtx {
+    t.agent()
 }
 
 #[cfg(test)]

@@ -529,34 +529,34 @@ impl ConversationTools {
     ) -> Result<Json<PostMessageResult>, ToolError> {
         let result = self
             .run(&ext, move |s, c| {
-            let who = acting(a.agent_id, a.endpoint_id, a.controller_generation)?;
-            let idempotency = match (a.idempotency_key, a.wake_id, a.operation_index) {
-                (Some(k), None, None) => IdempotencyKey::Key(k),
-                (None, Some(wake), Some(index)) => IdempotencyKey::WakeReply { wake, index },
-                _ => {
-                    return Err(ToolError::invalid(
-                        "invalid idempotencyKey: give either idempotencyKey, or wakeId with operationIndex",
-                    ));
-                }
-            };
-            renew(s, c, &who)?;
-            let new = NewMessage {
-                conversation: a.conversation_id,
-                acting: who,
-                body: a.body,
-                reply_to: a.reply_to,
-                idempotency,
-            };
-            let m = s.post_message(c, &new)?;
-            Ok(Json(PostMessageResult {
-                conversation_id: m.value.conversation_id.clone(),
-                message_id: m.value.id.clone(),
-                seq: m.value.seq,
-                replayed: m.replayed,
-                state_changed: m.state_changed,
-                message: (&m.value).into(),
-            }))
-        })
+                let who = acting(a.agent_id, a.endpoint_id, a.controller_generation)?;
+                let idempotency = match (a.idempotency_key, a.wake_id, a.operation_index) {
+                    (Some(k), None, None) => IdempotencyKey::Key(k),
+                    (None, Some(wake), Some(index)) => IdempotencyKey::WakeReply { wake, index },
+                    _ => {
+                        return Err(ToolError::invalid(
+                            "invalid idempotencyKey: give either idempotencyKey, or wakeId with operationIndex",
+                        ));
+                    }
+                };
+                renew(s, c, &who)?;
+                let new = NewMessage {
+                    conversation: a.conversation_id,
+                    acting: who,
+                    body: a.body,
+                    reply_to: a.reply_to,
+                    idempotency,
+                };
+                let m = s.post_message(c, &new)?;
+                Ok(Json(PostMessageResult {
+                    conversation_id: m.value.conversation_id.clone(),
+                    message_id: m.value.id.clone(),
+                    seq: m.value.seq,
+                    replayed: m.replayed,
+                    state_changed: m.state_changed,
+                    message: (&m.value).into(),
+                }))
+            })
             .await?;
         if result.0.state_changed {
             self.carriers.message_posted(&result.0.conversation_id);

@@ -109,7 +109,8 @@ impl TransferTools {
             .get::<http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<ahp_store::Principal>())
             .map_or(TransferOwner::Operator, |p| TransferOwner::ApiKey(p.id.clone()));
-        self.transition(move |s| s.snapshot_state_as(&args.into(), &owner)).await
+        self.transition(move |s| s.snapshot_state_as(&args.into(), &owner))
+            .await
     }
 
     /// Size the destination by tier and open its budget (status `provisioned`). Requires a

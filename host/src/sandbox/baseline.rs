@@ -16,7 +16,7 @@ use super::{Error, Sandboxes};
 /// A component pre-instantiated on a default-configured engine.
 pub struct RawRunner {
     engine: Engine,
-    pre: AgentPre<SandboxState>,
+    pre: AgentPre,
     make_state: Box<dyn Fn() -> SandboxState + Send + Sync>,
 }
 

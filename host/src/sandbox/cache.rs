@@ -26,14 +26,14 @@ use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
 
 use super::Error;
-use super::instance::AgentPre;
 use super::counts::ComponentCounts;
+use super::instance::AgentPre;
 use super::state::SandboxState;
 
 /// A component ready to instantiate, with what instantiating it creates.
 #[derive(Clone)]
 pub(crate) struct Prepared {
-    pub(crate) pre: AgentPre<SandboxState>,
+    pub(crate) pre: AgentPre,
     pub(crate) counts: ComponentCounts,
 }
 

@@ -66,7 +66,9 @@ impl AgentInstance {
     pub(crate) async fn call_turn(&self, store: &mut Store<SandboxState>) -> wasmtime::Result<Result<(), String>> {
         match self {
             Self::V2(a) => a.call_turn(store).await,
-            Self::V1(_) => Ok(Err("built for ahp:agent@0.1.0, which has no conversation turn".to_owned())),
+            Self::V1(_) => Ok(Err(
+                "built for ahp:agent@0.1.0, which has no conversation turn".to_owned()
+            )),
         }
     }
 }

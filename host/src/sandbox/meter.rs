@@ -111,7 +111,10 @@ pub(crate) fn settle(cx: &mut StoreContextMut<'_, SandboxState>) -> wasmtime::Re
         .compute_cost_micro_usd(st.meter.total_consumed)
         .saturating_sub(st.meter.charged_micro_usd);
     if owed > 0 {
-        match st.agent.db(|db| db.report_usage(&st.agent.transfer, owed, COMPUTE_KIND)) {
+        match st
+            .agent
+            .db(|db| db.report_usage(&st.agent.transfer, owed, COMPUTE_KIND))
+        {
             Ok(r) => {
                 st.meter.charged_micro_usd += owed;
                 st.meter.remaining_micro_usd = r.budget.remaining_micro_usd();

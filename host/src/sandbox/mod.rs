@@ -62,17 +62,17 @@ use wasmtime::component::Linker;
 use wasmtime::{AsContextMut, Engine, Trap, UpdateDeadline};
 
 use self::cache::{ComponentCache, Prepared};
-use self::instance::{AgentInstance, AgentPre};
 pub use self::counts::ComponentCounts;
 use self::engine::{EngineConfig, EpochTicker, build_engine};
+use self::instance::{AgentInstance, AgentPre};
 pub use self::limits::{Ceiling, CeilingCap, Ceilings};
 pub use self::meter::{COMPUTE_KIND, METER_QUANTUM_FUEL};
-use self::state::SandboxState;
 pub use self::state::MAX_GUEST_LOG_BYTES;
+use self::state::SandboxState;
+use crate::interfaces::TurnCtx;
 pub use crate::interfaces::context::{
     MAX_READS_PER_TURN, MAX_REPORTS_PER_TURN, MAX_RESOLUTIONS_PER_TURN, MAX_SAVES_PER_TURN,
 };
-use crate::interfaces::TurnCtx;
 use crate::policy::Policy;
 use crate::shared_store::{SharedStore, StoreLock};
 use crate::vault::Vault;
@@ -121,6 +121,12 @@ pub enum Call {
     Resume,
     /// `turn`: a conversation turn for a dispatched wake.
     Turn(TurnCtx),
+}
+
+impl From<ahp_store::conversation::ConversationError> for Error {
+    fn from(e: ahp_store::conversation::ConversationError) -> Self {
+        Self::Store(e.into())
+    }
 }
 
 /// How one guest turn ended.
@@ -236,7 +242,9 @@ pub struct Sandbox {
 
 impl std::fmt::Debug for Sandbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sandbox").field("transfer", &self.transfer()).finish_non_exhaustive()
+        f.debug_struct("Sandbox")
+            .field("transfer", &self.transfer())
+            .finish_non_exhaustive()
     }
 }
 
@@ -286,11 +294,7 @@ impl Sandboxes {
     ///
     /// [`Error::Wasmtime`] for an engine configuration wasmtime refuses; [`Error::Io`] if the
     /// data directory cannot be created.
-    pub fn open(
-        config: &SandboxConfig,
-        store: SharedStore,
-        vault: Arc<dyn Vault>,
-    ) -> Result<Self, Error> {
+    pub fn open(config: &SandboxConfig, store: SharedStore, vault: Arc<dyn Vault>) -> Result<Self, Error> {
         let engine = build_engine(&config.engine)?;
         let mut linker = Linker::new(&engine);
         crate::interfaces::add_to_linker(&mut linker).map_err(|e| Error::Wasmtime(format!("{e:#}")))?;
@@ -468,7 +472,10 @@ impl Sandboxes {
     ///
     /// As [`prepare`](Self::prepare) for an unknown or invalid component.
     pub fn takes_turns(&self, t: &Transfer) -> Result<bool, Error> {
-        let component = t.component.as_deref().ok_or_else(|| Error::NotProvisioned(t.id.clone()))?;
+        let component = t
+            .component
+            .as_deref()
+            .ok_or_else(|| Error::NotProvisioned(t.id.clone()))?;
         let record = self
             .db()
             .component(component)?
@@ -565,7 +572,10 @@ impl Sandboxes {
         if let Some(count) = sandbox.counts.get(ceiling) {
             detail["componentCount"] = json!(count);
         }
-        if let Err(e) = self.db().record_event(st.transfer(), EventKind::CeilingExceeded, detail) {
+        if let Err(e) = self
+            .db()
+            .record_event(st.transfer(), EventKind::CeilingExceeded, detail)
+        {
             tracing::error!(transfer = %st.transfer(), error = %e, "could not audit a ceiling breach");
         }
     }
