@@ -2,6 +2,7 @@
 //!
 //! One integration binary; its modules are the table of contents.
 
+mod agents;
 mod browser;
 mod cli;
 mod console;

@@ -1,15 +1,20 @@
 //! `ahp demo`: one transfer's whole life, through the same store functions the MCP tools call.
 //!
-//! snapshot → token → provision → push → token → activate → usage until `insolvent` → the
-//! reaper after a shortened grace period → `terminated`, then the event log as a table. Lines
-//! in `[narrative]` are the seed's flavour text about a fictional inventory-forecasting agent,
-//! labelled as such: nothing in the mechanism reads or produces them.
+//! snapshot → token → provision → push → token → activate (the transfer becomes an agent the
+//! operator owns) → a conversation: the operator's questions, each answered by a real turn of
+//! the forecaster in its sandbox, metered and paid from the budget, until it is spent
+//! (`insolvent`) → the reaper after a shortened grace period → `terminated`, then the event log
+//! as a table. No spend is invented: every µUSD is fuel the guest burnt or model spend it
+//! reported. Lines in `[narrative]` are the seed's flavour text about a fictional
+//! inventory-forecasting agent, labelled as such: nothing in the mechanism reads or produces
+//! them.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use ahp_host::guests::FORECASTER_WASM;
 use ahp_host::policy::{POLICY_FILE, Policy};
+use ahp_store::conversation::{Acting, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT};
 use ahp_store::{
     DEFAULT_TOKEN_TTL, McpServer, Message, SnapshotInput, Store, Tier, TokenScope, Transfer, issue_transfer_token,
 };
@@ -28,6 +33,20 @@ pub(crate) struct DemoArgs {
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     budget: u64,
 }
+
+/// What the operator asks the agent, in turn.
+const QUESTIONS: &[&str] = &[
+    "Which SKUs need a reorder this week?",
+    "How much SKU-3307 should I order?",
+    "And SKU-1042?",
+    "What can you answer?",
+];
+
+/// Turns whose question, answer and spend the demo prints; later ones are summed up.
+const SHOWN_TURNS: u32 = 4;
+
+/// Most turns the demo runs before giving up on spending the budget.
+const MAX_TURNS: u32 = 10_000;
 
 /// The snapshot the demo's fictional source session hands over.
 fn snapshot() -> SnapshotInput {
@@ -140,30 +159,98 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: DemoArgs) -> anyhow::Result<(
         &format!("guest resumed in a wasm sandbox and said: {}", guest_said.trim()),
     );
     narrative("the sandbox picks up the forecast where the laptop left off.");
-    let mut store = lock()?;
-    let spent = store.get_status(&t)?.budget.map_or(0, |b| b.spent_micro_usd);
+    let spent = lock()?.get_status(&t)?.budget.map_or(0, |b| b.spent_micro_usd);
     println!("  . metering          compute and model spend the guest ran up while resuming: {spent} µUSD");
+    let agent = a.agent_id.clone().context("activation bound no agent")?;
+    println!("  . agent             {t} is now agent {agent}, owned by the operator; this host carries it");
 
+    // The operator talks to the agent it now owns: each answer is a real turn in the sandbox,
+    // metered and paid from the transfer's budget.
+    let operator = Caller::full(OPERATOR_SUBJECT)?;
+    let cv = lock()?
+        .create_conversation(
+            &operator,
+            &NewConversation {
+                title: "questions for the forecaster".into(),
+                agents: vec![agent.clone()],
+            },
+            "demo-conversation",
+        )?
+        .value;
+    println!("\nConversation {} with {agent}:\n", cv.id);
     let mut n = 5;
-    let mut spends = [("compute", 40), ("model_tokens", 120)].into_iter().cycle();
-    loop {
-        let (kind, amount) = spends.next().expect("cycle never ends");
-        let r = store.report_usage(&t, amount, kind)?;
-        let b = r.budget;
+    let mut turns = 0_u32;
+    let mut asked = QUESTIONS.iter().cycle();
+    let status = loop {
+        let question = asked.next().expect("cycle never ends");
+        let before = lock()?.budget(&t)?.map_or(0, |b| b.spent_micro_usd);
+        let posted = lock()?
+            .post_message(
+                &operator,
+                &NewMessage {
+                    conversation: cv.id.clone(),
+                    acting: Acting::Human,
+                    body: (*question).into(),
+                    reply_to: None,
+                    idempotency: IdempotencyKey::Key(format!("demo-{turns}")),
+                },
+            )?
+            .value;
+        let drive = host.agents().drive(&agent)?;
+        turns += 1;
+        let transfer = lock()?.transfer(&t)?;
+        let b = lock()?.budget(&t)?.context("the transfer has a budget")?;
+        let compute = Tier::Nano.limits().compute_cost_micro_usd(drive.fuel_consumed);
+        let reply = lock()?
+            .read_transcript(&operator, &Acting::Human, &cv.id, posted.seq, 1)?
+            .into_iter()
+            .next();
+        if turns <= SHOWN_TURNS {
+            println!("    operator: {question}");
+            match &reply {
+                Some(r) => println!("    {agent}: {}", r.body),
+                None => println!("    ({agent} did not answer)"),
+            }
+            step(
+                n,
+                "turn",
+                &transfer,
+                &format!(
+                    "{} fuel ≈ {compute} µUSD compute; turn spent {} µUSD → {}/{}",
+                    drive.fuel_consumed,
+                    b.spent_micro_usd - before,
+                    b.spent_micro_usd,
+                    b.allocated_micro_usd
+                ),
+            );
+            n += 1;
+        }
+        if transfer.status.is_terminal()
+            || transfer.status == ahp_store::TransferStatus::Insolvent
+            || turns >= MAX_TURNS
+        {
+            break (transfer, b);
+        }
+    };
+    if turns > SHOWN_TURNS {
         step(
             n,
-            "report_usage",
-            &r.transfer,
+            "turns",
+            &status.0,
             &format!(
-                "{kind} +{amount} µUSD → spent {}/{}",
-                b.spent_micro_usd, b.allocated_micro_usd
+                "{} more real turns (the same questions again) until the budget ran out: spent {}/{}",
+                turns - SHOWN_TURNS,
+                status.1.spent_micro_usd,
+                status.1.allocated_micro_usd
             ),
         );
         n += 1;
-        if r.transfer.status.is_terminal() || b.is_exhausted() {
-            break;
-        }
     }
+    anyhow::ensure!(
+        status.0.status == ahp_store::TransferStatus::Insolvent,
+        "the agent answered {turns} questions without spending its budget; run with a smaller --budget"
+    );
+    let mut store = lock()?;
     narrative("the budget is spent; the grace period starts.");
 
     std::thread::sleep(args.grace);
