@@ -12,6 +12,7 @@
 pub use ahp_store as store;
 
 pub mod activation;
+pub mod carrier;
 pub mod console;
 pub mod error;
 pub mod interfaces;

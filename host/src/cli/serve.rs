@@ -152,7 +152,11 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
                 let _ = writeln!(std::io::stderr(), "ahp: MCP over HTTP at http://{local}/mcp");
                 let _ = writeln!(std::io::stderr(), "ahp: console at http://{local}/console");
                 let router = http::router(tools.clone(), store.clone(), auth, local)
-                    .merge(ahp_host::console::router(store.clone(), local));
+                    .merge(ahp_host::console::router(
+                        store.clone(),
+                        local,
+                        Arc::new(ahp_host::carrier::NoCarriers),
+                    ));
                 Some(tokio::spawn(listener::serve(
                     listener,
                     router,

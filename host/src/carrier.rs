@@ -1,0 +1,23 @@
+//! The readiness flag: whether this process holds the live wake carrier of an endpoint.
+//!
+//! A transferred agent's endpoint is wake-capable because its sandbox lives in some `ahp serve`
+//! process; the store records the endpoint and its generation, but only the process knows
+//! whether it still holds the sandbox. Every surface that shows an agent's readiness
+//! (`productionAutoResumeAvailable` in `list_agent_identities`, the console's agent cards)
+//! asks a [`Carriers`].
+
+/// What this process knows about the wake carriers it holds.
+pub trait Carriers: Send + Sync + 'static {
+    /// Whether this process holds the live carrier for `endpoint` at controller `generation`.
+    fn holds(&self, endpoint: &str, generation: u64) -> bool;
+}
+
+/// A process that holds no carriers (the CLI, a surface without a controller, tests).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoCarriers;
+
+impl Carriers for NoCarriers {
+    fn holds(&self, _endpoint: &str, _generation: u64) -> bool {
+        false
+    }
+}
