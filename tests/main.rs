@@ -5,6 +5,7 @@
 mod browser;
 mod cli;
 mod console;
+mod console_conversations;
 mod crash;
 mod http_limits;
 mod mcp_conversations;
