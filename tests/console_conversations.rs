@@ -6,6 +6,8 @@
 use std::path::Path;
 use std::time::Duration;
 
+use ahp_host::carrier::{Carriers, NoCarriers};
+use ahp_host::console::agents::{AgentCardView, agents_page};
 use ahp_host::mcp::conversation_tools::api_key_caller;
 use ahp_store::Store;
 use ahp_store::conversation::bounds::MAX_MESSAGE_BODY_BYTES;
@@ -41,7 +43,10 @@ fn agent(dir: &Path, caller: &Caller, handle: &str, description: &str) -> (Agent
         description: description.into(),
         specialties: vec!["inventory".into(), "forecasting".into()],
     };
-    let agent = s.create_agent(caller, &card, &format!("create-{handle}")).unwrap().value;
+    let agent = s
+        .create_agent(caller, &card, &format!("create-{handle}"))
+        .unwrap()
+        .value;
     let ep = s
         .attach_endpoint(caller, &agent.id, Duration::from_secs(600), &format!("attach-{handle}"))
         .unwrap()
@@ -97,6 +102,58 @@ async fn post(url: &str, origin: &str, cookie: Option<&str>, fields: &[(&str, &s
     req.send().await.unwrap()
 }
 
+/// A process holding exactly one carrier.
+struct Holding(String, u64);
+
+impl Carriers for Holding {
+    fn holds(&self, endpoint: &str, generation: u64) -> bool {
+        self.0 == endpoint && self.1 == generation
+    }
+}
+
+#[test]
+fn an_agent_is_ready_only_while_this_host_holds_its_current_endpoint_s_carrier() {
+    let dir = tempfile::tempdir().unwrap();
+    let caller = Caller::full("account:alice").unwrap();
+    let mut s = Store::open(dir.path().join("ahp.db")).unwrap();
+    let card = AgentCard {
+        handle: "forecaster".into(),
+        display_name: "Forecaster".into(),
+        description: String::new(),
+        specialties: vec![],
+    };
+    let agent = s.create_agent(&caller, &card, "a").unwrap().value;
+    let listing = |s: &mut Store| s.list_agent_listings(&caller, None, 10).unwrap().remove(0);
+    let ready = |l, c: &dyn Carriers| AgentCardView::new(l, c).ready;
+    assert!(!ready(listing(&mut s), &NoCarriers), "no endpoint");
+    let ep = s
+        .attach_endpoint(&caller, &agent.id, Duration::from_secs(60), "e1")
+        .unwrap()
+        .value;
+    assert!(ready(listing(&mut s), &Holding(ep.id.clone(), ep.generation)));
+    assert!(!ready(listing(&mut s), &NoCarriers));
+    assert!(
+        !ready(listing(&mut s), &Holding(ep.id.clone(), ep.generation + 1)),
+        "an older carrier"
+    );
+    let card = AgentCardView::new(listing(&mut s), &Holding(ep.id.clone(), ep.generation));
+    let page = agents_page((&principal_named("alice"), "csrf"), &[card], false, true, s.now()).into_string();
+    assert!(page.contains("ready — this host holds its carrier"), "{page}");
+    // Once the endpoint is detached the carrier no longer counts: it is not current.
+    s.detach_endpoint(&caller, &agent.id, &ep.id).unwrap();
+    assert!(!ready(listing(&mut s), &Holding(ep.id.clone(), ep.generation)));
+}
+
+fn principal_named(name: &str) -> ahp_store::Principal {
+    ahp_store::Principal {
+        id: "prn_0".into(),
+        name: name.into(),
+        scopes: vec![],
+        created_at: ahp_store::Timestamp::from_micros(0),
+        revoked_at: None,
+    }
+}
+
 #[tokio::test]
 async fn agents_and_conversations_follow_the_key_s_scopes_and_bounds() {
     let dir = tempfile::tempdir().unwrap();
@@ -134,7 +191,7 @@ async fn agents_and_conversations_follow_the_key_s_scopes_and_bounds() {
         "forecasting",
         &ep.id,
         "generation 1",
-        "wake-capable",
+        "not wake-capable",
         "0 deliveries",
         "not ready",
         "Start a conversation",
@@ -150,20 +207,36 @@ async fn agents_and_conversations_follow_the_key_s_scopes_and_bounds() {
 
     // Starting a conversation: refused without the token, from a foreign origin, without a
     // session, and with a blank title — each creating nothing.
-    let fields = |csrf: &'static str, title: &'static str| vec![("csrf", csrf), ("idempotency", "k-1"), ("title", title)];
+    let fields =
+        |csrf: &'static str, title: &'static str| vec![("csrf", csrf), ("idempotency", "k-1"), ("title", title)];
     let csrf: &'static str = Box::leak(csrf.into_boxed_str());
-    assert_eq!(post(&start, &base, Some(&cookie), &fields("0000", "Q3")).await.status(), 403);
     assert_eq!(
-        post(&start, "http://evil.example", Some(&cookie), &fields(csrf, "Q3")).await.status(),
+        post(&start, &base, Some(&cookie), &fields("0000", "Q3")).await.status(),
+        403
+    );
+    assert_eq!(
+        post(&start, "http://evil.example", Some(&cookie), &fields(csrf, "Q3"))
+            .await
+            .status(),
         403
     );
     assert_eq!(post(&start, &base, None, &fields(csrf, "Q3")).await.status(), 401);
     let r = post(&start, &base, Some(&cookie), &fields(csrf, "  ")).await;
     assert_eq!(r.status(), 400);
-    assert!(r.text().await.unwrap().contains("Could not start the conversation: invalid title"));
+    assert!(
+        r.text()
+            .await
+            .unwrap()
+            .contains("Could not start the conversation: invalid title")
+    );
     assert_eq!(conversations(&m), 0);
     let foreign_agent = format!("{base}/console/agents/{}/conversations", theirs.id);
-    assert_eq!(post(&foreign_agent, &base, Some(&cookie), &fields(csrf, "Q3")).await.status(), 404);
+    assert_eq!(
+        post(&foreign_agent, &base, Some(&cookie), &fields(csrf, "Q3"))
+            .await
+            .status(),
+        404
+    );
     assert_eq!(conversations(&o), 1);
 
     // Started; the same form sent twice starts it once.
@@ -178,7 +251,11 @@ async fn agents_and_conversations_follow_the_key_s_scopes_and_bounds() {
     let cv = location.rsplit('/').next().unwrap().to_owned();
 
     // Posting as the human: once per rendered form, refusals change nothing.
-    let page = get(&format!("{base}{location}"), Some(&cookie)).await.text().await.unwrap();
+    let page = get(&format!("{base}{location}"), Some(&cookie))
+        .await
+        .text()
+        .await
+        .unwrap();
     assert!(page.contains("Q3 stock") && page.contains("No messages yet."));
     let key = field(&page, "idempotency");
     let messages = format!("{base}/console/conversations/{cv}/messages");
@@ -202,20 +279,30 @@ async fn agents_and_conversations_follow_the_key_s_scopes_and_bounds() {
         }
         req.send()
     };
-    let r = send(say("How much stock?\r\nFor Q3.", &key), &base, Some(&cookie)).await.unwrap();
+    let r = send(say("How much stock?\r\nFor Q3.", &key), &base, Some(&cookie))
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let at = r.headers()["location"].to_str().unwrap().to_owned();
     assert!(at.starts_with(&format!("/console/conversations/{cv}#msg_")), "{at}");
-    let again = send(say("How much stock?\r\nFor Q3.", &key), &base, Some(&cookie)).await.unwrap();
+    let again = send(say("How much stock?\r\nFor Q3.", &key), &base, Some(&cookie))
+        .await
+        .unwrap();
     assert_eq!(again.headers()["location"].to_str().unwrap(), at);
     assert_eq!(message_count(d, &m, &cv), 1);
     let first = at.rsplit('#').next().unwrap().to_owned();
     let t = store(d).read_transcript(&m, &Acting::Human, &cv, 0, 10).unwrap();
-    assert_eq!(t[0].body, "How much stock?\nFor Q3.", "CRLF from the form is stored as LF");
+    assert_eq!(
+        t[0].body, "How much stock?\nFor Q3.",
+        "CRLF from the form is stored as LF"
+    );
 
     let before = bytes(d);
     assert_eq!(
-        send(say("x", "k-2"), "http://evil.example", Some(&cookie)).await.unwrap().status(),
+        send(say("x", "k-2"), "http://evil.example", Some(&cookie))
+            .await
+            .unwrap()
+            .status(),
         403
     );
     assert_eq!(send(say("x", "k-2"), &base, None).await.unwrap().status(), 401);
@@ -229,7 +316,10 @@ async fn agents_and_conversations_follow_the_key_s_scopes_and_bounds() {
     let r = send(say(&over, "k-2"), &base, Some(&cookie)).await.unwrap();
     assert_eq!(r.status(), 400);
     let page = r.text().await.unwrap();
-    assert!(page.contains("Not posted: invalid body") && page.contains(&over), "the text is kept");
+    assert!(
+        page.contains("Not posted: invalid body") && page.contains(&over),
+        "the text is kept"
+    );
     let r = send(say("a different body", &key), &base, Some(&cookie)).await.unwrap();
     assert_eq!(r.status(), 409, "a form's key reused for other text");
     assert_eq!(bytes(d), before, "refusals changed nothing");
@@ -297,7 +387,12 @@ async fn agents_and_conversations_follow_the_key_s_scopes_and_bounds() {
         .unwrap();
     assert_eq!(into_foreign.status(), 404);
     assert_eq!(message_count(d, &o, &foreign), 0);
-    assert_eq!(get(&format!("{base}/console/conversations/{foreign}/live"), Some(&cookie)).await.status(), 404);
+    assert_eq!(
+        get(&format!("{base}/console/conversations/{foreign}/live"), Some(&cookie))
+            .await
+            .status(),
+        404
+    );
 
     // A read-only key reads its own conversations but cannot post into them.
     let rd = owner(&talker(d, &reader));
@@ -315,9 +410,17 @@ async fn agents_and_conversations_follow_the_key_s_scopes_and_bounds() {
         .value
         .id;
     let cookie = sign_in(&base, &reader).await;
-    let page = get(&format!("{base}/console/agents"), Some(&cookie)).await.text().await.unwrap();
+    let page = get(&format!("{base}/console/agents"), Some(&cookie))
+        .await
+        .text()
+        .await
+        .unwrap();
     assert!(page.contains("@helper") && !page.contains(&forecaster.id) && !page.contains("Start a conversation"));
-    let page = get(&format!("{base}/console/conversations"), Some(&cookie)).await.text().await.unwrap();
+    let page = get(&format!("{base}/console/conversations"), Some(&cookie))
+        .await
+        .text()
+        .await
+        .unwrap();
     assert!(page.contains("Read only") && !page.contains(&cv));
     let page = get(&format!("{base}/console/conversations/{its}"), Some(&cookie))
         .await
@@ -342,7 +445,98 @@ async fn agents_and_conversations_follow_the_key_s_scopes_and_bounds() {
         let r = get(&format!("{base}/console/{path}"), Some(&cookie)).await;
         assert_eq!(r.status(), 403, "{path}");
         let page = r.text().await.unwrap();
-        assert!(page.contains("This key cannot read") && !page.contains(&forecaster.id), "{page}");
+        assert!(
+            page.contains("This key cannot read") && !page.contains(&forecaster.id),
+            "{page}"
+        );
     }
     assert_eq!(get(&live, Some(&cookie)).await.status(), 403);
+}
+
+#[tokio::test]
+async fn a_person_talks_to_an_agent_in_a_real_browser() {
+    let Some(browser) = Browser::launch().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let key = principal(d, "person", &["communication:read", "communication:manage"]);
+    let server = serve(d, &[]);
+    let base = base(&server);
+    let caller = talker(d, &key);
+    let (forecaster, ep) = agent(d, &caller, "forecaster", "Forecasts inventory from sales history.");
+    let shots = screenshots();
+    let count = "return document.querySelectorAll('ol.transcript li').length";
+    let text = "return document.querySelector('ol.transcript').innerText";
+
+    // Sign in: a key that reads only agents starts on the agents page.
+    browser.goto(&format!("{base}/console")).await;
+    browser.wait_for_path("/console/sign-in").await;
+    browser.type_into("#key", &key).await;
+    browser.click("form.signin button").await;
+    browser.wait_for_path("/console/agents").await;
+    let card = format!("article.agent[id='{}']", forecaster.id);
+    let shown = format!("return document.querySelector(\"{card}\").innerText");
+    let card_text = browser.eval(&shown).await;
+    let card_text = card_text.as_str().unwrap();
+    assert!(card_text.contains("The forecaster") && card_text.contains(&ep.id) && card_text.contains("not ready"));
+    browser.screenshot(&shots.join("agents.png")).await;
+
+    // Start a conversation from the card; post a message and see it.
+    browser
+        .type_into(&format!("{card} input[name=title]"), "Q3 stock")
+        .await;
+    browser.click(&format!("{card} form.start button")).await;
+    browser
+        .wait_for(
+            "return location.pathname.startsWith('/console/conversations/cv_')",
+            Duration::from_secs(10),
+        )
+        .await;
+    let cv = browser.eval("return location.pathname").await;
+    let cv = cv.as_str().unwrap().rsplit('/').next().unwrap().to_owned();
+    browser.type_into("#body", "How much stock do we need for Q3?").await;
+    browser.click("form.post button").await;
+    browser
+        .wait_for(&format!("{count} === 1"), Duration::from_secs(10))
+        .await;
+    let t = browser.eval(text).await;
+    assert!(t.as_str().unwrap().contains("How much stock do we need for Q3?"), "{t}");
+
+    // The agent answers from outside the browser; the page shows it without a reload.
+    browser.eval("window.__notReloaded = true; return true").await;
+    let first = store(d).read_transcript(&caller, &Acting::Human, &cv, 0, 1).unwrap()[0]
+        .id
+        .clone();
+    reply(d, &caller, &ep, &cv, "About 400 units.", Some(&first));
+    reply(d, &caller, &ep, &cv, r#"<img src=x onerror="window.__pwned=1">"#, None);
+    browser
+        .wait_for(&format!("{count} === 3"), Duration::from_secs(10))
+        .await;
+    assert_eq!(browser.eval("return window.__notReloaded === true").await, true);
+    let t = browser.eval(text).await;
+    let t = t.as_str().unwrap();
+    assert!(
+        t.contains("About 400 units.") && t.contains("in reply to #1") && t.contains(&ep.id),
+        "{t}"
+    );
+
+    // Untrusted bodies render as visible text and run nothing, whichever way they arrive.
+    browser.type_into("#body", "<script>window.__pwned=1</script>").await;
+    browser.click("form.post button").await;
+    browser
+        .wait_for(&format!("{count} === 4"), Duration::from_secs(10))
+        .await;
+    let t = browser.eval(text).await;
+    let t = t.as_str().unwrap();
+    assert!(
+        t.contains("<script>window.__pwned=1</script>") && t.contains(r#"<img src=x onerror="window.__pwned=1">"#),
+        "{t}"
+    );
+    assert_eq!(
+        browser
+            .eval("return document.querySelectorAll('ol.transcript img, ol.transcript script').length")
+            .await,
+        0
+    );
+    assert_eq!(browser.eval("return typeof window.__pwned").await, "undefined");
+    browser.screenshot(&shots.join("conversation.png")).await;
 }

@@ -17,9 +17,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 
+use super::Console;
 use super::communication::{Refusal, form_key, not_found, person, poster, refused, talk};
 use super::pages::{age, layout};
-use super::Console;
 use crate::carrier::Carriers;
 
 /// Most agents one page lists (a principal owns at most
@@ -120,7 +120,11 @@ pub(super) async fn start_conversation(
         title: form.title,
         agents: vec![agent],
     };
-    match talk(&console, move |s| s.create_conversation(&talker, &new, &form.idempotency)).await {
+    match talk(&console, move |s| {
+        s.create_conversation(&talker, &new, &form.idempotency)
+    })
+    .await
+    {
         Ok(created) => Redirect::to(&format!("/console/conversations/{}", created.value.id)).into_response(),
         Err(Refusal::Domain(e @ ahp_store::conversation::ConversationError::InvalidInput { .. })) => {
             let text = format!("Could not start the conversation: {e}.");
@@ -140,7 +144,13 @@ pub(super) async fn start_conversation(
 }
 
 /// The agents page: a card per agent, and a link to the next page when there is one.
-pub fn agents_page(who: (&Principal, &str), cards: &[AgentCardView], more: bool, forms: bool, now: Timestamp) -> Markup {
+pub fn agents_page(
+    who: (&Principal, &str),
+    cards: &[AgentCardView],
+    more: bool,
+    forms: bool,
+    now: Timestamp,
+) -> Markup {
     layout(
         "Agents",
         Some(who),

@@ -53,14 +53,26 @@ pub(super) struct Person {
 
 /// The signed-in person for a page that needs `scope`, or the page saying why not (sign-in
 /// redirect, or `403` naming what the key cannot do).
-pub(super) async fn person(console: &Arc<Console>, headers: &HeaderMap, scope: Scope, what: &str) -> Result<Person, Response> {
+pub(super) async fn person(
+    console: &Arc<Console>,
+    headers: &HeaderMap,
+    scope: Scope,
+    what: &str,
+) -> Result<Person, Response> {
     let caller = caller(console, headers, true).await?;
     let talker = api_key_caller(&caller.principal);
     if talker.has(scope) {
         Ok(Person { caller, talker })
     } else {
-        let text = format!("This key cannot {what}: it does not hold communication:{}.", scope.as_str());
-        Err((StatusCode::FORBIDDEN, html(pages::message(Some(caller.who()), "Not allowed", &text))).into_response())
+        let text = format!(
+            "This key cannot {what}: it does not hold communication:{}.",
+            scope.as_str()
+        );
+        Err((
+            StatusCode::FORBIDDEN,
+            html(pages::message(Some(caller.who()), "Not allowed", &text)),
+        )
+            .into_response())
     }
 }
 
@@ -86,7 +98,11 @@ pub(super) async fn poster(console: &Arc<Console>, headers: &HeaderMap, csrf: &s
     let talker = api_key_caller(&caller.principal);
     if !talker.has(Scope::Manage) {
         let text = "This key cannot start conversations or post: it does not hold communication:manage.";
-        return Err((StatusCode::FORBIDDEN, html(pages::message(Some(caller.who()), "Not allowed", text))).into_response());
+        return Err((
+            StatusCode::FORBIDDEN,
+            html(pages::message(Some(caller.who()), "Not allowed", text)),
+        )
+            .into_response());
     }
     Ok(Person { caller, talker })
 }
@@ -94,7 +110,11 @@ pub(super) async fn poster(console: &Arc<Console>, headers: &HeaderMap, csrf: &s
 /// The `404` page for a conversation or agent that is missing or outside the key's reach.
 pub(super) fn not_found(who: &Caller, what: &str) -> Response {
     let text = format!("No such {what}.");
-    (StatusCode::NOT_FOUND, html(pages::message(Some(who.who()), "Not found", &text))).into_response()
+    (
+        StatusCode::NOT_FOUND,
+        html(pages::message(Some(who.who()), "Not found", &text)),
+    )
+        .into_response()
 }
 
 /// The page for a refusal no handler treats specially.

@@ -78,7 +78,11 @@ pub(super) async fn conversations_live(
 }
 
 /// A page of the caller's conversations after `after`, whether more follow, and the time.
-fn list(s: &mut Store, talker: &Talker, after: Option<&str>) -> ConversationResult<(Vec<Conversation>, bool, Timestamp)> {
+fn list(
+    s: &mut Store,
+    talker: &Talker,
+    after: Option<&str>,
+) -> ConversationResult<(Vec<Conversation>, bool, Timestamp)> {
     let mut rows = s.list_conversations(talker, after, CONVERSATIONS_PER_PAGE + 1)?;
     let more = rows.len() > CONVERSATIONS_PER_PAGE;
     rows.truncate(CONVERSATIONS_PER_PAGE);
@@ -393,7 +397,12 @@ pub fn transcript(v: &TranscriptView) -> Markup {
     let c = &v.conversation;
     let count = c.message_count;
     let shown_to = v.messages.last().map_or(v.after, |m| m.seq);
-    let name = |agent: &str| v.agents.iter().find(|a| a.id == agent).map(|a| a.card.display_name.as_str());
+    let name = |agent: &str| {
+        v.agents
+            .iter()
+            .find(|a| a.id == agent)
+            .map(|a| a.card.display_name.as_str())
+    };
     let seq_of = |id: &str| v.messages.iter().find(|m| m.id == id).map(|m| m.seq);
     html! {
         h2 { "Transcript " span.muted #message-count { "(" (count) ")" } }
