@@ -154,8 +154,14 @@ fn view(
     })
 }
 
-/// Loads a conversation page's view.
-fn load(s: &mut Store, talker: &Talker, id: &str, window: Option<u64>) -> ConversationResult<TranscriptView> {
+/// What a conversation page shows — the conversation `id` as `talker`'s human participant sees
+/// it, and the transcript `window` (the newest [`TRANSCRIPT_WINDOW`] messages for `None`) — in
+/// the reads `GET /console/conversations/{id}` makes.
+///
+/// # Errors
+///
+/// The store's refusals: not found (foreign or missing), missing scope, bad input.
+pub fn read_view(s: &mut Store, talker: &Talker, id: &str, window: Option<u64>) -> ConversationResult<TranscriptView> {
     let (conversation, agents, _) = head(s, talker, id, window)?;
     view(s, talker, conversation, agents, window)
 }
@@ -175,7 +181,7 @@ pub(super) async fn conversation(
         return not_found(&p.caller, "conversation");
     }
     let talker = p.talker.clone();
-    match talk(&console, move |s| load(s, &talker, &id, window.after)).await {
+    match talk(&console, move |s| read_view(s, &talker, &id, window.after)).await {
         Ok(v) => {
             let form = p.talker.has(Scope::Manage).then(PostDraft::default);
             super::html(conversation_page(p.caller.who(), &v, form.as_ref()))
@@ -281,7 +287,7 @@ pub(super) async fn post_message(
         error: Some(format!("Not posted: {refusal}.")),
     };
     let talker = p.talker.clone();
-    match talk(&console, move |s| load(s, &talker, &id, None)).await {
+    match talk(&console, move |s| read_view(s, &talker, &id, None)).await {
         Ok(v) => (status, super::html(conversation_page(p.caller.who(), &v, Some(&draft)))).into_response(),
         Err(e) => refused(&p.caller, "conversation", e),
     }
