@@ -144,26 +144,24 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
             args.grace,
         ));
         let tools = TransferTools::new(store.clone(), sandboxes);
-        let http_server =
-            match args.http {
-                Some(addr) => {
-                    let listener = tokio::net::TcpListener::bind(addr).await?;
-                    let local = listener.local_addr()?;
-                    // Not `eprintln!`: it panics when stderr is closed.
-                    let _ = writeln!(std::io::stderr(), "ahp: MCP over HTTP at http://{local}/mcp");
-                    let _ = writeln!(std::io::stderr(), "ahp: console at http://{local}/console");
-                    let router = http::router(tools.clone(), store.clone(), auth, local).merge(
-                        ahp_host::console::router(store.clone(), local, Arc::new(ahp_host::carrier::NoCarriers)),
-                    );
-                    Some(tokio::spawn(listener::serve(
-                        listener,
-                        router,
-                        limits,
-                        shutdown_signal(),
-                    )))
-                }
-                None => None,
-            };
+        let http_server = match args.http {
+            Some(addr) => {
+                let listener = tokio::net::TcpListener::bind(addr).await?;
+                let local = listener.local_addr()?;
+                // Not `eprintln!`: it panics when stderr is closed.
+                let _ = writeln!(std::io::stderr(), "ahp: MCP over HTTP at http://{local}/mcp");
+                let _ = writeln!(std::io::stderr(), "ahp: console at http://{local}/console");
+                let console = ahp_host::console::router(store.clone(), local, Arc::new(ahp_host::carrier::NoCarriers));
+                let router = http::router(tools.clone(), store.clone(), auth, local).merge(console);
+                Some(tokio::spawn(listener::serve(
+                    listener,
+                    router,
+                    limits,
+                    shutdown_signal(),
+                )))
+            }
+            None => None,
+        };
         let result = match (args.stdio, http_server) {
             (true, server) => {
                 let served = match args.surface {

@@ -18,7 +18,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::Console;
-use super::communication::{Refusal, form_key, not_found, person, poster, refused, talk};
+use super::communication::{Cursor, Refusal, form_key, not_found, person, poster, refused, talk};
 use super::pages::{age, layout};
 use crate::carrier::Carriers;
 
@@ -44,19 +44,6 @@ impl AgentCardView {
             .as_ref()
             .is_some_and(|e| carriers.holds(&e.id, e.generation));
         Self { listing, ready }
-    }
-}
-
-/// The `?after=` cursor of a paged list.
-#[derive(Deserialize)]
-pub(super) struct Cursor {
-    after: Option<String>,
-}
-
-impl Cursor {
-    /// The id the page starts after (an empty `?after=` is the first page).
-    pub(super) fn after(self) -> Option<String> {
-        self.after.filter(|a| !a.is_empty())
     }
 }
 

@@ -11,9 +11,23 @@ use ahp_store::Store;
 use ahp_store::conversation::{Caller as Talker, ConversationError, ConversationResult, Scope};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
 
 use super::{Caller, Console, caller, html, pages, session};
 use crate::mcp::conversation_tools::api_key_caller;
+
+/// The `?after=` cursor of a paged list.
+#[derive(Deserialize)]
+pub(super) struct Cursor {
+    after: Option<String>,
+}
+
+impl Cursor {
+    /// The id the page starts after (an empty `?after=` is the first page).
+    pub(super) fn after(self) -> Option<String> {
+        self.after.filter(|a| !a.is_empty())
+    }
+}
 
 /// What the conversation domain refused, or that the store could not be reached.
 pub(super) enum Refusal {

@@ -28,8 +28,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::agents::Cursor;
-use super::communication::{Refusal, form_key, live_reader, not_found, person, poster, refused, talk};
+use super::communication::{Cursor, Refusal, form_key, live_reader, not_found, person, poster, refused, talk};
 use super::pages::{LIVE_POLL_MS, age, layout};
 use super::{Console, MAX_FORM_BYTES, live};
 
