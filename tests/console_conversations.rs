@@ -540,3 +540,76 @@ async fn a_person_talks_to_an_agent_in_a_real_browser() {
     assert_eq!(browser.eval("return typeof window.__pwned").await, "undefined");
     browser.screenshot(&shots.join("conversation.png")).await;
 }
+
+#[tokio::test]
+async fn agents_and_conversations_are_listed_a_bounded_page_at_a_time() {
+    use ahp_host::console::agents::AGENTS_PER_PAGE;
+    use ahp_host::console::conversations::CONVERSATIONS_PER_PAGE;
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let key = principal(d, "busy", &["communication:read", "communication:manage"]);
+    let server = serve(d, &[]);
+    let base = base(&server);
+    let caller = talker(d, &key);
+    let mut s = store(d);
+    let mut agents = Vec::new();
+    for i in 0..=AGENTS_PER_PAGE {
+        let card = AgentCard {
+            handle: format!("agent-{i}"),
+            display_name: format!("Agent {i}"),
+            description: String::new(),
+            specialties: vec![],
+        };
+        agents.push(s.create_agent(&caller, &card, &format!("a-{i}")).unwrap().value.id);
+    }
+    for i in 0..=CONVERSATIONS_PER_PAGE {
+        let new = NewConversation {
+            title: format!("Talk {i}"),
+            agents: vec![agents[0].clone()],
+        };
+        s.create_conversation(&caller, &new, &format!("c-{i}")).unwrap();
+    }
+    agents.sort();
+    let cookie = sign_in(&base, &key).await;
+    let cards = |page: &str| page.matches("<article class=\"agent\"").count();
+    let rows = |page: &str| page.matches("<tr data-state=").count();
+
+    let first = get(&format!("{base}/console/agents"), Some(&cookie))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(cards(&first), AGENTS_PER_PAGE);
+    let next = format!("/console/agents?after={}", agents[AGENTS_PER_PAGE - 1]);
+    assert!(first.contains(&next) && !first.contains(&agents[AGENTS_PER_PAGE]));
+    let second = get(&format!("{base}{next}"), Some(&cookie)).await.text().await.unwrap();
+    assert_eq!(cards(&second), 1);
+    assert!(second.contains(&agents[AGENTS_PER_PAGE]) && !second.contains("Next page"));
+
+    let first = get(&format!("{base}/console/conversations"), Some(&cookie))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(rows(&first), CONVERSATIONS_PER_PAGE);
+    let next = first
+        .split("class=\"next\" href=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned();
+    let second = get(&format!("{base}{next}"), Some(&cookie)).await.text().await.unwrap();
+    assert_eq!(rows(&second), 1);
+    let live = next.replace("/console/conversations?", "/console/conversations/live?");
+    let region = get(&format!("{base}{live}"), Some(&cookie)).await.text().await.unwrap();
+    assert_eq!(rows(&region), 1, "the live region keeps the page's cursor");
+    assert_eq!(
+        get(&format!("{base}/console/agents?after=nonsense"), Some(&cookie))
+            .await
+            .status(),
+        400
+    );
+}

@@ -1,5 +1,6 @@
 //! How the agents and conversations pages reach the conversation domain: as the signed-in key's
-//! communication principal (the very [`Caller`] the MCP conversation tools use for that key),
+//! communication principal (the very [`Caller`](ahp_store::conversation::Caller) the MCP
+//! conversation tools use for that key),
 //! on a blocking thread, with every refusal turned into a page a person can read.
 //!
 //! Not-found is existence-hiding all the way to the browser: a foreign id and a missing one get
