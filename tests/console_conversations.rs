@@ -333,6 +333,15 @@ async fn agents_and_conversations_follow_the_key_s_scopes_and_bounds() {
     let live = format!("{base}/console/conversations/{cv}/live");
     let r = get(&live, Some(&cookie)).await;
     let version = r.headers()["x-live-version"].to_str().unwrap().to_owned();
+    let page = get(&format!("{base}/console/conversations/{cv}"), Some(&cookie))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains(&format!(r#"data-version="{version}""#)),
+        "a fresh page carries its live version, so its first poll is a 204"
+    );
     let unchanged = client()
         .get(&live)
         .header("Cookie", &cookie)

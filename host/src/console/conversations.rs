@@ -109,16 +109,22 @@ pub struct TranscriptView {
     pub pinned: bool,
     /// The window's messages, oldest first.
     pub messages: Vec<TranscriptMessage>,
+    /// The transcript live region's version for this window, so the first poll of a freshly
+    /// rendered page is already a `204`.
+    pub version: String,
+}
+
+/// A conversation's head: what the page shows above the transcript, and the transcript live
+/// region's version.
+struct Head {
+    conversation: Conversation,
+    agents: Vec<Agent>,
+    version: String,
 }
 
 /// The conversation and its participants as the human sees them, and the live region's
 /// version for `window` (which changes exactly when the rendered transcript would).
-fn head(
-    s: &mut Store,
-    talker: &Talker,
-    id: &str,
-    window: Option<u64>,
-) -> ConversationResult<(Conversation, Vec<Agent>, String)> {
+fn head(s: &mut Store, talker: &Talker, id: &str, window: Option<u64>) -> ConversationResult<Head> {
     let conversation = s.get_conversation(talker, &Acting::Human, id)?;
     let agents = conversation
         .agents
@@ -130,26 +136,25 @@ fn head(
         facts.push_str(&format!("|{}@{}", a.id, a.profile_revision));
     }
     let version = hex::encode(&Sha256::digest(facts.as_bytes())[..8]);
-    Ok((conversation, agents, version))
-}
-
-/// Reads the window of the transcript the page shows.
-fn view(
-    s: &mut Store,
-    talker: &Talker,
-    conversation: Conversation,
-    agents: Vec<Agent>,
-    window: Option<u64>,
-) -> ConversationResult<TranscriptView> {
-    let newest = conversation.message_count.saturating_sub(TRANSCRIPT_WINDOW as u64);
-    let after = window.unwrap_or(newest);
-    let messages = s.read_transcript(talker, &Acting::Human, &conversation.id, after, TRANSCRIPT_WINDOW)?;
-    Ok(TranscriptView {
+    Ok(Head {
         conversation,
         agents,
+        version,
+    })
+}
+
+/// Reads the window of the transcript the page shows under `head`.
+fn view(s: &mut Store, talker: &Talker, head: Head, window: Option<u64>) -> ConversationResult<TranscriptView> {
+    let newest = head.conversation.message_count.saturating_sub(TRANSCRIPT_WINDOW as u64);
+    let after = window.unwrap_or(newest);
+    let messages = s.read_transcript(talker, &Acting::Human, &head.conversation.id, after, TRANSCRIPT_WINDOW)?;
+    Ok(TranscriptView {
+        conversation: head.conversation,
+        agents: head.agents,
         after,
         pinned: window.is_some(),
         messages,
+        version: head.version,
     })
 }
 
@@ -161,8 +166,8 @@ fn view(
 ///
 /// The store's refusals: not found (foreign or missing), missing scope, bad input.
 pub fn read_view(s: &mut Store, talker: &Talker, id: &str, window: Option<u64>) -> ConversationResult<TranscriptView> {
-    let (conversation, agents, _) = head(s, talker, id, window)?;
-    view(s, talker, conversation, agents, window)
+    let head = head(s, talker, id, window)?;
+    view(s, talker, head, window)
 }
 
 /// `GET /console/conversations/{id}`.
@@ -210,11 +215,11 @@ pub(super) async fn transcript_live(
         .map(str::to_owned);
     let talker = p.talker.clone();
     let result = talk(&console, move |s| {
-        let (conversation, agents, version) = head(s, &talker, &id, window.after)?;
-        if seen.as_deref() == Some(version.as_str()) {
-            return Ok((version, None));
+        let head = head(s, &talker, &id, window.after)?;
+        if seen.as_deref() == Some(head.version.as_str()) {
+            return Ok((head.version, None));
         }
-        Ok((version, Some(view(s, &talker, conversation, agents, window.after)?)))
+        Ok((head.version.clone(), Some(view(s, &talker, head, window.after)?)))
     })
     .await;
     let (version, view) = match result {
@@ -373,7 +378,7 @@ pub fn conversation_page(who: (&Principal, &str), v: &TranscriptView, form: Opti
                 dd { @for a in &v.agents { (a.card.display_name) " " span.muted { "@" (a.card.handle) } " " code { (a.id) } br; } }
                 dt { "Started" } dd { time datetime=(c.created_at) { (c.created_at) } }
             }
-            section.transcript #live data-live=(live) data-every=(LIVE_POLL_MS) { (transcript(v)) }
+            section.transcript #live data-live=(live) data-every=(LIVE_POLL_MS) data-version=(v.version) { (transcript(v)) }
             @match form {
                 Some(draft) if c.state == ConversationState::Open => { (post_form(who.1, &c.id, draft)) }
                 Some(_) => { p.muted { "This conversation is closed." } }
