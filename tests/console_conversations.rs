@@ -322,6 +322,9 @@ async fn agents_and_conversations_follow_the_key_s_scopes_and_bounds() {
     );
     let r = send(say("a different body", &key), &base, Some(&cookie)).await.unwrap();
     assert_eq!(r.status(), 409, "a form's key reused for other text");
+    let page = r.text().await.unwrap();
+    assert!(page.contains("already sent with other text") && page.contains("a different body"));
+    assert_ne!(field(&page, "idempotency"), key, "the page offers a fresh form");
     assert_eq!(bytes(d), before, "refusals changed nothing");
     // At the bound exactly — every byte percent-encoded — the post goes through.
     let at_bound = "é".repeat(MAX_MESSAGE_BODY_BYTES / 2);

@@ -286,9 +286,15 @@ pub(super) async fn post_message(
         | ConversationError::LimitReached { .. } => StatusCode::CONFLICT,
         _ => return refused(&p.caller, "conversation", Refusal::Domain(refusal)),
     };
+    let error = match refusal {
+        ConversationError::IdempotencyConflict { .. } => {
+            "Not posted: this form was already sent with other text. Post it again from here.".to_owned()
+        }
+        e => format!("Not posted: {e}."),
+    };
     let draft = PostDraft {
         body,
-        error: Some(format!("Not posted: {refusal}.")),
+        error: Some(error),
     };
     let talker = p.talker.clone();
     match talk(&console, move |s| read_view(s, &talker, &id, None)).await {
