@@ -18,24 +18,24 @@ use crate::mcp_http::{Server, message, principal, serve, stateless};
 use crate::mcp_stdio::register_forecaster;
 
 /// Where the browser test leaves its screenshots, for a person to look at.
-fn screenshots() -> PathBuf {
+pub(crate) fn screenshots() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots")
 }
 
-fn base(server: &Server) -> String {
+pub(crate) fn base(server: &Server) -> String {
     server.url.trim_end_matches("/mcp").to_owned()
 }
 
-const FORM: &str = "application/x-www-form-urlencoded";
+pub(crate) const FORM: &str = "application/x-www-form-urlencoded";
 
 /// An HTML form's body.
-fn form(fields: &[(&str, &str)]) -> String {
+pub(crate) fn form(fields: &[(&str, &str)]) -> String {
     url::form_urlencoded::Serializer::new(String::new())
         .extend_pairs(fields)
         .finish()
 }
 
-fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder().redirect(Policy::none()).build().unwrap()
 }
 
@@ -78,7 +78,7 @@ fn pushed(dir: &Path, source_host: &str) -> String {
 }
 
 /// Signs in with `key` from the server's own origin; returns the session cookie.
-async fn sign_in(base: &str, key: &str) -> String {
+pub(crate) async fn sign_in(base: &str, key: &str) -> String {
     let r = client()
         .post(format!("{base}/console/sign-in"))
         .header("Origin", base)
@@ -96,7 +96,7 @@ async fn sign_in(base: &str, key: &str) -> String {
     cookie.split(';').next().unwrap().to_owned()
 }
 
-async fn get(url: &str, cookie: Option<&str>) -> reqwest::Response {
+pub(crate) async fn get(url: &str, cookie: Option<&str>) -> reqwest::Response {
     let mut req = client().get(url);
     if let Some(c) = cookie {
         req = req.header("Cookie", c);

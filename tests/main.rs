@@ -6,6 +6,7 @@ mod agents;
 mod browser;
 mod cli;
 mod console;
+mod console_conversations;
 mod crash;
 mod http_limits;
 mod mcp_conversations;

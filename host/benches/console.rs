@@ -7,12 +7,20 @@
 //! - `console_transfers/baseline_raw_select_1000`: a raw rusqlite `SELECT` of the same 1,000
 //!   transfer rows (no joins, no parsing) on the same database — the floor the query stands on.
 //!
+//! - `console_conversation/page_200`: what `GET /console/conversations/{id}` does after its
+//!   session check for a conversation of 200 messages (half the human's, half an agent's
+//!   replies, 200-byte bodies): the conversation, its agent's card, the transcript window and
+//!   the HTML render. `render_200` is the render alone.
+//!
 //! Run: `cargo bench -p ahp-host --bench console`.
 
 use std::hint::black_box;
 
-use ahp_host::console::pages;
+use std::time::Duration;
+
+use ahp_host::console::{conversations, pages};
 use ahp_host::testing;
+use ahp_store::conversation::{Acting, AgentActor, AgentCard, Caller, IdempotencyKey, NewConversation, NewMessage};
 use ahp_store::{Principal, Store, Tier, TokenKey};
 use criterion::{Criterion, criterion_group, criterion_main};
 
@@ -85,5 +93,68 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+fn conversation(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path().join("ahp.db")).unwrap();
+    let caller = Caller::full("account:bench").unwrap();
+    let card = AgentCard {
+        handle: "forecaster".into(),
+        display_name: "Forecaster".into(),
+        description: "Forecasts inventory.".into(),
+        specialties: vec!["inventory".into()],
+    };
+    let agent = store.create_agent(&caller, &card, "a").unwrap().value;
+    let ep = store
+        .attach_endpoint(&caller, &agent.id, Duration::from_secs(3600), "e")
+        .unwrap()
+        .value;
+    let new = NewConversation {
+        title: "Q3 stock".into(),
+        agents: vec![agent.id.clone()],
+    };
+    let cv = store.create_conversation(&caller, &new, "c").unwrap().value.id;
+    let body = "How much stock for Q3? <b>Plenty</b> & more. ".repeat(5);
+    let mut last = None;
+    for i in 0..200 {
+        let acting = if i % 2 == 0 {
+            Acting::Human
+        } else {
+            Acting::Agent(AgentActor::of(&ep))
+        };
+        let post = NewMessage {
+            conversation: cv.clone(),
+            acting,
+            body: body[..200].to_owned(),
+            reply_to: last.clone(),
+            idempotency: IdempotencyKey::Key(format!("m{i}")),
+        };
+        last = Some(store.post_message(&caller, &post).unwrap().value.id);
+    }
+    let principal = Principal {
+        id: "prn_0".into(),
+        name: "bench".into(),
+        scopes: vec![],
+        created_at: store.now(),
+        revoked_at: None,
+    };
+    let draft = conversations::PostDraft::default();
+
+    let mut g = c.benchmark_group("console_conversation");
+    g.bench_function("page_200", |b| {
+        b.iter(|| {
+            let view = conversations::read_view(&mut store, &caller, &cv, None).unwrap();
+            assert_eq!(view.messages.len(), 200);
+            black_box(conversations::conversation_page((&principal, "csrf"), &view, Some(&draft)).into_string())
+        })
+    });
+    let view = conversations::read_view(&mut store, &caller, &cv, None).unwrap();
+    let page = conversations::conversation_page((&principal, "csrf"), &view, Some(&draft)).into_string();
+    println!("conversation page with 200 messages: {} KiB of HTML", page.len() / 1024);
+    g.bench_function("render_200", |b| {
+        b.iter(|| black_box(conversations::conversation_page((&principal, "csrf"), &view, Some(&draft)).into_string()))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, conversation);
 criterion_main!(benches);

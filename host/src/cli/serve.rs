@@ -161,8 +161,8 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
                 // Not `eprintln!`: it panics when stderr is closed.
                 let _ = writeln!(std::io::stderr(), "ahp: MCP over HTTP at http://{local}/mcp");
                 let _ = writeln!(std::io::stderr(), "ahp: console at http://{local}/console");
-                let router = http::router(tools.clone(), agents.clone(), store.clone(), auth, local)
-                    .merge(ahp_host::console::router(store.clone(), local));
+                let console = ahp_host::console::router(store.clone(), local, agents.clone());
+                let router = http::router(tools.clone(), agents.clone(), store.clone(), auth, local).merge(console);
                 Some(tokio::spawn(listener::serve(
                     listener,
                     router,

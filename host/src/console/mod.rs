@@ -1,5 +1,6 @@
 //! The runtime console at `/console`: web pages for people watching transfers — the Handoff
-//! seed's dashboard — served by `ahp serve --http` beside the MCP surfaces, over the same store.
+//! seed's dashboard — and talking to agents — the conversation seed's Runtime Console — served
+//! by `ahp serve --http` beside the MCP surfaces, over the same store.
 //!
 //! - **Sign-in** with an API key (`ahp principal add`) starts a [`session`]: an `HttpOnly`,
 //!   `SameSite=Strict` cookie scoped to `/console`. Sign-out ends it. Each request re-reads the
@@ -8,17 +9,24 @@
 //!   `Sec-Fetch-Site: same-origin` when the browser sends it) and carry the session's CSRF
 //!   token (sign-in, having no session yet, is checked on origin alone).
 //! - **Host** must name this server (DNS-rebinding protection, as for `/mcp`).
-//! - **Scopes** apply as on the MCP surfaces: without `transfer:read` a key sees no transfers.
+//! - **Scopes** apply as on the MCP surfaces: without `transfer:read` a key sees no transfers;
+//!   the [`agents`] and [`conversations`] pages act as the key's communication principal
+//!   ([`api_key_caller`](crate::mcp::conversation_tools::api_key_caller)), so they show exactly
+//!   what the MCP conversation tools show that key, and need `communication:read` (to look) and
+//!   `communication:manage` (to start a conversation or post).
 //! - **Responses** carry a strict Content-Security-Policy (`default-src 'none'`; scripts, styles
 //!   and fetches from this origin only; no inline script or style anywhere), `no-store`,
 //!   `nosniff` and `frame-ancestors 'none'`.
 //!
 //! Pages are rendered on the server ([`pages`]); parts that change (a transfer's status,
-//! budget chart and event log; the transfers table) are *live regions* that `console.js` polls
-//! every [`pages::LIVE_POLL_MS`] and swaps in when their version changed. Templates and assets
-//! are compiled into the binary.
+//! budget chart and event log; the transfers and conversations tables; a conversation's
+//! transcript) are *live regions* that `console.js` polls every [`pages::LIVE_POLL_MS`] and
+//! swaps in when their version changed. Templates and assets are compiled into the binary.
 
+pub mod agents;
 pub mod chart;
+mod communication;
+pub mod conversations;
 pub mod pages;
 pub mod session;
 
@@ -38,6 +46,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use self::session::{COOKIE, Session, Sessions};
+use crate::carrier::Carriers;
 
 /// Largest form body the console accepts (a sign-in key, a CSRF token), in bytes.
 pub const MAX_FORM_BYTES: usize = 4096;
@@ -56,10 +65,13 @@ struct Console {
     sessions: Sessions,
     hosts: Vec<String>,
     origins: Vec<String>,
+    carriers: Arc<dyn Carriers>,
 }
 
-/// The `/console` router over `store`, for a server listening on `local`.
-pub fn router(store: Arc<Mutex<Store>>, local: SocketAddr) -> axum::Router {
+/// The `/console` router over `store`, for a server listening on `local`; `carriers` says which
+/// agents' wake carriers this process holds (the agent cards' readiness flag), and is told of
+/// every message the console commits (a dispatch opportunity).
+pub fn router(store: Arc<Mutex<Store>>, local: SocketAddr, carriers: Arc<dyn Carriers>) -> axum::Router {
     let port = local.port();
     let ip = match local.ip() {
         std::net::IpAddr::V6(v6) => format!("[{v6}]"),
@@ -78,6 +90,7 @@ pub fn router(store: Arc<Mutex<Store>>, local: SocketAddr) -> axum::Router {
         sessions: Sessions::default(),
         hosts,
         origins,
+        carriers,
     });
     axum::Router::new()
         .route("/console", get(|| async { Redirect::to("/console/transfers") }))
@@ -88,6 +101,16 @@ pub fn router(store: Arc<Mutex<Store>>, local: SocketAddr) -> axum::Router {
         .route("/console/transfers/live", get(transfers_live))
         .route("/console/transfers/{id}", get(transfer))
         .route("/console/transfers/{id}/live", get(transfer_live))
+        .route("/console/agents", get(agents::agents))
+        .route("/console/agents/{id}/conversations", post(agents::start_conversation))
+        .route("/console/conversations", get(conversations::conversations))
+        .route("/console/conversations/live", get(conversations::conversations_live))
+        .route("/console/conversations/{id}", get(conversations::conversation))
+        .route("/console/conversations/{id}/live", get(conversations::transcript_live))
+        .route(
+            "/console/conversations/{id}/messages",
+            post(conversations::post_message).layer(DefaultBodyLimit::max(conversations::MAX_MESSAGE_FORM_BYTES)),
+        )
         .route(
             "/console/assets/console.css",
             get(|| async { asset("text/css; charset=utf-8", CSS) }),
@@ -223,8 +246,18 @@ fn html(markup: Markup) -> Response {
 
 async fn sign_in_page(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
     match caller(&console, &headers, true).await {
-        Ok(_) => Redirect::to("/console/transfers").into_response(),
+        Ok(c) => Redirect::to(home(&c.principal)).into_response(),
         Err(_) => html(pages::sign_in(None)),
+    }
+}
+
+/// Where a signed-in key starts: the transfers, or the agents for a key that can read only
+/// those.
+fn home(principal: &Principal) -> &'static str {
+    if !principal.has(ApiScope::TransferRead) && principal.has(ApiScope::CommunicationRead) {
+        "/console/agents"
+    } else {
+        "/console/transfers"
     }
 }
 
@@ -253,7 +286,7 @@ async fn sign_in(State(console): State<Arc<Console>>, Form(form): Form<SignInFor
     };
     let (id, _) = console.sessions.start(&principal.id);
     tracing::info!(principal = %principal.name, "console sign-in");
-    let mut r = Redirect::to("/console/transfers").into_response();
+    let mut r = Redirect::to(home(&principal)).into_response();
     r.headers_mut().insert(
         header::SET_COOKIE,
         HeaderValue::from_str(&session::set_cookie(&id)).expect("hex"),

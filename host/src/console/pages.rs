@@ -30,6 +30,8 @@ pub fn layout(title: &str, who: Option<(&Principal, &str)>, body: Markup) -> Mar
                     @if let Some((principal, csrf)) = who {
                         nav {
                             a href="/console/transfers" { "Transfers" }
+                            a href="/console/agents" { "Agents" }
+                            a href="/console/conversations" { "Conversations" }
                         }
                         form.signout method="post" action="/console/sign-out" {
                             input type="hidden" name="csrf" value=(csrf);
