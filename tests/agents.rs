@@ -164,8 +164,8 @@ async fn the_owner_talks_to_the_transferred_agent_over_http() {
         .as_array()
         .unwrap()
         .iter()
-        .skip_while(|e| e["type"] != "activation_completed")
-        .filter(|e| e["type"] == "usage_reported")
+        .skip_while(|e| e["kind"] != "activated")
+        .filter(|e| e["kind"] == "usage_reported")
         .count();
     assert!(usage_after_activation >= 1, "{events}");
     drop(server);
@@ -202,9 +202,12 @@ async fn a_kill_after_the_dispatch_fence_never_answers_twice() {
     assert_eq!(t[1]["body"], "replied");
     kill(server);
     assert_eq!(wake_states(dir.path(), &agent), ["dispatched"]);
+    assert_eq!(attempt_states(dir.path(), &agent), ["dispatched"]);
 
     let server = serve(dir.path(), &["--auth", "none"]);
-    assert_eq!(wake_states(dir.path(), &agent), ["delivery_unknown"]);
+    // Past the fence the old process may have run the turn: never again.
+    assert_eq!(attempt_states(dir.path(), &agent), ["delivery_unknown"]);
+    assert_eq!(wake_states(dir.path(), &agent), ["dispatched"]);
     tokio::time::sleep(Duration::from_secs(3)).await;
     let t = transcript(&server.url, None, &cv).await;
     assert_eq!(t.len(), 2, "no second reply: {t:?}");
@@ -268,10 +271,26 @@ async fn a_kill_during_a_burst_of_posts_loses_and_duplicates_nothing() {
                 let params = json!({"name": "post_message", "arguments": {
                     "conversationId": cv, "body": format!("echo {c}-{i}"), "idempotencyKey": format!("burst-{c}-{i}")}});
                 let _ = stateless(&conversations(&url), None, "tools/call", Some("post_message"), params).await;
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
         }));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Kill once some, not all, of the burst is in (and turns are running).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let db = rusqlite::Connection::open(dir.path().join("ahp.db")).unwrap();
+        let posted: i64 = db
+            .query_row("SELECT count(*) FROM messages WHERE author_kind = 'human'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        if posted >= 30 {
+            assert!(posted < 100, "the whole burst got in before the kill");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the burst never started");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
     kill(server);
     for p in posting {
         let _ = p.await;
@@ -327,4 +346,16 @@ async fn a_kill_during_a_burst_of_posts_loses_and_duplicates_nothing() {
     assert_eq!(unidentified, 0, "no reply identity twice");
     let answered = count("SELECT count(DISTINCT reply_to) FROM messages WHERE author_kind = 'agent'");
     assert_eq!(answered, 100, "every message answered");
+}
+
+/// The delivery attempts of `agent`'s wakes and their states, oldest first.
+fn attempt_states(dir: &Path, agent: &str) -> Vec<String> {
+    let db = rusqlite::Connection::open(dir.join("ahp.db")).unwrap();
+    let mut stmt = db
+        .prepare("SELECT state FROM wake_attempts WHERE agent_id = ?1 ORDER BY claimed_at")
+        .unwrap();
+    stmt.query_map([agent], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
 }

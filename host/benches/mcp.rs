@@ -20,7 +20,6 @@
 
 use std::hint::black_box;
 use std::path::Path;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ahp_host::guests;

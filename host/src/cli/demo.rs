@@ -30,7 +30,7 @@ pub(crate) struct DemoArgs {
     #[arg(long, default_value = "2s", value_parser = super::parse_duration)]
     grace: Duration,
     /// Budget of the destination, in micro-USD.
-    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     budget: u64,
 }
 
