@@ -279,7 +279,7 @@ fn in_process(c: &mut Criterion) {
                 queued: 0,
                 replies: 0,
             };
-            let r = ahp_host::agents::run_turn(host.sandboxes(), &t, Call::Turn(ctx)).unwrap();
+            let r = ahp_host::agents::run_turn(host.sandboxes(), &t, Call::Turn(Box::new(ctx))).unwrap();
             assert_eq!(r.outcome, ahp_host::sandbox::TurnOutcome::Resumed);
         });
     });

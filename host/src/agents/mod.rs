@@ -279,7 +279,7 @@ impl Agents {
                 wake: ticket.wake.clone(),
                 replies: 0,
             };
-            let outcome = match run_turn(&self.sandboxes, &carrier.transfer, Call::Turn(ctx)) {
+            let outcome = match run_turn(&self.sandboxes, &carrier.transfer, Call::Turn(Box::new(ctx))) {
                 Ok(report) => {
                     drive.fuel_consumed += report.fuel_consumed;
                     report.outcome

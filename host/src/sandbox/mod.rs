@@ -120,7 +120,7 @@ pub enum Call {
     /// `resume`: activation (and, for tests and the benches, a repeated resume).
     Resume,
     /// `turn`: a conversation turn for a dispatched wake.
-    Turn(TurnCtx),
+    Turn(Box<TurnCtx>),
 }
 
 impl From<ahp_store::conversation::ConversationError> for Error {
@@ -596,7 +596,7 @@ fn run(sandbox: &mut Sandbox, call: Call) -> (TurnOutcome, u64) {
     let store = &mut sandbox.store;
     let turn = match call {
         Call::Resume => None,
-        Call::Turn(t) => Some(t),
+        Call::Turn(t) => Some(*t),
     };
     let is_turn = turn.is_some();
     store.data_mut().agent.start_turn(turn);
