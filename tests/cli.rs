@@ -49,12 +49,15 @@ fn demo_runs_the_whole_lifecycle_and_ends_terminated() {
         "provision_runtime",
         "push_state",
         "activate",
-        "report_usage",
+        "turn",
         "reap_insolvent",
     ] {
         assert!(out.contains(step), "demo output lacks {step}:\n{out}");
     }
     assert!(out.contains("[narrative]"));
+    // The agent answers from its sandbox; no spend is invented.
+    assert!(out.contains("Reorders: SKU-3307: 20."), "{out}");
+    assert!(!out.contains("report_usage"), "{out}");
     let store = Store::open(dir.path().join("ahp.db")).unwrap();
     let all = store.list_transfers(None, 10).unwrap();
     assert_eq!(all.len(), 1);
@@ -67,7 +70,9 @@ fn demo_runs_the_whole_lifecycle_and_ends_terminated() {
         .map(|e| e.kind.to_string())
         .collect();
     assert_eq!(kinds.first().map(String::as_str), Some("snapshot_created"));
-    assert_eq!(&kinds[kinds.len() - 2..], ["insolvent", "terminated"]);
+    assert!(kinds.contains(&"agent_bound".to_owned()), "{kinds:?}");
+    assert!(kinds.contains(&"insolvent".to_owned()), "{kinds:?}");
+    assert_eq!(&kinds[kinds.len() - 2..], ["agent_unbound", "terminated"]);
 }
 
 #[test]

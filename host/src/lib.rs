@@ -1,12 +1,20 @@
 //! `ahp-host` — the ahp host: the destination sandboxes, the vault and metering, `activate`,
 //! the MCP server, and the `ahp` command. All state changes go through [`ahp_store`].
 //!
-//! - [`sandbox`]: wasmtime sandboxes under tier ceilings, metered against the budget.
-//! - [`interfaces`]: the host side of each `ahp:agent` WIT interface.
+//! - [`host`]: one host assembled once ([`host::HostBuilder`]): store, sandboxes, agents.
+//! - [`activation`]: `activate`, from token to live agent.
+//! - [`agents`]: the binding of an active transfer to its agent, and the continuation
+//!   controller that runs its conversation turns.
+//! - [`sandbox`]: the turn executor — wasmtime sandboxes under tier ceilings, metered against
+//!   the budget.
+//! - [`interfaces`]: the host side of each `ahp:agent` WIT interface, through [`interfaces::AgentCtx`].
+//! - [`carrier`]: the readiness flag (which wake carriers this process holds).
+//! - [`shared_store`]: the one database handle and its lock policy.
 //! - [`vault`]: credential references to secrets.
 //! - [`policy`]: the operator's credential and egress policy, which snapshots can only narrow.
-//! - [`mcp`]: the transfer tools over stdio and Streamable HTTP.
-//! - [`console`]: the web console at `/console` (transfers, budgets, event logs).
+//! - [`mcp`]: the transfer and conversation tools over stdio and Streamable HTTP.
+//! - [`console`]: the web console at `/console` (transfers, budgets, event logs, agents,
+//!   conversations).
 //! - [`guests`]: paths of the example guest components built by `build.rs`.
 
 pub use ahp_store as store;

@@ -9,6 +9,7 @@
 //! inventory-forecasting agent, labelled as such: nothing in the mechanism reads or produces
 //! them.
 
+use ahp_host::shared_store::StoreLock;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -112,7 +113,7 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: DemoArgs) -> anyhow::Result<(
     let key = dir.token_key()?;
     // The credential the snapshot refers to, as the destination's vault holds it.
     write_private(&dir.vault_dir().join("inventory-api"), b"demo-inventory-api-key")?;
-    let lock = || shared.lock().map_err(|_| anyhow::anyhow!("the store lock is poisoned"));
+    let lock = || anyhow::Ok(shared.locked());
     let token = |store: &Store, t: &str, scope| issue_transfer_token(&key, t, scope, store.now(), DEFAULT_TOKEN_TTL);
 
     println!("ahp demo — data directory {}", dir.path().display());

@@ -10,6 +10,7 @@
 //! limit are flags (`--header-read-timeout`, `--request-timeout`, `--idle-timeout`,
 //! `--max-connections`).
 
+use ahp_host::shared_store::StoreLock;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -224,9 +225,7 @@ async fn reap_forever(store: Arc<Mutex<Store>>, agents: Arc<Agents>, every: Dura
         tick.tick().await;
         let store = store.clone();
         let swept = tokio::task::spawn_blocking(move || -> ahp_store::Result<(Vec<String>, Vec<String>)> {
-            let mut s = store
-                .lock()
-                .map_err(|_| ahp_store::Error::invalid("store", "poisoned by a panic"))?;
+            let mut s = store.locked();
             let now = s.now();
             Ok((s.reap_insolvent(now, grace)?, s.reap_expired(now, ttl)?))
         })

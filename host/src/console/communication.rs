@@ -6,6 +6,7 @@
 //! Not-found is existence-hiding all the way to the browser: a foreign id and a missing one get
 //! the same `404` page, which names neither.
 
+use crate::shared_store::StoreLock;
 use std::sync::Arc;
 
 use ahp_store::Store;
@@ -44,11 +45,7 @@ pub(super) async fn talk<T: Send + 'static>(
     f: impl FnOnce(&mut Store) -> ConversationResult<T> + Send + 'static,
 ) -> Result<T, Refusal> {
     let store = console.store.clone();
-    let result = tokio::task::spawn_blocking(move || match store.lock() {
-        Ok(mut s) => f(&mut s).map_err(Some),
-        Err(_) => Err(None),
-    })
-    .await;
+    let result = tokio::task::spawn_blocking(move || f(&mut store.locked()).map_err(Some)).await;
     match result {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(Some(e))) => Err(Refusal::Domain(e)),

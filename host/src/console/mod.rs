@@ -30,6 +30,7 @@ pub mod conversations;
 pub mod pages;
 pub mod session;
 
+use crate::shared_store::StoreLock;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -166,11 +167,7 @@ async fn read<T: Send + 'static>(
     f: impl FnOnce(&Store) -> ahp_store::Result<T> + Send + 'static,
 ) -> Result<T, Response> {
     let store = console.store.clone();
-    let result = tokio::task::spawn_blocking(move || match store.lock() {
-        Ok(s) => f(&s).map_err(Some),
-        Err(_) => Err(None),
-    })
-    .await;
+    let result = tokio::task::spawn_blocking(move || f(&store.locked()).map_err(Some)).await;
     match result {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(Some(ahp_store::Error::TransferNotFound(_) | ahp_store::Error::InvalidInput { .. }))) => Err((

@@ -6,6 +6,7 @@
 //! sessions stop working at once. The table is bounded ([`MAX_SESSIONS`]); sessions end after
 //! [`SESSION_IDLE`] without a request, and when full the least recently used one is dropped.
 
+use crate::shared_store::StoreLock;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -69,7 +70,7 @@ impl Sessions {
             csrf: random_hex(),
             last_seen: Instant::now(),
         };
-        let mut table = self.by_digest.lock().unwrap_or_else(|p| p.into_inner());
+        let mut table = self.by_digest.locked();
         let now = Instant::now();
         table.retain(|_, s| now.duration_since(s.last_seen) < SESSION_IDLE);
         if table.len() >= MAX_SESSIONS
@@ -87,7 +88,7 @@ impl Sessions {
         if id.len() != 64 {
             return None;
         }
-        let mut table = self.by_digest.lock().unwrap_or_else(|p| p.into_inner());
+        let mut table = self.by_digest.locked();
         let key = digest(id);
         let now = Instant::now();
         match table.get_mut(&key) {
@@ -105,15 +106,12 @@ impl Sessions {
 
     /// Ends the session `id` names, if any.
     pub fn end(&self, id: &str) {
-        self.by_digest
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&digest(id));
+        self.by_digest.locked().remove(&digest(id));
     }
 
     /// Live sessions.
     pub fn len(&self) -> usize {
-        self.by_digest.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.by_digest.locked().len()
     }
 
     /// Whether there are none.

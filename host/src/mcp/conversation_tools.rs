@@ -18,6 +18,7 @@
 //! renews the acting endpoint's lease ([`Store::touch_endpoint`]), so renewal is never a chore
 //! for the model.
 
+use crate::shared_store::StoreLock;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -213,14 +214,9 @@ impl ConversationTools {
     ) -> Result<T, ToolError> {
         let caller = self.caller(ext)?;
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut guard = store
-                .lock()
-                .map_err(|_| ToolError::new("internal", "the store is unavailable after an earlier panic"))?;
-            f(&mut guard, &caller)
-        })
-        .await
-        .map_err(|e| ToolError::new("internal", format!("internal error: {e}")))?
+        tokio::task::spawn_blocking(move || f(&mut store.locked(), &caller))
+            .await
+            .map_err(|e| ToolError::new("internal", format!("internal error: {e}")))?
     }
 }
 

@@ -19,6 +19,7 @@
 //! 2026-07-28 protocol, where the service factory runs once per request — all state lives in
 //! the shared [`TransferTools`].
 
+use crate::shared_store::StoreLock;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -143,7 +144,7 @@ async fn authorize(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
         return invalid_key();
     }
     let store = gate.store.clone();
-    let principal = tokio::task::spawn_blocking(move || store.lock().ok().map(|s| s.authenticate(&key))).await;
+    let principal = tokio::task::spawn_blocking(move || Some(store.locked().authenticate(&key))).await;
     let principal = match principal {
         Ok(Some(Ok(Some(p)))) => p,
         Ok(Some(Ok(None))) => return invalid_key(),

@@ -6,6 +6,7 @@
 //! terminates a transfer or reveals a secret, and `report_usage` cannot report the
 //! host-reserved kind `compute` (the host meters it from the fuel a guest burnt).
 
+use crate::shared_store::StoreLock;
 use std::sync::{Arc, Mutex, TryLockError};
 
 use ahp_store::{DEFAULT_USAGE_KIND, Store, Transfer, TransferOwner};
@@ -47,14 +48,9 @@ impl TransferTools {
         f: impl FnOnce(&mut Store) -> Result<T, String> + Send + 'static,
     ) -> Result<T, String> {
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut guard = store
-                .lock()
-                .map_err(|_| "the store is unavailable after an earlier panic".to_owned())?;
-            f(&mut guard)
-        })
-        .await
-        .map_err(|e| format!("internal error: {e}"))?
+        tokio::task::spawn_blocking(move || f(&mut store.locked()))
+            .await
+            .map_err(|e| format!("internal error: {e}"))?
     }
 
     /// Runs the state change `f` on a blocking thread and shapes the transfer it returns as the

@@ -14,6 +14,7 @@
 //! compilation increments [`ComponentCache::compiles`], so tests can assert that a second
 //! activation compiled nothing.
 
+use crate::shared_store::StoreLock;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -125,12 +126,7 @@ impl ComponentCache {
     /// The ready-to-instantiate form of the component `digest`: from memory, else from the
     /// compiled file, else compiled now (counted).
     pub(crate) fn prepared(&self, digest: &str) -> Result<Prepared, Error> {
-        if let Some(pre) = self
-            .pres
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(digest)
-        {
+        if let Some(pre) = self.pres.locked().get(digest) {
             return Ok(pre.clone());
         }
         let (component, wasm) = self.load(digest)?;
@@ -144,20 +140,14 @@ impl ComponentCache {
         let counts =
             ComponentCounts::of(&component, &wasm).map_err(|e| Error::InvalidComponent(format!("{digest} {e}")))?;
         let prepared = Prepared { pre, counts };
-        self.pres
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(digest.to_owned(), prepared.clone());
+        self.pres.locked().insert(digest.to_owned(), prepared.clone());
         Ok(prepared)
     }
 
     /// Drops every in-memory `InstancePre` (the on-disk cache stays): for tests and benches
     /// that measure the cold path.
     pub(crate) fn forget_in_memory(&self) {
-        self.pres
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clear();
+        self.pres.locked().clear();
     }
 
     fn hex(digest: &str) -> &str {

@@ -16,6 +16,7 @@
 //! so the host audits it (`ceiling_exceeded`, `egress_bytes`). Timeouts are capped by the
 //! tier's wall clock so a slow server cannot hold a turn past its ceiling.
 
+use crate::shared_store::StoreLock;
 use std::collections::BTreeSet;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -146,7 +147,7 @@ impl EgressHooks {
         if !self.audited.contains(&rule.cred_ref) {
             let detail = json!({ "credRef": rule.cred_ref, "server": origin.to_string(), "use": "injected" });
             let recorded = {
-                let mut db = source.db.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut db = source.db.locked();
                 db.record_event(&source.transfer, EventKind::CredentialResolved, detail)
             };
             recorded.map_err(|e| format!("the credential's use could not be audited: {e}"))?;

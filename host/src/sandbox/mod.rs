@@ -5,13 +5,15 @@
 //! [`engine`]), the compile cache ([`cache`]: no activation ever compiles), the component
 //! registry (bytes on disk, records in the store), the vault, and the *live* sandboxes.
 //!
-//! **Activation** ([`Sandboxes::activate`]): `begin_activation` (consumes the token) → check
-//! the component's core instances, memories and tables ([`counts`]) against the tier → instantiate
-//! from the cached `InstancePre` → call the guest's `resume` → `complete_activation` only if
-//! `resume` returned `Ok`; if a count was over its ceiling, or the guest returned an error,
-//! trapped, ran out of budget or broke a ceiling → `fail_activation` with the reason (and a
-//! `ceiling_exceeded` event naming the ceiling). A failed sandbox's Store is dropped at once;
-//! the host goes on serving the others.
+//! **A turn executor, nothing more.** [`Sandboxes::prepare`] sets up a fresh sandbox for a
+//! transfer (its Store, not yet instantiated); [`Sandboxes::run`] runs one turn of it — `resume`
+//! or `turn` ([`Call`]) — under the tier's ceilings: it checks the component's core instances,
+//! memories and tables ([`counts`]) before the first instantiation, instantiates from the cached
+//! `InstancePre`, calls the guest, settles the meter, audits any `ceiling_exceeded` and reports
+//! how the turn ended ([`TurnRun`]). What that means for the transfer — complete or fail an
+//! activation, keep the sandbox or end the transfer — is decided by its callers:
+//! `crate::activation` and `crate::agents`. A component built for `ahp:agent@0.2.0` takes
+//! conversation turns; one built for `@0.1.0` only resumes.
 //!
 //! **Every wait ends with the turn.** A turn runs on wasmtime's async path under a timeout at
 //! its wall-clock ceiling (see `run`): a guest spinning in wasm is trapped by the epoch
@@ -21,22 +23,12 @@
 //! by [`host_resources`].
 //!
 //! **Live sandboxes.** A resumed sandbox (its Store and instance) is kept in a map keyed by
-//! transfer id: [`Sandboxes::run_turn`] finds it there to call `resume` again for a later turn,
-//! [`Sandboxes::live_count`] counts them. A live sandbox belongs to an `active` transfer, and
-//! the two end together: when a later turn does not resume — `resume` returned an error, the
-//! guest trapped, broke a ceiling (its `ceiling_exceeded` event is recorded first) or ran out
-//! of budget — the sandbox is dropped and, if the transfer is still `active`, it is
-//! `terminate`d with the reason `sandbox stopped: <what happened>` (e.g. `sandbox stopped:
-//! ceiling exceeded: memory_bytes`). A transfer that already left `active` is left as it is:
-//! `insolvent` when the turn spent the last of the budget (the reaper ends it after its grace),
-//! or already `terminated`. The check and the `terminate` happen under the database lock, so
-//! no other writer of this host moves the transfer in between. A sandbox is also dropped when
-//! its owner calls [`Sandboxes::drop_sandbox`] (after `terminate`, or to free the slot), and by
-//! [`Sandboxes::drop_finished`] once its transfer left `active` by a path the sandbox did not
-//! see (`ahp transfer terminate`, the reaper, an MCP `report_usage`): `ahp serve` sweeps on
-//! every reaper tick. While
-//! a turn runs the sandbox is out of the map, so no lock is held while guest code executes,
-//! and a second concurrent turn for the same transfer is refused ([`Error::NoSandbox`]).
+//! transfer id ([`Sandboxes::keep`]), taken out for each later turn ([`Sandboxes::take`]) so no
+//! lock is held while guest code executes and a second concurrent turn of the same transfer
+//! finds none, and counted by [`Sandboxes::live_count`]. It is dropped by
+//! [`Sandboxes::drop_sandbox`], and by [`Sandboxes::drop_finished`] once its transfer left
+//! `active` by a path the sandbox did not see (`ahp transfer terminate`, the reaper, an MCP
+//! `report_usage`): `ahp serve` sweeps on every reaper tick.
 
 #[doc(hidden)]
 pub mod baseline;
