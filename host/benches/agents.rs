@@ -18,6 +18,8 @@
 //!
 //! Run: `cargo bench -p ahp-host --bench agents` (`AHP_AGENTS_N` overrides the 1,000).
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -57,35 +59,9 @@ fn rss_kib(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// A stateless MCP tool call; returns its structured result.
+/// A stateless MCP tool call without a key; returns its structured result.
 async fn call(client: &reqwest::Client, url: &str, tool: &str, arguments: Value) -> Value {
-    let params = json!({"name": tool, "arguments": arguments, "_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {}}});
-    let text = client
-        .post(url)
-        .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
-        .header("MCP-Protocol-Version", "2026-07-28")
-        .header("Mcp-Method", "tools/call")
-        .header("Mcp-Name", tool)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let body = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(str::trim)
-        .find(|d| !d.is_empty())
-        .unwrap_or(&text);
-    let v: Value = serde_json::from_str(body).unwrap();
-    assert_ne!(v["result"]["isError"], true, "{tool}: {v}");
-    v["result"]["structuredContent"].clone()
+    common::mcp_call(client, url, None, tool, arguments).await
 }
 
 fn token(key: &TokenKey, t: &str, scope: ahp_host::store::TokenScope) -> String {

@@ -14,6 +14,8 @@
 //!
 //! Run: `cargo bench -p ahp-host --bench conversations` (`POSTS=…` changes the count per case).
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -65,37 +67,7 @@ fn serve(dir: &Path) -> (Server, String) {
 }
 
 async fn call(client: &reqwest::Client, url: &str, key: &str, tool: &str, args: Value) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-    "name": tool, "arguments": args,
-    "_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {}
-    }}});
-    let text = client
-        .post(url)
-        .bearer_auth(key)
-        .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
-        .header("MCP-Protocol-Version", "2026-07-28")
-        .header("Mcp-Method", "tools/call")
-        .header("Mcp-Name", tool)
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let data = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(str::trim)
-        .find(|d| !d.is_empty())
-        .unwrap_or(&text);
-    let m: Value = serde_json::from_str(data).unwrap();
-    assert_ne!(m["result"]["isError"], true, "{tool}: {m}");
-    m["result"]["structuredContent"].clone()
+    common::mcp_call(client, url, Some(key), tool, args).await
 }
 
 /// One human post; returns its latency.

@@ -61,3 +61,42 @@ impl Bench {
         report.transfer
     }
 }
+
+/// A stateless (2026-07-28) MCP `tools/call` of `tool` at `url`, with `key` as the bearer if
+/// given; returns its structured result (panics on a tool error).
+pub(crate) async fn mcp_call(
+    client: &reqwest::Client,
+    url: &str,
+    key: Option<&str>,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> serde_json::Value {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": tool, "arguments": arguments,
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }}});
+    let mut request = client
+        .post(url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", tool)
+        .json(&body);
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    let text = request.send().await.unwrap().text().await.unwrap();
+    let data = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .find(|d| !d.is_empty())
+        .unwrap_or(&text);
+    let m: serde_json::Value = serde_json::from_str(data).unwrap();
+    assert_ne!(m["result"]["isError"], true, "{tool}: {m}");
+    m["result"]["structuredContent"].clone()
+}
