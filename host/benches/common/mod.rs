@@ -72,12 +72,12 @@ pub(crate) async fn mcp_call(
     arguments: serde_json::Value,
 ) -> serde_json::Value {
     let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": tool, "arguments": arguments,
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {}
-        }}});
+    "name": tool, "arguments": arguments,
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    }}});
     let mut request = client
         .post(url)
         .header("Content-Type", "application/json")
