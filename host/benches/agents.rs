@@ -25,7 +25,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ahp_host::guests;
-use ahp_host::host::HostBuilder;
+use ahp_host::host::{Host, HostBuilder};
 use ahp_host::interfaces::TurnCtx;
 use ahp_host::sandbox::Call;
 use ahp_host::store::conversation::{Acting, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT};
@@ -176,6 +176,28 @@ fn post_to_reply_http() {
     );
 }
 
+/// An active `turn-prober` transfer at `tier` with `budget`, its agent, and the operator's
+/// conversation `title` with it: `(transfer, agent, conversation)`.
+fn conversing_agent(host: &Host, key: &TokenKey, tier: Tier, budget: u64, title: &str) -> (String, String, String) {
+    let snap = testing::snapshot(0, json!({}));
+    let t = testing::pushed(&mut host.sandboxes().db(), key, &snap, tier, budget, "turn-prober").unwrap();
+    let tok = testing::activate_token(&host.sandboxes().db(), key, &t).unwrap();
+    let agent = host.activate(&t, &tok).unwrap().transfer.agent_id.unwrap();
+    let operator = Caller::full(OPERATOR_SUBJECT).unwrap();
+    let new = NewConversation {
+        title: title.into(),
+        agents: vec![agent.clone()],
+    };
+    let cv = host
+        .sandboxes()
+        .db()
+        .create_conversation(&operator, &new, &format!("cv-{title}"))
+        .unwrap()
+        .value
+        .id;
+    (t, agent, cv)
+}
+
 fn in_process(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let key = TokenKey::random();
@@ -189,33 +211,8 @@ fn in_process(c: &mut Criterion) {
     host.sandboxes()
         .register_component_file(guests::TURN_PROBER, Some("turn-prober"))
         .unwrap();
-    let snap = testing::snapshot(0, json!({}));
-    let t = testing::pushed(
-        &mut host.sandboxes().db(),
-        &key,
-        &snap,
-        Tier::Small,
-        1_000_000_000,
-        "turn-prober",
-    )
-    .unwrap();
-    let tok = testing::activate_token(&host.sandboxes().db(), &key, &t).unwrap();
-    let agent = host.activate(&t, &tok).unwrap().transfer.agent_id.unwrap();
     let operator = Caller::full(OPERATOR_SUBJECT).unwrap();
-    let cv = host
-        .sandboxes()
-        .db()
-        .create_conversation(
-            &operator,
-            &NewConversation {
-                title: "bench".into(),
-                agents: vec![agent.clone()],
-            },
-            "cv",
-        )
-        .unwrap()
-        .value
-        .id;
+    let (t, agent, cv) = conversing_agent(&host, &key, Tier::Small, 1_000_000_000, "bench");
     let agents = host.agents().clone();
     let mut g = c.benchmark_group("agents");
     let mut i = 0_u64;
@@ -295,36 +292,9 @@ fn thousand() {
         .unwrap();
     let rss_before = rss_kib("VmRSS:");
     let operator = Caller::full(OPERATOR_SUBJECT).unwrap();
-    let snap = testing::snapshot(0, json!({}));
-    let mut conversations = Vec::with_capacity(n);
-    for i in 0..n {
-        let t = testing::pushed(
-            &mut host.sandboxes().db(),
-            &key,
-            &snap,
-            Tier::Nano,
-            1_000_000,
-            "turn-prober",
-        )
-        .unwrap();
-        let tok = testing::activate_token(&host.sandboxes().db(), &key, &t).unwrap();
-        let agent = host.activate(&t, &tok).unwrap().transfer.agent_id.unwrap();
-        let cv = host
-            .sandboxes()
-            .db()
-            .create_conversation(
-                &operator,
-                &NewConversation {
-                    title: format!("a{i}"),
-                    agents: vec![agent],
-                },
-                &format!("cv{i}"),
-            )
-            .unwrap()
-            .value
-            .id;
-        conversations.push(cv);
-    }
+    let conversations: Vec<String> = (0..n)
+        .map(|i| conversing_agent(&host, &key, Tier::Nano, 1_000_000, &format!("a{i}")).2)
+        .collect();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let agents = host.agents().clone();
     let workers = runtime.spawn(agents.clone().run_workers());

@@ -45,11 +45,10 @@ pub(super) async fn talk<T: Send + 'static>(
     f: impl FnOnce(&mut Store) -> ConversationResult<T> + Send + 'static,
 ) -> Result<T, Refusal> {
     let store = console.store.clone();
-    let result = tokio::task::spawn_blocking(move || f(&mut store.locked()).map_err(Some)).await;
-    match result {
+    match tokio::task::spawn_blocking(move || f(&mut store.locked())).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(Some(e))) => Err(Refusal::Domain(e)),
-        _ => Err(Refusal::Unavailable(
+        Ok(Err(e)) => Err(Refusal::Domain(e)),
+        Err(_) => Err(Refusal::Unavailable(
             (StatusCode::INTERNAL_SERVER_ERROR, "the store is unavailable").into_response(),
         )),
     }

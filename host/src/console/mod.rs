@@ -167,19 +167,18 @@ async fn read<T: Send + 'static>(
     f: impl FnOnce(&Store) -> ahp_store::Result<T> + Send + 'static,
 ) -> Result<T, Response> {
     let store = console.store.clone();
-    let result = tokio::task::spawn_blocking(move || f(&store.locked()).map_err(Some)).await;
-    match result {
+    match tokio::task::spawn_blocking(move || f(&store.locked())).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(Some(ahp_store::Error::TransferNotFound(_) | ahp_store::Error::InvalidInput { .. }))) => Err((
+        Ok(Err(ahp_store::Error::TransferNotFound(_) | ahp_store::Error::InvalidInput { .. })) => Err((
             StatusCode::NOT_FOUND,
             Html(pages::message(None, "Not found", "No such transfer.").into_string()),
         )
             .into_response()),
-        Ok(Err(Some(e))) => {
+        Ok(Err(e)) => {
             tracing::error!("console read failed: {e}");
             Err((StatusCode::INTERNAL_SERVER_ERROR, "the store failed").into_response())
         }
-        _ => Err((StatusCode::INTERNAL_SERVER_ERROR, "the store is unavailable").into_response()),
+        Err(_) => Err((StatusCode::INTERNAL_SERVER_ERROR, "the store is unavailable").into_response()),
     }
 }
 
