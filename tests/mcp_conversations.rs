@@ -1,4 +1,4 @@
-//! The conversation tools against the real `ahp serve`: the whole seed flow over HTTP
+//! The conversation tools against the real `ahp serve`: the whole conversation flow over HTTP
 //! (`/mcp/conversations`, raw JSON-RPC in the stateless era) and over stdio (rmcp's client, `--surface
 //! conversations`), existence hiding byte for byte between two keys, each scope's 403, bounds at
 //! the limit and one past it, and the operator's CLI reading what the tools wrote.
@@ -137,13 +137,13 @@ impl Surface {
     }
 }
 
-/// The ids the seed flow produced.
+/// The ids the conversation flow produced.
 struct Flow {
     agent: String,
     conversation: String,
 }
 
-/// The whole seed flow: create agent → attach → create conversation → human posts → agent reads
+/// The whole conversation flow: create agent → attach → create conversation → human posts → agent reads
 /// inbox and transcript → agent replies through its endpoint → consume delivery → bootstrap with
 /// explicit activation → consume wake, with replays, conflicts and the desired-state retries.
 async fn seed_flow(s: &Surface) -> Flow {

@@ -1,4 +1,4 @@
--- The durable conversation domain (seed 2): agents, endpoints, conversations, participants,
+-- The durable conversation domain: agents, endpoints, conversations, participants,
 -- messages, per-recipient deliveries (the inbox), coalesced wake intents, wake delivery
 -- attempts and principal-scoped idempotency records. Times are integer microseconds since the
 -- Unix epoch. Principals are SHA-256 digests (lowercase hex) of an authenticated subject, never

@@ -1,4 +1,4 @@
--- A transfer becomes an agent (DESIGN.md, "A transfer becomes an agent"): every transfer
+-- A transfer becomes an agent: every transfer
 -- records the principal that created it, and an active transfer is bound to the Agent identity
 -- it became. Transfers written before this migration were created by the local operator (the
 -- only creator before API keys owned transfers) and are bound to no agent.

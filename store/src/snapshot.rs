@@ -1,6 +1,6 @@
 //! The snapshot an orchestrator captures from a source session: validation, bounds and checksum.
 //!
-//! The input is the seed's `SnapshotStateInput` (field names in camelCase, as on the wire).
+//! The input is the Handoff Protocol's `SnapshotStateInput` (field names in camelCase, as on the wire).
 //! Every field is bounded; the limits below are what a large real session needs with room to
 //! spare, while keeping one transfer row under ~10 MiB so a snapshot write stays one short
 //! transaction.

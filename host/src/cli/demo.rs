@@ -5,7 +5,7 @@
 //! the forecaster in its sandbox, metered and paid from the budget, until it is spent
 //! (`insolvent`) → the reaper after a shortened grace period → `terminated`, then the event log
 //! as a table. No spend is invented: every µUSD is fuel the guest burnt or model spend it
-//! reported. Lines in `[narrative]` are the seed's flavour text about a fictional
+//! reported. Lines in `[narrative]` are flavour text about a fictional
 //! inventory-forecasting agent, labelled as such: nothing in the mechanism reads or produces
 //! them.
 

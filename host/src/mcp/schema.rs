@@ -1,4 +1,4 @@
-//! The MCP tools' arguments and results, in the seed's camelCase.
+//! The MCP tools' arguments and results, in the Handoff Protocol's camelCase.
 //!
 //! Doc comments on fields are the JSON Schema descriptions clients see. Arguments are converted
 //! into the store's types, which validate and bound them; results carry at least `transferId`

@@ -11,8 +11,8 @@
 //! already resolved) and the component's [`ComponentCounts`], which the sandbox checks against
 //! the tier before instantiating. A component that imports anything outside the host's
 //! allow-list ([`crate::interfaces::check_imports`]) is refused here, naming the import. Every
-//! compilation increments [`ComponentCache::compiles`], so tests can assert that a second
-//! activation compiled nothing.
+//! compilation increments the cache's compile count ([`super::Sandboxes::compiles`]), so tests
+//! can assert that a second activation compiled nothing.
 
 use crate::shared_store::StoreLock;
 use std::collections::HashMap;

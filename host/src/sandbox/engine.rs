@@ -1,6 +1,6 @@
 //! The one wasmtime `Engine` of a host, how it is configured, and the epoch ticker.
 //!
-//! Choices, and why (figures in `BENCHMARKS.md` and `shared/NOTES.md`):
+//! Choices, and why (figures in `BENCHMARKS.md`):
 //! - **Fuel always on** — CPU is metered and capped per turn; costs 0–2 % on loops, more on
 //!   call-heavy code, and is bit-exact run to run, so the same guest costs the same everywhere.
 //! - **Epoch interruption** — the wall-clock ceiling while wasm runs. A ticker thread advances

@@ -2,7 +2,7 @@
 //!
 //! Every ceiling comes from the transfer's tier ([`ahp_store::TIER_LIMITS`]) and holds whatever
 //! the budget: fuel per turn (set on the Store before each guest call), linear memory, table
-//! elements and the counts of instances, tables and memories (this module's [`Limiter`], a
+//! elements and the counts of instances, tables and memories (this module's `Limiter`, a
 //! `wasmtime::ResourceLimiter`), wall clock per turn (epoch interruption, see `engine`), egress
 //! bytes and checkpoint bytes (checked by the interfaces), and the resources the host holds for
 //! the guest (`host_resources`). A guest that breaks one is stopped

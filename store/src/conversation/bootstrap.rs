@@ -5,7 +5,7 @@
 //! deliveries are queued and the inbox high-water mark, one wake's safe metadata, and the
 //! reply-operation bound — and never a transcript, a message body, a claim fence or a principal.
 //!
-//! [`Store::activate_wake`] is the seed's explicit activation: a turn that is already running
+//! [`Store::activate_wake`] is the conversation protocol's explicit activation: a turn that is already running
 //! (started by a person, not by a carrier) accepts one exact *pending* wake. It crosses the
 //! dispatch fence at once through an `explicit_activation` attempt bound to the acting endpoint
 //! and generation, and returns the consume token. It does not make the endpoint wake-capable

@@ -31,7 +31,7 @@ pub const MAX_SPECIALTY_BYTES: usize = 48;
 pub const MAX_AGENTS_PER_PRINCIPAL: u64 = 256;
 /// Most agents in the whole store, however they were made (including the agents transfers
 /// became). A host keeps one bounded, deduplicated wake-notification
-/// slot per agent (seed 2: the queue's capacity equals the durable agent capacity), so this is
+/// slot per agent (the queue's capacity equals the durable agent capacity), so this is
 /// also what that queue may hold; 100,000 slots are a few MiB.
 pub const MAX_AGENTS: u64 = 100_000;
 

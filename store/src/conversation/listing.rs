@@ -1,5 +1,5 @@
 //! The coordinator-facing agent listing: each of the caller's agents with the readiness facts
-//! the seed projects beside its card — how many live endpoints it has and how many deliveries
+//! the conversation protocol projects beside its card — how many live endpoints it has and how many deliveries
 //! wait in its inbox, and its current endpoint (from which a host decides whether it holds a
 //! carrier for it).
 

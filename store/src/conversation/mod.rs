@@ -1,4 +1,4 @@
-//! The durable conversation domain (seed 2): how humans and agents talk, durably.
+//! The durable conversation domain: how humans and agents talk, durably.
 //!
 //! One file per concept:
 //!
