@@ -11,4 +11,5 @@ mod crash;
 mod http_limits;
 mod mcp_conversations;
 mod mcp_http;
+mod mcp_routes;
 mod mcp_stdio;

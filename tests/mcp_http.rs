@@ -367,3 +367,189 @@ async fn report_usage_needs_the_meter_scope_and_never_takes_compute() {
     assert!(staged.contains("it is staged"), "{staged}");
     assert_eq!(events().await, before, "a refused report changed the audit log");
 }
+
+/// The whole body of a stateless `tools/call` response, as it came over the wire.
+async fn raw_call(url: &str, key: &str, tool: &str, arguments: Value) -> String {
+    let call = json!({"name": tool, "arguments": arguments});
+    let r = stateless(url, Some(key), "tools/call", Some(tool), call).await;
+    assert_eq!(r.status(), 200);
+    r.text().await.unwrap()
+}
+
+#[tokio::test]
+async fn another_principals_transfer_reads_exactly_like_a_missing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let scopes = ["transfer:read", "transfer:write", "transfer:meter"];
+    let alice = principal(dir.path(), "alice", &scopes);
+    let mallory = principal(dir.path(), "mallory", &scopes);
+    let server = serve(dir.path(), &[]);
+    let url = server.url.clone();
+    let snapshot = json!({"sourceHost": "laptop-7", "systemPrompt": "p", "messageHistory": [], "toolState": {},
+                          "mcpConfig": []});
+    let created = message(
+        stateless(
+            &url,
+            Some(&alice),
+            "tools/call",
+            Some("snapshot_state"),
+            json!({"name": "snapshot_state", "arguments": snapshot}),
+        )
+        .await,
+    )
+    .await;
+    let t = created["result"]["structuredContent"]["transferId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let checksum = created["result"]["structuredContent"]["checksum"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let missing = "tr_ffffffffffffffffffffffff";
+    let calls = |id: &str| {
+        [
+            ("get_status", json!({"transferId": id})),
+            ("get_status", json!({"transferId": id, "limit": 1, "before": 1})),
+            ("push_state", json!({"transferId": id})),
+            ("push_state", json!({"transferId": id, "checksum": checksum})),
+            (
+                "report_usage",
+                json!({"transferId": id, "amountMicroUsd": 5, "kind": "model_tokens"}),
+            ),
+        ]
+    };
+    let own_events = || async {
+        let m = message(
+            stateless(
+                &url,
+                Some(&alice),
+                "tools/call",
+                Some("get_status"),
+                json!({"name": "get_status", "arguments": {"transferId": t}}),
+            )
+            .await,
+        )
+        .await;
+        m["result"]["structuredContent"].clone()
+    };
+    let before = own_events().await;
+    assert_eq!(before["status"], "staged");
+
+    for ((tool, foreign), (_, unknown)) in calls(&t).into_iter().zip(calls(missing)) {
+        let foreign = raw_call(&url, &mallory, tool, foreign).await.replace(&t, "<id>");
+        let unknown = raw_call(&url, &mallory, tool, unknown).await.replace(missing, "<id>");
+        assert_eq!(
+            foreign, unknown,
+            "{tool}: a foreign id must answer byte for byte as a missing one"
+        );
+        assert!(foreign.contains("transfer <id> not found"), "{foreign}");
+    }
+    assert_eq!(
+        own_events().await,
+        before,
+        "a refused call changed the owner's transfer"
+    );
+
+    // The owner gets through to the state machine with the same calls.
+    let pushed = raw_call(&url, &alice, "push_state", json!({"transferId": t})).await;
+    assert!(pushed.contains("cannot push"), "{pushed}");
+    // So does the operator's metering surface, the CLI, while the server runs.
+    let out = Command::new(env!("CARGO_BIN_EXE_ahp"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args([
+            "transfer",
+            "report-usage",
+            &t,
+            "--amount",
+            "5",
+            "--kind",
+            "model_tokens",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("it is staged"), "{stderr}");
+}
+
+#[tokio::test]
+async fn get_status_pages_the_event_log_and_refuses_bad_cursors() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = principal(dir.path(), "orchestrator", &["transfer:read", "transfer:write"]);
+    let server = serve(dir.path(), &[]);
+    let url = server.url.clone();
+    let snapshot = json!({"sourceHost": "laptop-7", "systemPrompt": "p", "messageHistory": [], "toolState": {},
+                          "mcpConfig": []});
+    let call = |tool: &'static str, arguments: Value| {
+        let url = url.clone();
+        let key = key.clone();
+        async move {
+            let params = json!({"name": tool, "arguments": arguments});
+            message(stateless(&url, Some(&key), "tools/call", Some(tool), params).await).await["result"].clone()
+        }
+    };
+    let t = call("snapshot_state", snapshot).await["structuredContent"]["transferId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let key_file = ahp_store::TokenKey::from_env_or_file(dir.path()).unwrap();
+    let now = ahp_store::Clock::now(&ahp_store::SystemClock);
+    let token = ahp_store::issue_transfer_token(
+        &key_file,
+        &t,
+        ahp_store::TokenScope::ProvisionRuntime,
+        now,
+        ahp_store::DEFAULT_TOKEN_TTL,
+    )
+    .unwrap();
+    let provision = json!({"transferId": t, "token": token, "tier": "nano", "budgetMicroUsd": 1000,
+                           "component": "forecaster"});
+    assert_ne!(call("provision_runtime", provision).await["isError"], true);
+    assert_ne!(call("push_state", json!({"transferId": t})).await["isError"], true);
+
+    // Newest first counted, oldest first within the page, one page at a time.
+    let mut kinds = Vec::new();
+    let mut before = Value::Null;
+    loop {
+        let mut args = json!({"transferId": t, "limit": 1});
+        if !before.is_null() {
+            args["before"] = before.clone();
+        }
+        let s = call("get_status", args).await["structuredContent"].clone();
+        let events = s["events"].as_array().unwrap();
+        assert_eq!(events.len(), 1, "{s}");
+        kinds.insert(0, events[0]["kind"].as_str().unwrap().to_owned());
+        before = s["nextBefore"].clone();
+        if before.is_null() {
+            break;
+        }
+        assert_eq!(before, events[0]["id"], "the cursor is the page's oldest event");
+    }
+    assert_eq!(kinds, ["snapshot_created", "runtime_provisioned", "state_pushed"]);
+    let whole = call("get_status", json!({"transferId": t})).await["structuredContent"].clone();
+    assert_eq!(whole["events"].as_array().unwrap().len(), 3);
+    assert_eq!(whole["nextBefore"], Value::Null);
+    let first = whole["events"][0]["id"].as_i64().unwrap();
+
+    // The limit holds at its bound and refuses one past it.
+    let at_limit = call("get_status", json!({"transferId": t, "limit": 500})).await;
+    assert_ne!(at_limit["isError"], true, "{at_limit}");
+    for limit in [0, 501] {
+        let refused = call("get_status", json!({"transferId": t, "limit": limit})).await;
+        assert_eq!(refused["isError"], true, "{limit}: {refused}");
+        let text = refused["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("limit") && text.contains("1 to 500"), "{text}");
+    }
+    // A cursor must be an event of this transfer.
+    for before in [first + 1_000, 0, -5] {
+        let refused = call("get_status", json!({"transferId": t, "before": before})).await;
+        assert_eq!(refused["isError"], true, "{before}: {refused}");
+        let text = refused["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("before") && text.contains("nextBefore"), "{text}");
+    }
+    // Older than the first event there is nothing.
+    let empty = call("get_status", json!({"transferId": t, "before": first})).await;
+    assert_eq!(empty["structuredContent"]["events"], json!([]));
+    assert_eq!(empty["structuredContent"]["nextBefore"], Value::Null);
+}

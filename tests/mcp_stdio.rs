@@ -240,3 +240,36 @@ async fn a_transfer_moves_through_the_tools_and_bad_tokens_are_refused() {
         ahp_store::TransferStatus::Staged
     );
 }
+
+#[tokio::test]
+async fn the_operator_over_stdio_acts_on_every_principals_transfers() {
+    use crate::mcp_http::{message, principal, serve, stateless};
+    let dir = tempfile::tempdir().unwrap();
+    let key = principal(dir.path(), "orchestrator", &["transfer:read", "transfer:write"]);
+    let t = {
+        let server = serve(dir.path(), &[]);
+        let params = json!({"name": "snapshot_state", "arguments": snapshot_args()});
+        let m = message(stateless(&server.url, Some(&key), "tools/call", Some("snapshot_state"), params).await).await;
+        m["result"]["structuredContent"]["transferId"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    // The server is gone (it held the data directory); the operator's stdio surface sees the
+    // principal's transfer, pages its log and reports on it like any other.
+    let client = connect(dir.path()).await;
+    let status = ok(&client, "get_status", json!({"transferId": t, "limit": 1})).await;
+    assert_eq!(status["status"], "staged");
+    assert_eq!(status["events"][0]["kind"], "snapshot_created");
+    let refused = tool_error(
+        &client,
+        "report_usage",
+        json!({"transferId": t, "amountMicroUsd": 5, "kind": "model_tokens"}),
+    )
+    .await;
+    assert!(
+        refused.contains("it is staged"),
+        "the operator reaches the state machine: {refused}"
+    );
+    client.cancel().await.unwrap();
+}

@@ -156,33 +156,125 @@ pub(crate) fn append(
     Ok(())
 }
 
-/// Every event of `transfer`, oldest first.
+/// Every event of `transfer`, oldest first. Unbounded: for the operator's own reads (the CLI's
+/// JSON, the console until it pages); a caller-facing read uses [`page`].
 pub(crate) fn list(conn: &rusqlite::Connection, transfer: &str) -> Result<Vec<Event>> {
     let mut stmt =
         conn.prepare_cached("SELECT id, type, at, detail FROM usage_events WHERE transfer_id = ?1 ORDER BY id")?;
-    let rows = stmt.query_map([transfer], |r| {
-        Ok((
-            r.get::<_, i64>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, i64>(2)?,
-            r.get::<_, String>(3)?,
-        ))
-    })?;
-    rows.map(|row| {
-        let (id, kind, at, detail) = row?;
-        let corrupt = |reason: String| Error::CorruptRow {
-            table: "usage_events",
-            reason,
-        };
-        Ok(Event {
-            id,
-            transfer_id: transfer.to_owned(),
-            kind: kind.parse().map_err(corrupt)?,
-            at: Timestamp::from_micros(at),
-            detail: serde_json::from_str(&detail).map_err(|e| corrupt(format!("event {id} detail: {e}")))?,
-        })
+    let rows = stmt.query_map([transfer], raw)?;
+    rows.map(|row| from_raw(transfer, row?)).collect()
+}
+
+/// Newest events one `get_status` page holds when the caller names no limit: a page a person
+/// reads at a glance, and what a transfer's whole life (snapshot to activation, plus a few
+/// reports) usually fits in.
+pub const DEFAULT_EVENT_PAGE_LIMIT: usize = 50;
+/// Most events one page holds: at most [`MAX_EVENT_DETAIL_BYTES`] of detail each, so a page
+/// stays near 2 MiB of JSON at worst however long the transfer has lived.
+pub const MAX_EVENT_PAGE_LIMIT: usize = 500;
+
+/// Which events of a transfer to read: the newest `limit` of those older than `before`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventPage {
+    /// How many, 1 to [`MAX_EVENT_PAGE_LIMIT`].
+    pub limit: usize,
+    /// Only events older than this one (an event id of the same transfer, as a previous page's
+    /// `next_before` gave it); `None` for the newest page.
+    pub before: Option<i64>,
+}
+
+impl Default for EventPage {
+    /// The newest [`DEFAULT_EVENT_PAGE_LIMIT`] events.
+    fn default() -> Self {
+        Self {
+            limit: DEFAULT_EVENT_PAGE_LIMIT,
+            before: None,
+        }
+    }
+}
+
+impl EventPage {
+    /// Checks the limit, which needs no database.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] (field `limit`) outside 1..=[`MAX_EVENT_PAGE_LIMIT`].
+    pub fn validate(&self) -> Result<()> {
+        if self.limit == 0 || self.limit > MAX_EVENT_PAGE_LIMIT {
+            return Err(Error::invalid("limit", format!("must be 1 to {MAX_EVENT_PAGE_LIMIT}")));
+        }
+        Ok(())
+    }
+}
+
+/// One page of a transfer's events, oldest first, and the cursor to the page before it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventsPage {
+    /// At most the page's limit, oldest first; the newest of them is the newest event older
+    /// than the page's cursor.
+    pub events: Vec<Event>,
+    /// Pass as `before` to read the older events; `None` when this page reaches the first.
+    pub next_before: Option<i64>,
+}
+
+/// The page `page` of `transfer`'s events. The caller has already shown that the transfer
+/// exists and that it may read it; this checks the cursor.
+///
+/// One range scan of `usage_events_by_transfer (transfer_id, id)` backwards from the cursor,
+/// reading one row past the limit to know whether older events exist.
+///
+/// # Errors
+///
+/// [`Error::InvalidInput`] (field `before`) for a cursor that is not an event of `transfer`.
+pub(crate) fn page(conn: &rusqlite::Connection, transfer: &str, page: EventPage) -> Result<EventsPage> {
+    page.validate()?;
+    if let Some(before) = page.before {
+        let known = conn
+            .prepare_cached("SELECT 1 FROM usage_events WHERE id = ?1 AND transfer_id = ?2")?
+            .query_row((before, transfer), |_| Ok(()))
+            .optional()?
+            .is_some();
+        if !known {
+            return Err(Error::invalid(
+                "before",
+                "is not an event of this transfer (pass the nextBefore of the previous page)",
+            ));
+        }
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, type, at, detail FROM usage_events WHERE transfer_id = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3",
+    )?;
+    let past_limit = i64::try_from(page.limit + 1).expect("the limit is small");
+    let rows = stmt.query_map((transfer, page.before.unwrap_or(i64::MAX), past_limit), raw)?;
+    let mut events = rows.map(|row| from_raw(transfer, row?)).collect::<Result<Vec<_>>>()?;
+    let more = events.len() > page.limit;
+    events.truncate(page.limit);
+    events.reverse();
+    Ok(EventsPage {
+        next_before: if more { events.first().map(|e| e.id) } else { None },
+        events,
     })
-    .collect()
+}
+
+type RawEvent = (i64, String, i64, String);
+
+fn raw(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawEvent> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+}
+
+fn from_raw(transfer: &str, (id, kind, at, detail): RawEvent) -> Result<Event> {
+    let corrupt = |reason: String| Error::CorruptRow {
+        table: "usage_events",
+        reason,
+    };
+    Ok(Event {
+        id,
+        transfer_id: transfer.to_owned(),
+        kind: kind.parse().map_err(corrupt)?,
+        at: Timestamp::from_micros(at),
+        detail: serde_json::from_str(&detail).map_err(|e| corrupt(format!("event {id} detail: {e}")))?,
+    })
 }
 
 impl Store {
@@ -221,5 +313,121 @@ impl Store {
             }
             append(tx, transfer, kind, now, detail.clone())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::owner::TransferOwner;
+    use crate::snapshot::SnapshotInput;
+
+    /// A transfer with `n` events in all (its `snapshot_created` and `n - 1` observations).
+    fn transfer_with_events(store: &mut Store, n: usize) -> String {
+        let input = SnapshotInput {
+            source_host: "laptop".into(),
+            system_prompt: "p".into(),
+            message_history: vec![],
+            tool_state: json!({}),
+            mcp_config: vec![],
+        };
+        let t = store.snapshot_state(&input).unwrap().id;
+        for i in 1..n {
+            store
+                .record_event(&t, EventKind::CredentialResolved, json!({ "n": i }))
+                .unwrap();
+        }
+        t
+    }
+
+    fn page_of(store: &Store, t: &str, limit: usize, before: Option<i64>) -> Result<EventsPage> {
+        store
+            .get_status_as(t, &TransferOwner::Operator, EventPage { limit, before })
+            .map(|s| s.page)
+    }
+
+    fn ids(events: &[Event]) -> Vec<i64> {
+        events.iter().map(|e| e.id).collect()
+    }
+
+    #[test]
+    fn a_page_holds_the_newest_events_in_order_at_the_limit_and_one_past_it() {
+        let mut store = Store::open_in_memory().unwrap();
+        let _other = transfer_with_events(&mut store, 3);
+        let t = transfer_with_events(&mut store, MAX_EVENT_PAGE_LIMIT + 1);
+        let all = list(&store.conn, &t).unwrap();
+        assert_eq!(all.len(), MAX_EVENT_PAGE_LIMIT + 1);
+
+        // The default: the newest DEFAULT_EVENT_PAGE_LIMIT, oldest first, and a cursor.
+        let newest = store
+            .get_status_as(&t, &TransferOwner::Operator, EventPage::default())
+            .unwrap();
+        let tail = &all[all.len() - DEFAULT_EVENT_PAGE_LIMIT..];
+        assert_eq!(newest.page.events, tail);
+        assert_eq!(newest.page.next_before, Some(tail[0].id));
+
+        // At the limit: the newest MAX events, and a cursor to the one left.
+        let page = page_of(&store, &t, MAX_EVENT_PAGE_LIMIT, None).unwrap();
+        assert_eq!(page.events, &all[1..]);
+        assert_eq!(page.next_before, Some(all[1].id));
+        let rest = page_of(&store, &t, MAX_EVENT_PAGE_LIMIT, page.next_before).unwrap();
+        assert_eq!(rest.events, &all[..1]);
+        assert_eq!(rest.events[0].kind, EventKind::SnapshotCreated);
+        assert_eq!(rest.next_before, None, "the first event ends the log");
+
+        // One past the limit is refused, as is an empty page.
+        for limit in [0, MAX_EVENT_PAGE_LIMIT + 1, usize::MAX] {
+            let refused = page_of(&store, &t, limit, None);
+            assert!(
+                matches!(&refused, Err(Error::InvalidInput { field, .. }) if *field == "limit"),
+                "{limit}: {refused:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn paging_back_visits_every_event_once() {
+        let mut store = Store::open_in_memory().unwrap();
+        let t = transfer_with_events(&mut store, 23);
+        let _later = transfer_with_events(&mut store, 2);
+        let all = list(&store.conn, &t).unwrap();
+        let mut seen = Vec::new();
+        let mut before = None;
+        loop {
+            let page = page_of(&store, &t, 5, before).unwrap();
+            assert!(page.events.len() <= 5);
+            seen.splice(0..0, page.events);
+            match page.next_before {
+                Some(cursor) => before = Some(cursor),
+                None => break,
+            }
+        }
+        assert_eq!(ids(&seen), ids(&all));
+        // A log that fits one page has no cursor.
+        let whole = page_of(&store, &t, all.len(), None).unwrap();
+        assert_eq!((whole.events.len(), whole.next_before), (all.len(), None));
+    }
+
+    #[test]
+    fn a_cursor_that_is_not_an_event_of_the_transfer_is_refused() {
+        let mut store = Store::open_in_memory().unwrap();
+        let other = transfer_with_events(&mut store, 2);
+        let t = transfer_with_events(&mut store, 3);
+        let foreign = list(&store.conn, &other).unwrap()[0].id;
+        let newest = list(&store.conn, &t).unwrap().last().unwrap().id;
+        for before in [foreign, newest + 1, 0, -1, i64::MAX, i64::MIN] {
+            let refused = page_of(&store, &t, 10, Some(before));
+            match &refused {
+                Err(e @ Error::InvalidInput { field, .. }) if *field == "before" => {
+                    assert!(e.to_string().contains("nextBefore"), "{e}");
+                }
+                other => panic!("{before}: {other:?}"),
+            }
+        }
+        // The newest event is a cursor: everything older than it.
+        let page = page_of(&store, &t, 10, Some(newest)).unwrap();
+        assert_eq!(page.events.len(), 2);
     }
 }

@@ -12,7 +12,9 @@
 //!   function [`transition`].
 //! - Ownership and the binding of a transfer to the agent it becomes: [`TransferOwner`],
 //!   [`Store::snapshot_state_as`], [`Store::bind_transfer_agent`] ([`binding`]); leaving `active`
-//!   unbinds the agent in the same transaction.
+//!   unbinds the agent in the same transaction. A caller acts only on its own transfers
+//!   ([`Store::get_status_as`], [`Store::push_state_as`], [`Store::report_client_usage_as`]):
+//!   another's is refused exactly like a missing one.
 //! - The durable conversation domain ([`conversation`]).
 //! - The sandbox's durable state: the component registry ([`Store::register_component`]) and
 //!   checkpoints ([`Store::save_checkpoint`]).
@@ -72,7 +74,7 @@ pub use component::{ComponentRecord, MAX_COMPONENT_BYTES};
 pub use conversation::OPERATOR_SUBJECT;
 pub use db::{MAX_WRITE_ATTEMPTS, Store};
 pub use error::{Error, Result};
-pub use event::{Event, EventKind};
+pub use event::{DEFAULT_EVENT_PAGE_LIMIT, Event, EventKind, EventPage, EventsPage, MAX_EVENT_PAGE_LIMIT};
 pub use lifecycle::{COMPUTE_USAGE_KIND, DEFAULT_USAGE_KIND, HOST_RESERVED_USAGE_KINDS, UsageReport};
 pub use overview::{SnapshotSummary, TransferSummary};
 pub use owner::{API_KEY_SUBJECT_PREFIX, TransferOwner};
@@ -85,4 +87,4 @@ pub use token::{
     Bound, DEFAULT_TOKEN_TTL, TokenBindings, TokenKey, TokenRefusal, TokenScope, issue_bound_transfer_token,
     issue_transfer_token,
 };
-pub use transfer::{Transfer, TransferStatusReport};
+pub use transfer::{Transfer, TransferStatusPage, TransferStatusReport};

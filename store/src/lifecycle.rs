@@ -163,14 +163,31 @@ impl Store {
         })
     }
 
-    /// `push_state`: stages the snapshot for the destination. If the caller sends the checksum
-    /// `snapshot_state` returned, it must match.
+    /// `push_state` by the local operator: as [`push_state_as`](Self::push_state_as) with
+    /// [`TransferOwner::Operator`], who may push any transfer.
+    ///
+    /// # Errors
+    ///
+    /// As `push_state_as`.
+    pub fn push_state(&mut self, transfer: &str, checksum: Option<&str>) -> Result<Transfer> {
+        self.push_state_as(transfer, checksum, &TransferOwner::Operator)
+    }
+
+    /// `push_state` for `caller`: stages the snapshot for the destination. If the caller sends
+    /// the checksum `snapshot_state` returned, it must match. A transfer that is not `caller`'s
+    /// is refused as if it did not exist (before its state or checksum is looked at).
     ///
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for a checksum that is not 64 hex digits;
+    /// [`Error::TransferNotFound`] for a missing or foreign transfer;
     /// [`Error::InvalidTransition`] unless `provisioned`; [`Error::ChecksumMismatch`].
-    pub fn push_state(&mut self, transfer: &str, checksum: Option<&str>) -> Result<Transfer> {
+    pub fn push_state_as(
+        &mut self,
+        transfer: &str,
+        checksum: Option<&str>,
+        caller: &TransferOwner,
+    ) -> Result<Transfer> {
         let given = checksum.map(str::to_ascii_lowercase);
         if let Some(c) = &given
             && (c.len() != 64 || !c.bytes().all(|b| b.is_ascii_hexdigit()))
@@ -180,7 +197,7 @@ impl Store {
                 "must be 64 hex digits (the SHA-256 snapshot_state returned)",
             ));
         }
-        self.step(transfer, Operation::Push, |_, tx, t, to, now| {
+        self.step_as(transfer, Operation::Push, caller, |_, tx, t, to, now| {
             if let Some(given) = given.as_deref()
                 && given != t.checksum
             {
@@ -293,6 +310,11 @@ impl Store {
     /// [`Error::InvalidInput`] for an amount outside 1..=[`MAX_USAGE_REPORT_MICRO_USD`] or a
     /// malformed kind; [`Error::InvalidTransition`] as above.
     pub fn report_usage(&mut self, transfer: &str, micro_usd: u64, kind: &str) -> Result<UsageReport> {
+        self.add_usage(transfer, micro_usd, kind, &TransferOwner::Operator)
+    }
+
+    /// [`report_usage`](Self::report_usage) on a transfer of `caller`'s.
+    fn add_usage(&mut self, transfer: &str, micro_usd: u64, kind: &str, caller: &TransferOwner) -> Result<UsageReport> {
         if micro_usd == 0 || micro_usd > MAX_USAGE_REPORT_MICRO_USD {
             return Err(Error::invalid(
                 "amountMicroUsd",
@@ -303,7 +325,7 @@ impl Store {
         transfer::check_id(transfer)?;
         let now = self.now();
         self.write(|tx, _| {
-            let t = transfer::load(tx, transfer)?;
+            let t = transfer::load_for(tx, transfer, caller)?;
             let before = budget::load(tx, transfer)?;
             let exhausts_budget = before.is_some_and(|b| b.spent_micro_usd + micro_usd >= b.allocated_micro_usd);
             let to = check(&t, Operation::ReportUsage { exhausts_budget })?;
@@ -335,23 +357,42 @@ impl Store {
         })
     }
 
-    /// `report_usage` from outside the host's meter (the MCP tool): as
-    /// [`report_usage`](Self::report_usage), except that the host-reserved kinds
-    /// ([`HOST_RESERVED_USAGE_KINDS`]) are refused — compute is metered by the host from the
-    /// fuel a guest burnt, and nobody else may add to it.
+    /// `report_usage` from outside the host's meter by the local operator: as
+    /// [`report_client_usage_as`](Self::report_client_usage_as) with
+    /// [`TransferOwner::Operator`], who may report on any transfer.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidInput`] (field `kind`) for a reserved kind, changing nothing; otherwise
-    /// as `report_usage`.
+    /// As `report_client_usage_as`.
     pub fn report_client_usage(&mut self, transfer: &str, micro_usd: u64, kind: &str) -> Result<UsageReport> {
+        self.report_client_usage_as(transfer, micro_usd, kind, &TransferOwner::Operator)
+    }
+
+    /// `report_usage` from outside the host's meter (the MCP tool) by `caller`: as
+    /// [`report_usage`](Self::report_usage) on a transfer of `caller`'s, except that the
+    /// host-reserved kinds ([`HOST_RESERVED_USAGE_KINDS`]) are refused — compute is metered by
+    /// the host from the fuel a guest burnt, and nobody else may add to it. A transfer that is
+    /// not `caller`'s is refused as if it did not exist.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] (field `kind`) for a reserved kind, changing nothing;
+    /// [`Error::TransferNotFound`] for a missing or foreign transfer; otherwise as
+    /// `report_usage`.
+    pub fn report_client_usage_as(
+        &mut self,
+        transfer: &str,
+        micro_usd: u64,
+        kind: &str,
+        caller: &TransferOwner,
+    ) -> Result<UsageReport> {
         if HOST_RESERVED_USAGE_KINDS.contains(&kind) {
             return Err(Error::invalid(
                 "kind",
                 format!("{kind:?} is reserved to the host's meter; report another kind (e.g. model_tokens)"),
             ));
         }
-        self.report_usage(transfer, micro_usd, kind)
+        self.add_usage(transfer, micro_usd, kind, caller)
     }
 
     /// Fails every activation left in progress by a host that stopped mid-activation (a crash,
@@ -404,18 +445,31 @@ impl Store {
         })
     }
 
-    /// Runs one operation on one transfer: a transaction (retried while the database is busy),
-    /// the edge check, `body`, commit.
+    /// Runs one operation on one transfer as the operator: [`step_as`](Self::step_as) with
+    /// [`TransferOwner::Operator`]. The operations a token authorizes (provision, activate) need
+    /// no owner: the operator minted the token for this transfer.
     fn step(
         &mut self,
         transfer: &str,
         op: Operation,
+        body: impl FnMut(Option<&TokenKey>, &Transaction<'_>, &Transfer, Phase, Timestamp) -> Result<()>,
+    ) -> Result<Transfer> {
+        self.step_as(transfer, op, &TransferOwner::Operator, body)
+    }
+
+    /// Runs one operation on one transfer of `caller`'s: a transaction (retried while the
+    /// database is busy), the ownership and edge checks, `body`, commit.
+    fn step_as(
+        &mut self,
+        transfer: &str,
+        op: Operation,
+        caller: &TransferOwner,
         mut body: impl FnMut(Option<&TokenKey>, &Transaction<'_>, &Transfer, Phase, Timestamp) -> Result<()>,
     ) -> Result<Transfer> {
         transfer::check_id(transfer)?;
         let now = self.now();
         self.write(|tx, key| {
-            let t = transfer::load(tx, transfer)?;
+            let t = transfer::load_for(tx, transfer, caller)?;
             let to = check(&t, op)?;
             body(key, tx, &t, to, now)?;
             transfer::load(tx, transfer)

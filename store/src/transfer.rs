@@ -1,5 +1,10 @@
 //! Transfers as stored: the row type, its queries, and the checks on ids a caller sends.
 //!
+//! A transfer belongs to its owner (see [`TransferOwner`]): every read or change a caller
+//! makes by id goes through [`load_for`], which refuses a transfer of another principal exactly
+//! as it refuses a missing one ([`Error::TransferNotFound`], the same text), so a caller cannot
+//! tell a foreign id from an unknown one. The operator sees every transfer.
+//!
 //! The operations that move a transfer between states live in [`lifecycle`](crate::lifecycle);
 //! this file only reads.
 
@@ -10,7 +15,7 @@ use crate::budget::{self, Budget};
 use crate::clock::Timestamp;
 use crate::db::Store;
 use crate::error::{Error, Result};
-use crate::event::{self, Event};
+use crate::event::{self, Event, EventPage, EventsPage};
 use crate::id;
 use crate::owner::TransferOwner;
 use crate::snapshot::{McpServer, Message, SnapshotInput};
@@ -82,9 +87,30 @@ impl Transfer {
     pub fn owner(&self) -> Result<TransferOwner> {
         TransferOwner::from_subject(&self.owner_subject)
     }
+
+    /// Whether `caller` may read and act on this transfer: its owner may, and the operator may
+    /// act on every transfer.
+    pub fn belongs_to(&self, caller: &TransferOwner) -> bool {
+        *caller == TransferOwner::Operator || self.owner_subject == caller.subject()
+    }
 }
 
-/// What `get_status` returns: the transfer, its budget and its whole audit log in order.
+/// What `get_status` returns to a caller: the transfer, its budget and one page of its audit
+/// log ([`Store::get_status_as`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TransferStatusPage {
+    /// The transfer.
+    pub transfer: Transfer,
+    /// Its budget, once provisioned.
+    pub budget: Option<Budget>,
+    /// The page of its events, oldest first, and the cursor to older ones.
+    #[serde(flatten)]
+    pub page: EventsPage,
+}
+
+/// A transfer, its budget and its whole audit log in order: the operator's unbounded read
+/// ([`Store::get_status`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TransferStatusReport {
@@ -164,6 +190,18 @@ pub(crate) fn load(conn: &Connection, transfer: &str) -> Result<Transfer> {
         .unwrap_or_else(|| Err(Error::TransferNotFound(transfer.to_owned())))
 }
 
+/// Loads `transfer` for `caller`: as [`load`], and a transfer that does not
+/// [belong to](Transfer::belongs_to) `caller` is [`Error::TransferNotFound`] too — the one
+/// place the ownership rule is applied.
+pub(crate) fn load_for(conn: &Connection, transfer: &str, caller: &TransferOwner) -> Result<Transfer> {
+    let t = load(conn, transfer)?;
+    if t.belongs_to(caller) {
+        Ok(t)
+    } else {
+        Err(Error::TransferNotFound(transfer.to_owned()))
+    }
+}
+
 impl Store {
     /// One transfer.
     ///
@@ -175,7 +213,30 @@ impl Store {
         load(&self.conn, transfer)
     }
 
-    /// `get_status`: the transfer, its budget and its full event log, oldest event first.
+    /// `get_status` for `caller`: the transfer, its budget and the page `page` of its event log
+    /// (oldest first within the page). A transfer that is not `caller`'s is refused as if it did
+    /// not exist, before the cursor is looked at.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for a malformed id, a limit outside
+    /// 1..=[`MAX_EVENT_PAGE_LIMIT`](crate::event::MAX_EVENT_PAGE_LIMIT) (field `limit`) or a
+    /// cursor that is not an event of this transfer (field `before`);
+    /// [`Error::TransferNotFound`] for a missing or foreign transfer; [`Error::CorruptRow`].
+    pub fn get_status_as(&self, transfer: &str, caller: &TransferOwner, page: EventPage) -> Result<TransferStatusPage> {
+        check_id(transfer)?;
+        page.validate()?;
+        let t = load_for(&self.conn, transfer, caller)?;
+        Ok(TransferStatusPage {
+            budget: budget::load(&self.conn, transfer)?,
+            page: event::page(&self.conn, transfer, page)?,
+            transfer: t,
+        })
+    }
+
+    /// The operator's `get_status`: the transfer, its budget and its whole event log, oldest
+    /// event first, however long. For the operator's own tools (the CLI, the console); a
+    /// caller-facing read is [`get_status_as`](Self::get_status_as), which pages.
     ///
     /// # Errors
     ///

@@ -1,7 +1,8 @@
-//! `ahp transfer list|show|terminate`: what an operator needs to see and end transfers.
+//! `ahp transfer list|show|report-usage|terminate`: what an operator needs to see, meter and
+//! end transfers. The CLI is the operator: it acts on every principal's transfers.
 
 use ahp_host::policy::{Origin, Policy};
-use ahp_store::{Transfer, TransferStatus};
+use ahp_store::{EventPage, Transfer, TransferOwner, TransferStatus};
 use clap::Subcommand;
 
 use super::{DataDir, table};
@@ -19,13 +20,33 @@ pub(crate) enum TransferCommand {
         limit: u16,
     },
     /// Show one transfer: its state, budget, MCP servers and credential references (never a
-    /// value) with what the operator's policy grants them, and the full event log.
+    /// value) with what the operator's policy grants them, and the newest page of its event log
+    /// (with the command that shows the page before it).
     Show {
         /// The transfer (tr_…).
         id: String,
+        /// How many events, the newest first counted (1 to 500).
+        #[arg(long, default_value_t = ahp_store::DEFAULT_EVENT_PAGE_LIMIT as u16,
+              value_parser = clap::value_parser!(u16).range(1..=ahp_store::MAX_EVENT_PAGE_LIMIT as i64))]
+        limit: u16,
+        /// Only events older than this event id (as the previous page says).
+        #[arg(long)]
+        before: Option<i64>,
         /// Print the status report as JSON instead of tables.
         #[arg(long)]
         json: bool,
+    },
+    /// Add spend to any principal's transfer, as `report_usage` does for the transfer's owner:
+    /// the operator's metering surface (an API key reports only on its own transfers).
+    ReportUsage {
+        /// The transfer (tr_…).
+        id: String,
+        /// Spend to add, in micro-USD (1 to 1,000,000,000).
+        #[arg(long)]
+        amount: u64,
+        /// What was spent on (a-z, 0-9, '_'; not the host-reserved `compute`).
+        #[arg(long, default_value = ahp_store::DEFAULT_USAGE_KIND)]
+        kind: String,
     },
     /// Tear a transfer down (an operator action; never available over MCP).
     Terminate {
@@ -63,8 +84,17 @@ pub(crate) fn run(dir: &DataDir, command: TransferCommand) -> anyhow::Result<()>
                 table::render(&["id", "status", "tier", "source", "created"], &rows)
             );
         }
-        TransferCommand::Show { id, json } => {
-            let report = store.get_status(&id)?;
+        TransferCommand::Show {
+            id,
+            limit,
+            before,
+            json,
+        } => {
+            let page = EventPage {
+                limit: limit.into(),
+                before,
+            };
+            let report = store.get_status_as(&id, &TransferOwner::Operator, page)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
@@ -81,8 +111,18 @@ pub(crate) fn run(dir: &DataDir, command: TransferCommand) -> anyhow::Result<()>
                 println!();
                 print!("{}", servers(&store.snapshot(&id)?.mcp_config, &dir.policy()?));
                 println!();
-                print!("{}", table::events(&report.events));
+                print!("{}", table::events(&report.page.events));
+                if let Some(older) = report.page.next_before {
+                    println!("older events: ahp transfer show {id} --before {older}");
+                }
             }
+        }
+        TransferCommand::ReportUsage { id, amount, kind } => {
+            let r = store.report_client_usage(&id, amount, &kind)?;
+            println!(
+                "{} {} spent {} of {} µUSD",
+                r.transfer.id, r.transfer.status, r.budget.spent_micro_usd, r.budget.allocated_micro_usd
+            );
         }
         TransferCommand::Terminate { id, reason } => {
             let t = store.terminate(&id, &reason)?;

@@ -11,6 +11,13 @@
 //! validated by rmcp (DNS-rebinding protection). [`Auth::None`] disables the key check and is
 //! meant only for loopback (the CLI refuses it elsewhere).
 //!
+//! Each surface is served at exactly one path — [`TRANSFERS_PATH`] and [`CONVERSATIONS_PATH`] —
+//! and each has its own gate, which knows the tool set it fronts and checks every call against
+//! that set's scope table. The scope table is therefore the route's, never a guess from the
+//! path's spelling: any other path (`/mcp/conversationsX`, `/mcp/`, `/mcp/conversations/x`,
+//! `/mcp/./conversations`, `%2F`, a different case, …) matches no route and is `404`, whatever
+//! key it carries.
+//!
 //! A key that does not have a key's shape (prefix, hex, length) is refused before any blocking
 //! work: no thread, no store lock, no hash. Timeouts, the body limit and the connection limit
 //! are the listener's ([`super::listener`]).
@@ -20,6 +27,7 @@
 //! the shared [`TransferTools`].
 
 use crate::shared_store::StoreLock;
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -32,6 +40,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tower::{Layer, Service};
 
 use super::TransferTools;
 use super::conversation_tools::{self, ConversationTools};
@@ -48,9 +57,35 @@ pub enum Auth {
     None,
 }
 
+/// The path of the transfer tools. Only this exact path serves them.
+pub const TRANSFERS_PATH: &str = "/mcp";
+/// The path of the conversation tools. Only this exact path serves them.
+pub const CONVERSATIONS_PATH: &str = "/mcp/conversations";
+
+/// The tool set a gate fronts, and so the scope table it checks calls against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ToolSet {
+    /// The six transfer tools ([`tool_scope`]).
+    Transfers,
+    /// The conversation tools ([`conversation_tools::required_scope`]).
+    Conversations,
+}
+
+impl ToolSet {
+    /// The scope a call of `tool` in this set needs.
+    fn scope_of(self, tool: &str) -> ApiScope {
+        match self {
+            Self::Transfers => tool_scope(tool),
+            Self::Conversations => conversation_tools::required_scope(tool),
+        }
+    }
+}
+
+/// The authorization in front of one tool set.
 struct Gate {
     store: Arc<Mutex<Store>>,
     auth: Auth,
+    tools: ToolSet,
 }
 
 /// The `/mcp` router, ready for `axum::serve`.
@@ -67,16 +102,37 @@ pub fn router(
         service_config(local),
     );
     let conversations = ConversationTools::new(store.clone(), auth == Auth::None).with_carriers(carriers);
-    axum::Router::new()
-        .nest_service(
-            "/mcp/conversations",
-            conversation_tools::http_service(conversations, local),
-        )
-        .nest_service("/mcp", service)
-        .layer(middleware::from_fn_with_state(
-            Arc::new(Gate { store, auth }),
+    routes(
+        service,
+        conversation_tools::http_service(conversations, local),
+        store,
+        auth,
+    )
+}
+
+/// The two surfaces, each at exactly its path and behind a gate of its own tool set.
+fn routes<T, C>(transfers: T, conversations: C, store: Arc<Mutex<Store>>, auth: Auth) -> axum::Router
+where
+    T: Service<Request, Error = Infallible> + Clone + Send + Sync + 'static,
+    T::Response: IntoResponse,
+    T::Future: Send + 'static,
+    C: Service<Request, Error = Infallible> + Clone + Send + Sync + 'static,
+    C::Response: IntoResponse,
+    C::Future: Send + 'static,
+{
+    let gate = |tools| {
+        middleware::from_fn_with_state(
+            Arc::new(Gate {
+                store: store.clone(),
+                auth,
+                tools,
+            }),
             authorize,
-        ))
+        )
+    };
+    axum::Router::new()
+        .route_service(TRANSFERS_PATH, gate(ToolSet::Transfers).layer(transfers))
+        .route_service(CONVERSATIONS_PATH, gate(ToolSet::Conversations).layer(conversations))
 }
 
 /// The Streamable HTTP settings both MCP surfaces share: the Host names and Origins of a server
@@ -161,8 +217,7 @@ async fn authorize(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
                 .into_response();
         }
     };
-    let conversations = parts.uri.path().starts_with("/mcp/conversations");
-    for scope in required_scopes(conversations, &bytes) {
+    for scope in required_scopes(gate.tools, &bytes) {
         if !principal.has(scope) {
             let value = format!(r#"Bearer realm="ahp", error="insufficient_scope", scope="{scope}""#);
             return challenge(
@@ -187,7 +242,7 @@ async fn authorize(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
 /// The scopes a JSON-RPC message (or batch) needs: one per `tools/call`, by tool name. Other
 /// methods (initialize, tools/list, ping, …) need only an authenticated principal. A body that
 /// is not JSON needs nothing here; rmcp rejects it.
-fn required_scopes(conversations: bool, body: &[u8]) -> Vec<ApiScope> {
+fn required_scopes(tools: ToolSet, body: &[u8]) -> Vec<ApiScope> {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
         return Vec::new();
     };
@@ -198,14 +253,7 @@ fn required_scopes(conversations: bool, body: &[u8]) -> Vec<ApiScope> {
     messages
         .iter()
         .filter(|m| m["method"] == "tools/call")
-        .map(|m| {
-            let name = m["params"]["name"].as_str().unwrap_or_default();
-            if conversations {
-                conversation_tools::required_scope(name)
-            } else {
-                tool_scope(name)
-            }
-        })
+        .map(|m| tools.scope_of(m["params"]["name"].as_str().unwrap_or_default()))
         .collect()
 }
 
@@ -227,7 +275,7 @@ mod tests {
     #[test]
     fn scopes_follow_the_tool_called() {
         let call = |name: &str| json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name}});
-        let scopes = |v: serde_json::Value| required_scopes(false, v.to_string().as_bytes());
+        let scopes = |v: serde_json::Value| required_scopes(ToolSet::Transfers, v.to_string().as_bytes());
         assert_eq!(scopes(call("get_status")), [ApiScope::TransferRead]);
         assert_eq!(scopes(call("activate")), [ApiScope::TransferWrite]);
         assert_eq!(scopes(call("report_usage")), [ApiScope::TransferMeter]);
@@ -240,8 +288,8 @@ mod tests {
             scopes(json!([call("get_status"), call("push_state"), call("report_usage")])),
             [ApiScope::TransferRead, ApiScope::TransferWrite, ApiScope::TransferMeter]
         );
-        assert!(required_scopes(false, b"not json").is_empty());
-        let conv = |v: serde_json::Value| required_scopes(true, v.to_string().as_bytes());
+        assert!(required_scopes(ToolSet::Transfers, b"not json").is_empty());
+        let conv = |v: serde_json::Value| required_scopes(ToolSet::Conversations, v.to_string().as_bytes());
         assert_eq!(conv(call("read_conversation")), [ApiScope::CommunicationRead]);
         assert_eq!(conv(call("post_message")), [ApiScope::CommunicationManage]);
         assert_eq!(conv(call("get_status")), [ApiScope::CommunicationManage]);
@@ -264,6 +312,7 @@ mod shape_tests {
                 Arc::new(Gate {
                     store,
                     auth: Auth::Keys,
+                    tools: ToolSet::Transfers,
                 }),
                 authorize,
             ))
@@ -309,5 +358,113 @@ mod shape_tests {
         // … and, unknown, is refused once the store is free.
         let answer = app.oneshot(request(&longest)).await.unwrap();
         assert_eq!(answer.status(), StatusCode::UNAUTHORIZED);
+    }
+}
+
+#[cfg(test)]
+mod route_tests {
+    use axum::routing::any;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    /// Every spelling of the two paths a client or an attacker might send; only the first two
+    /// are served.
+    const SPELLINGS: [&str; 22] = [
+        "/mcp",
+        "/mcp/conversations",
+        "/mcp/",
+        "/mcp/conversations/",
+        "/mcp/conversationsX",
+        "/mcp/conversations%2F",
+        "/mcp/conversations%2f",
+        "/mcp%2Fconversations",
+        "/mcp/conversations/extra",
+        "/mcp/conversations/..",
+        "/mcp/conversations/.",
+        "/mcp/./conversations",
+        "/mcp/../mcp/conversations",
+        "/mcp//conversations",
+        "//mcp",
+        "//mcp/conversations",
+        "/MCP",
+        "/MCP/Conversations",
+        "/mcp/Conversations",
+        "/mcp/x",
+        "/mcpx",
+        "/mcp/conversations;x",
+    ];
+
+    /// Which stub answered, by its body.
+    fn stubs(store: Arc<Mutex<Store>>) -> axum::Router {
+        routes(
+            any(|| async { "transfers" }),
+            any(|| async { "conversations" }),
+            store,
+            Auth::Keys,
+        )
+    }
+
+    fn call(path: &str, key: &str, tool: &str) -> Request {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool}});
+        axum::http::Request::post(path)
+            .header(header::AUTHORIZATION, format!("Bearer {key}"))
+            .body(Body::from(body.to_string()))
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_call_reaches_only_the_tool_set_whose_scope_table_authorized_it() {
+        let mut store = Store::open_in_memory().unwrap();
+        let keys: Vec<(ApiScope, String)> = ApiScope::ALL
+            .into_iter()
+            .map(|scope| {
+                let name = scope.as_str().replace(':', "-");
+                (scope, store.add_principal(&name, &[scope]).unwrap().1)
+            })
+            .collect();
+        let app = stubs(Arc::new(Mutex::new(store)));
+        let tools = [
+            "get_status",
+            "snapshot_state",
+            "report_usage",
+            "read_conversation",
+            "post_message",
+        ];
+        for path in SPELLINGS {
+            let served = match path {
+                TRANSFERS_PATH => Some(ToolSet::Transfers),
+                CONVERSATIONS_PATH => Some(ToolSet::Conversations),
+                _ => None,
+            };
+            for (scope, key) in &keys {
+                for tool in tools {
+                    let answer = app.clone().oneshot(call(path, key, tool)).await.unwrap();
+                    let status = answer.status();
+                    let body = axum::body::to_bytes(answer.into_body(), 1024).await.unwrap();
+                    let case = format!("{path} {scope} {tool}: {status} {body:?}");
+                    match served {
+                        None => assert_eq!(status, StatusCode::NOT_FOUND, "{case}"),
+                        Some(set) if set.scope_of(tool) == *scope => {
+                            let reached = match set {
+                                ToolSet::Transfers => "transfers",
+                                ToolSet::Conversations => "conversations",
+                            };
+                            assert_eq!((status, &body[..]), (StatusCode::OK, reached.as_bytes()), "{case}");
+                        }
+                        Some(_) => assert_eq!(status, StatusCode::FORBIDDEN, "{case}"),
+                    }
+                }
+            }
+            // Without a key every served path asks for one; no other path exists.
+            let anonymous = axum::http::Request::post(path).body(Body::from("{}")).unwrap();
+            let status = app.clone().oneshot(anonymous).await.unwrap().status();
+            let expected = if served.is_some() {
+                StatusCode::UNAUTHORIZED
+            } else {
+                StatusCode::NOT_FOUND
+            };
+            assert_eq!(status, expected, "{path} without a key");
+        }
     }
 }

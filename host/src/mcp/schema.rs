@@ -152,6 +152,25 @@ pub struct ReportUsageArgs {
 pub struct GetStatusArgs {
     /// The transfer (`tr_…`).
     pub transfer_id: String,
+    /// How many events to return, newest first counted, 1 to 500; default 50.
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Only events older than this event id: the `nextBefore` of the previous page. Omit it for
+    /// the newest events.
+    #[serde(default)]
+    pub before: Option<i64>,
+}
+
+impl GetStatusArgs {
+    /// The page of events asked for (an out-of-range limit is the store's to refuse).
+    pub fn page(&self) -> ahp_store::EventPage {
+        ahp_store::EventPage {
+            limit: self.limit.map_or(ahp_store::DEFAULT_EVENT_PAGE_LIMIT, |l| {
+                usize::try_from(l).unwrap_or(usize::MAX)
+            }),
+            before: self.before,
+        }
+    }
 }
 
 /// A transfer after an operation.
@@ -264,6 +283,9 @@ pub struct StatusResult {
     pub transfer: TransferResult,
     /// Its budget, once provisioned.
     pub budget: Option<BudgetResult>,
-    /// Every event, oldest first.
+    /// The newest events older than `before` (all the newest without it), at most `limit`,
+    /// oldest first.
     pub events: Vec<EventResult>,
+    /// Pass as `before` to read the page of older events; `null` when these reach the first.
+    pub next_before: Option<i64>,
 }

@@ -5,6 +5,11 @@
 //! errors (`isError: true`) with the store's message and change nothing. No tool mints a token,
 //! terminates a transfer or reveals a secret, and `report_usage` cannot report the
 //! host-reserved kind `compute` (the host meters it from the fuel a guest burnt).
+//!
+//! A caller acts only on its own transfers: `snapshot_state` records the caller as the owner,
+//! and `push_state`, `report_usage` and `get_status` pass the caller ([`caller`]) to the store,
+//! which refuses another principal's transfer exactly as a missing one. `provision_runtime` and
+//! `activate` are authorized by the operator's token for the transfer instead.
 
 use crate::shared_store::StoreLock;
 use std::sync::{Arc, Mutex, TryLockError};
@@ -99,12 +104,9 @@ impl TransferTools {
         ext: Extensions,
         Parameters(args): Parameters<SnapshotStateArgs>,
     ) -> Result<Json<TransferResult>, String> {
-        // The transfer belongs to its creator: the API key's principal over HTTP, else the local
-        // operator (stdio). Its agent will belong to that principal's communication principal.
-        let owner = ext
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<ahp_store::Principal>())
-            .map_or(TransferOwner::Operator, |p| TransferOwner::ApiKey(p.id.clone()));
+        // The transfer belongs to its creator; its agent will belong to that principal's
+        // communication principal.
+        let owner = caller(&ext);
         self.transition(move |s| s.snapshot_state_as(&args.into(), &owner))
             .await
     }
@@ -140,8 +142,13 @@ impl TransferTools {
         idempotent_hint = false,
         open_world_hint = false
     ))]
-    async fn push_state(&self, Parameters(a): Parameters<PushStateArgs>) -> Result<Json<TransferResult>, String> {
-        self.transition(move |s| s.push_state(&a.transfer_id, a.checksum.as_deref()))
+    async fn push_state(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<PushStateArgs>,
+    ) -> Result<Json<TransferResult>, String> {
+        let caller = caller(&ext);
+        self.transition(move |s| s.push_state_as(&a.transfer_id, a.checksum.as_deref(), &caller))
             .await
     }
 
@@ -177,11 +184,16 @@ impl TransferTools {
         idempotent_hint = false,
         open_world_hint = false
     ))]
-    async fn report_usage(&self, Parameters(a): Parameters<ReportUsageArgs>) -> Result<Json<UsageResult>, String> {
+    async fn report_usage(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<ReportUsageArgs>,
+    ) -> Result<Json<UsageResult>, String> {
+        let caller = caller(&ext);
         self.with_store(move |s| {
             let kind = a.kind.as_deref().unwrap_or(DEFAULT_USAGE_KIND);
             let r = s
-                .report_client_usage(&a.transfer_id, a.amount_micro_usd, kind)
+                .report_client_usage_as(&a.transfer_id, a.amount_micro_usd, kind, &caller)
                 .map_err(|e| e.to_string())?;
             Ok(Json(UsageResult {
                 transfer_id: r.transfer.id.clone(),
@@ -192,21 +204,39 @@ impl TransferTools {
         .await
     }
 
-    /// Read a transfer, its budget and its full audit log in order.
+    /// Read a transfer, its budget and a page of its audit log: the newest `limit` events
+    /// (default 50, at most 500) in order, and `nextBefore` to pass as `before` for the older
+    /// ones. Only the caller's own transfers.
     #[tool(annotations(read_only_hint = true, open_world_hint = false))]
-    async fn get_status(&self, Parameters(a): Parameters<GetStatusArgs>) -> Result<Json<StatusResult>, String> {
+    async fn get_status(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<GetStatusArgs>,
+    ) -> Result<Json<StatusResult>, String> {
+        let caller = caller(&ext);
         self.read_store(move |s| {
-            let r = s.get_status(&a.transfer_id).map_err(|e| e.to_string())?;
+            let r = s
+                .get_status_as(&a.transfer_id, &caller, a.page())
+                .map_err(|e| e.to_string())?;
             Ok(Json(StatusResult {
                 transfer_id: r.transfer.id.clone(),
                 status: r.transfer.status.to_string(),
                 transfer: TransferResult::from(&r.transfer),
                 budget: r.budget.map(Into::into),
-                events: r.events.iter().map(Into::into).collect(),
+                events: r.page.events.iter().map(Into::into).collect(),
+                next_before: r.page.next_before,
             }))
         })
         .await
     }
+}
+
+/// Who is calling: the API key's principal over HTTP, else the local operator (stdio, or HTTP
+/// with `--auth none`, which is loopback only).
+fn caller(ext: &Extensions) -> TransferOwner {
+    ext.get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<ahp_store::Principal>())
+        .map_or(TransferOwner::Operator, |p| TransferOwner::ApiKey(p.id.clone()))
 }
 
 #[tool_handler(router = self.tool_router)]
