@@ -210,8 +210,8 @@ mod tests {
 
     const START: Timestamp = Timestamp::from_micros(1_796_039_139_000_000);
 
-    /// A provisioned transfer on a manual clock, and the clock.
-    fn provisioned() -> (Store, ManualClock, String) {
+    /// An `active` transfer on a manual clock (five events), and the clock.
+    fn active() -> (Store, ManualClock, String) {
         let key = TokenKey::random();
         let clock = ManualClock::new(START);
         let mut store = Store::open_in_memory()
@@ -230,25 +230,29 @@ mod tests {
         store
             .provision_runtime(&t, Tier::Nano, 1_000_000_000, "c", &tok)
             .unwrap();
+        store.push_state(&t, None).unwrap();
+        let tok = issue_transfer_token(&key, &t, TokenScope::Activate, START, DEFAULT_TOKEN_TTL).unwrap();
+        store.begin_activation(&t, &tok).unwrap();
+        store.complete_activation(&t).unwrap();
         (store, clock, t)
     }
 
     #[test]
     fn pages_walk_the_log_newest_first_and_bad_cursors_are_refused() {
-        let (mut store, clock, t) = provisioned();
+        let (mut store, clock, t) = active();
         for _ in 0..10 {
             clock.advance(Duration::from_secs(1));
             store.report_usage(&t, 1, "model").unwrap();
         }
         let all = store.get_status(&t).unwrap().events;
-        assert_eq!(all.len(), 12);
-        let newest = store.event_page(&t, None, 5).unwrap();
+        assert_eq!(all.len(), 15);
+        let newest = store.event_page(&t, None, 6).unwrap();
         assert!(newest.more_before);
-        assert_eq!(newest.events, all[7..]);
-        let older = store.event_page(&t, Some(newest.events[0].id), 5).unwrap();
-        assert_eq!(older.events, all[2..7]);
-        let oldest = store.event_page(&t, Some(older.events[0].id), 5).unwrap();
-        assert_eq!((oldest.events.as_slice(), oldest.more_before), (&all[..2], false));
+        assert_eq!(newest.events, all[9..]);
+        let older = store.event_page(&t, Some(newest.events[0].id), 6).unwrap();
+        assert_eq!((older.events.as_slice(), older.more_before), (&all[3..9], true));
+        let oldest = store.event_page(&t, Some(older.events[0].id), 6).unwrap();
+        assert_eq!((oldest.events.as_slice(), oldest.more_before), (&all[..3], false));
         let whole = store.event_page(&t, None, MAX_EVENT_PAGE).unwrap();
         assert_eq!((whole.events, whole.more_before), (all.clone(), false));
         for (before, limit, field) in [
@@ -270,20 +274,20 @@ mod tests {
 
     #[test]
     fn a_short_curve_is_exact_and_a_long_one_is_sampled_to_its_bound() {
-        let (mut store, clock, t) = provisioned();
-        let curve = store.spend_curve(&t, clock.now(), 10).unwrap();
+        let (mut store, clock, t) = active();
+        let curve = store.spend_curve(&t, store.now(), 10).unwrap();
         assert_eq!(curve, [SpendSample { at: START, spent_micro_usd: 0 }]);
         for _ in 0..9 {
             clock.advance(Duration::from_secs(1));
             store.report_usage(&t, 7, "model").unwrap();
         }
-        let exact = store.spend_curve(&t, clock.now(), 10).unwrap();
+        let exact = store.spend_curve(&t, store.now(), 10).unwrap();
         assert_eq!(exact.len(), 10, "the opening and every report");
         assert_eq!(exact.last().unwrap().spent_micro_usd, 63);
         // One report more than the points hold: sampled, still ending at the latest spend.
         clock.advance(Duration::from_secs(1));
         store.report_usage(&t, 7, "model").unwrap();
-        let sampled = store.spend_curve(&t, clock.now(), 10).unwrap();
+        let sampled = store.spend_curve(&t, store.now(), 10).unwrap();
         assert!(sampled.len() <= 10, "{}", sampled.len());
         assert_eq!(sampled.last().unwrap().spent_micro_usd, 70);
         assert!(sampled.windows(2).all(|w| w[0].at <= w[1].at && w[0].spent_micro_usd <= w[1].spent_micro_usd));
@@ -292,14 +296,14 @@ mod tests {
             clock.advance(Duration::from_millis(10));
             store.report_usage(&t, 1, "model").unwrap();
         }
-        let long = store.spend_curve(&t, clock.now(), 50).unwrap();
+        let long = store.spend_curve(&t, store.now(), 50).unwrap();
         assert!(long.len() <= 50 && long.len() > 40, "{}", long.len());
         assert_eq!(long.last().unwrap().spent_micro_usd, 2_070);
         assert_eq!(long[0].spent_micro_usd, 0);
         for points in [0, 1, MAX_SPEND_POINTS + 1] {
             assert!(matches!(
-                store.spend_curve(&t, clock.now(), points),
-                Err(Error::InvalidInput { field: "points", .. })
+                store.spend_curve(&t, store.now(), points),
+                Err(Error::InvalidInput { field, .. }) if field == "points"
             ));
         }
     }

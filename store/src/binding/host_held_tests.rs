@@ -233,7 +233,6 @@ fn the_owner_cannot_act_through_the_host_held_endpoint_and_each_refusal_changes_
     );
     let next = f.store.claim_wake(&host, &b.actor, CLAIM).unwrap();
     assert!(next.is_some(), "the owner's next message wakes the agent for the host");
-    let _ = b.transfer;
 }
 
 #[test]
