@@ -130,9 +130,7 @@ impl Store {
         exists(&self.conn, transfer)?;
         let opened: Option<i64> = self
             .conn
-            .prepare_cached(
-                "SELECT at FROM usage_events WHERE transfer_id = ?1 AND type = ?2 ORDER BY at, id LIMIT 1",
-            )?
+            .prepare_cached("SELECT at FROM usage_events WHERE transfer_id = ?1 AND type = ?2 ORDER BY at, id LIMIT 1")?
             .query_row((transfer, EventKind::RuntimeProvisioned.as_str()), |r| r.get(0))
             .optional()?;
         let Some(opened) = opened else {
@@ -276,7 +274,13 @@ mod tests {
     fn a_short_curve_is_exact_and_a_long_one_is_sampled_to_its_bound() {
         let (mut store, clock, t) = active();
         let curve = store.spend_curve(&t, store.now(), 10).unwrap();
-        assert_eq!(curve, [SpendSample { at: START, spent_micro_usd: 0 }]);
+        assert_eq!(
+            curve,
+            [SpendSample {
+                at: START,
+                spent_micro_usd: 0
+            }]
+        );
         for _ in 0..9 {
             clock.advance(Duration::from_secs(1));
             store.report_usage(&t, 7, "model").unwrap();
@@ -290,7 +294,11 @@ mod tests {
         let sampled = store.spend_curve(&t, store.now(), 10).unwrap();
         assert!(sampled.len() <= 10, "{}", sampled.len());
         assert_eq!(sampled.last().unwrap().spent_micro_usd, 70);
-        assert!(sampled.windows(2).all(|w| w[0].at <= w[1].at && w[0].spent_micro_usd <= w[1].spent_micro_usd));
+        assert!(
+            sampled
+                .windows(2)
+                .all(|w| w[0].at <= w[1].at && w[0].spent_micro_usd <= w[1].spent_micro_usd)
+        );
         // A long log: the curve stays at its bound and keeps the latest spend.
         for _ in 0..2_000 {
             clock.advance(Duration::from_millis(10));

@@ -4,8 +4,9 @@
 //!
 //! - **Sign-in** with an API key (`ahp principal add`) starts a [`session`]: an `HttpOnly`,
 //!   `SameSite=Strict` cookie scoped to `/console`. Sign-out ends it. Each request re-reads the
-//!   principal, so revoking a key signs its sessions out. A key without scopes could see
-//!   nothing here and is refused a session (`403`); each principal holds at most
+//!   principal, so revoking a key signs its sessions out. A key without any of the scopes the
+//!   console reads with ([`CONSOLE_SCOPES`]; e.g. a metering daemon's `transfer:meter`) could
+//!   see nothing here and is refused a session (`403`); each principal holds at most
 //!   [`session::MAX_SESSIONS_PER_PRINCIPAL`] sessions.
 //! - **Every POST** must come from this origin (`Origin` one of the server's own, and
 //!   `Sec-Fetch-Site: same-origin` when the browser sends it) and carry the session's CSRF
@@ -55,6 +56,18 @@ use crate::carrier::Carriers;
 pub const MAX_FORM_BYTES: usize = 4096;
 /// Most transfers the transfers page lists.
 pub const TRANSFERS_PER_PAGE: usize = 1000;
+/// The scopes the console shows anything for; a key holding none of them gets no session.
+pub const CONSOLE_SCOPES: [ApiScope; 3] = [
+    ApiScope::TransferRead,
+    ApiScope::CommunicationRead,
+    ApiScope::CommunicationManage,
+];
+
+/// Whether `principal` holds a scope the console shows anything for.
+fn may_use_console(principal: &Principal) -> bool {
+    CONSOLE_SCOPES.iter().any(|s| principal.has(*s))
+}
+
 /// The Content-Security-Policy of every console response.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
      img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
@@ -229,7 +242,7 @@ async fn caller(console: &Arc<Console>, headers: &HeaderMap, page: bool) -> Resu
     };
     let id = session.principal_id.clone();
     match read(console, move |s| s.active_principal(&id)).await? {
-        Some(principal) if !principal.scopes.is_empty() => Ok(Caller {
+        Some(principal) if may_use_console(&principal) => Ok(Caller {
             cookie,
             session,
             principal,
@@ -282,9 +295,11 @@ async fn sign_in(State(console): State<Arc<Console>>, Form(form): Form<SignInFor
         Ok(None) => return refused(),
         Err(r) => return r,
     };
-    if principal.scopes.is_empty() {
+    if !may_use_console(&principal) {
         // Nothing here would be visible to it: no session, so none to hold or steal.
-        let page = pages::sign_in(Some("This API key holds no scopes, so it cannot use the console."));
+        let page = pages::sign_in(Some(
+            "This API key holds none of the scopes the console shows (transfer:read, communication:read, communication:manage).",
+        ));
         return (StatusCode::FORBIDDEN, html(page)).into_response();
     }
     let (id, _) = console.sessions.start(&principal.id);
@@ -426,7 +441,11 @@ fn parse_cursor(cursor: &EventCursor) -> Result<Option<i64>, Box<Response>> {
 
 /// A transfer's page as [`pages::TransferView`] shows it: bounded reads only (one page of its
 /// log and a downsampled spend curve, never the whole log).
-fn transfer_view(s: &Store, id: &str, before: Option<i64>) -> ahp_store::Result<(pages::TransferView, ahp_store::Timestamp)> {
+fn transfer_view(
+    s: &Store,
+    id: &str,
+    before: Option<i64>,
+) -> ahp_store::Result<(pages::TransferView, ahp_store::Timestamp)> {
     let now = s.now();
     let view = pages::TransferView {
         transfer: s.transfer(id)?,

@@ -201,7 +201,9 @@ mod tests {
         let sessions = Sessions::default();
         let (first, _) = sessions.start("prn_first");
         // Distinct principals, each below its own cap, fill the table.
-        let ids: Vec<String> = (0..MAX_SESSIONS).map(|i| sessions.start(&format!("prn_{i}")).0).collect();
+        let ids: Vec<String> = (0..MAX_SESSIONS)
+            .map(|i| sessions.start(&format!("prn_{i}")).0)
+            .collect();
         assert_eq!(sessions.len(), MAX_SESSIONS);
         assert_eq!(sessions.find(&first), None, "the oldest session made room");
         assert!(sessions.find(&ids[0]).is_some());
@@ -225,7 +227,10 @@ mod tests {
         assert_eq!(sessions.count_for("prn_busy"), MAX_SESSIONS_PER_PRINCIPAL);
         assert_eq!(sessions.find(&mine[1]), None, "its own least recently used ended");
         assert!(sessions.find(&mine[0]).is_some() && sessions.find(&newest).is_some());
-        assert!(sessions.find(&other).is_some(), "another principal's session is untouched");
+        assert!(
+            sessions.find(&other).is_some(),
+            "another principal's session is untouched"
+        );
         // A key signing in over and over never grows past its cap.
         for _ in 0..3 * MAX_SESSIONS_PER_PRINCIPAL {
             sessions.start("prn_busy");

@@ -148,28 +148,45 @@ fn every_agent_call(
     };
     let cv = b.conversation.as_str();
     let calls: Vec<(&'static str, Result<(), ConversationError>)> = vec![
-        ("post_message", s.post_message(caller, &agent_post(b, "forged", key("forged-1"))).map(drop)),
-        ("post_message (wake reply)", s.post_message(caller, &agent_post(b, "forged", wake_reply)).map(drop)),
+        (
+            "post_message",
+            s.post_message(caller, &agent_post(b, "forged", key("forged-1")))
+                .map(drop),
+        ),
+        (
+            "post_message (wake reply)",
+            s.post_message(caller, &agent_post(b, "forged", wake_reply)).map(drop),
+        ),
         ("read_inbox", s.read_inbox(caller, a, 0, 10, false).map(drop)),
         ("consume_delivery", s.consume_delivery(caller, a, &b.question).map(drop)),
-        ("read_transcript", s.read_transcript(caller, &as_agent, cv, 0, 10).map(drop)),
+        (
+            "read_transcript",
+            s.read_transcript(caller, &as_agent, cv, 0, 10).map(drop),
+        ),
         ("get_conversation", s.get_conversation(caller, &as_agent, cv).map(drop)),
-        ("list_agent_conversations", s.list_agent_conversations(caller, a, None, 10).map(drop)),
+        (
+            "list_agent_conversations",
+            s.list_agent_conversations(caller, a, None, 10).map(drop),
+        ),
         ("list_wakes", s.list_wakes(caller, a, 10).map(drop)),
         ("wake_attempts", s.wake_attempts(caller, a, wake, 10).map(drop)),
         ("claim_wake", s.claim_wake(caller, a, CLAIM).map(drop)),
         ("prepare_dispatch", s.prepare_dispatch(caller, a, attempt).map(drop)),
-        ("finish_dispatch", s.finish_dispatch(caller, a, attempt, DispatchOutcome::Accepted).map(drop)),
+        (
+            "finish_dispatch",
+            s.finish_dispatch(caller, a, attempt, DispatchOutcome::Accepted)
+                .map(drop),
+        ),
         ("consume_wake", s.consume_wake(caller, a, wake, token).map(drop)),
-        ("activate_wake", s.activate_wake(caller, a, wake, "activate-1").map(drop)),
+        (
+            "activate_wake",
+            s.activate_wake(caller, a, wake, "activate-1").map(drop),
+        ),
         ("bootstrap", s.bootstrap(caller, a, Some(cv), Some(wake)).map(drop)),
         ("renew_endpoint", s.renew_endpoint(caller, a, LEASE).map(drop)),
         ("touch_endpoint", s.touch_endpoint(caller, a).map(drop)),
     ];
-    calls
-        .into_iter()
-        .map(|(name, r)| (name, r.expect_err(name)))
-        .collect()
+    calls.into_iter().map(|(name, r)| (name, r.expect_err(name))).collect()
 }
 
 #[test]
@@ -182,7 +199,11 @@ fn the_owner_cannot_act_through_the_host_held_endpoint_and_each_refusal_changes_
     // A wake the host has claimed and dispatched, so every call has real ids to name.
     let claim = f.store.claim_wake(&host, &b.actor, CLAIM).unwrap().unwrap();
     let ticket = f.store.prepare_dispatch(&host, &b.actor, &claim.attempt.id).unwrap();
-    let (wake, attempt, token) = (ticket.wake.id.clone(), ticket.attempt.id.clone(), ticket.consume_token.clone());
+    let (wake, attempt, token) = (
+        ticket.wake.id.clone(),
+        ticket.attempt.id.clone(),
+        ticket.consume_token.clone(),
+    );
 
     // The owner's own credential: it sees the endpoint id and generation in its listing.
     let listed = f.store.list_agent_listings(&owner.caller().unwrap(), None, 10).unwrap();
@@ -226,7 +247,10 @@ fn the_owner_cannot_act_through_the_host_held_endpoint_and_each_refusal_changes_
     f.store
         .post_message(&human, &human_post(&b.conversation, "And for Q4?", "q-2"))
         .unwrap();
-    let t = f.store.read_transcript(&human, &Acting::Human, &b.conversation, 0, 10).unwrap();
+    let t = f
+        .store
+        .read_transcript(&human, &Acting::Human, &b.conversation, 0, 10)
+        .unwrap();
     assert_eq!(
         t.iter().map(|m| m.body.as_str()).collect::<Vec<_>>(),
         ["How much stock for Q3?", "About 400 units.", "And for Q4?"]
@@ -240,7 +264,10 @@ fn a_lapsed_host_held_endpoint_is_refused_to_clients_without_recording_the_expir
     let mut f = fixture();
     let b = f.bound(&TransferOwner::Operator);
     f.clock.advance(LEASE + Duration::from_secs(1));
-    for caller in [TransferOwner::Operator.caller().unwrap(), Caller::full(OPERATOR_SUBJECT).unwrap()] {
+    for caller in [
+        TransferOwner::Operator.caller().unwrap(),
+        Caller::full(OPERATOR_SUBJECT).unwrap(),
+    ] {
         let before = f.bytes();
         for (name, e) in every_agent_call(
             &mut f.store,
@@ -277,10 +304,19 @@ fn no_client_attaches_or_detaches_an_endpoint_of_a_transfers_agent() {
     let stranger = Caller::full("api-key:prn_0000000000000000000000b0").unwrap();
 
     let before = f.bytes();
-    let e = f.store.attach_endpoint(&owner_caller, &agent, LEASE, "attach-1").unwrap_err();
-    assert!(matches!(&e, ConversationError::TransferBoundAgent(a) if *a == agent), "{e:?}");
+    let e = f
+        .store
+        .attach_endpoint(&owner_caller, &agent, LEASE, "attach-1")
+        .unwrap_err();
+    assert!(
+        matches!(&e, ConversationError::TransferBoundAgent(a) if *a == agent),
+        "{e:?}"
+    );
     let e = f.store.detach_endpoint(&owner_caller, &agent, &ep).unwrap_err();
-    assert!(matches!(&e, ConversationError::TransferBoundAgent(a) if *a == agent), "{e:?}");
+    assert!(
+        matches!(&e, ConversationError::TransferBoundAgent(a) if *a == agent),
+        "{e:?}"
+    );
     // A stranger learns nothing: the agent is simply not found, as any foreign one.
     assert!(matches!(
         f.store.attach_endpoint(&stranger, &agent, LEASE, "attach-1"),
@@ -322,9 +358,15 @@ fn no_client_attaches_or_detaches_an_endpoint_of_a_transfers_agent() {
         )
         .unwrap()
         .value;
-    let attached = f.store.attach_endpoint(&owner_caller, &own.id, LEASE, "attach-3").unwrap().value;
+    let attached = f
+        .store
+        .attach_endpoint(&owner_caller, &own.id, LEASE, "attach-3")
+        .unwrap()
+        .value;
     assert!(!attached.host_held);
-    f.store.read_inbox(&owner_caller, &AgentActor::of(&attached), 0, 10, false).unwrap();
+    f.store
+        .read_inbox(&owner_caller, &AgentActor::of(&attached), 0, 10, false)
+        .unwrap();
     let detached = f.store.detach_endpoint(&owner_caller, &own.id, &attached.id).unwrap();
     assert_eq!(detached.value.state, EndpointState::Detached);
 }
@@ -349,11 +391,21 @@ fn provenance_names_exactly_the_host_held_endpoints() {
         )
         .unwrap()
         .value;
-    let client_ep = f.store.attach_endpoint(&human, &own.id, LEASE, "attach-1").unwrap().value;
+    let client_ep = f
+        .store
+        .attach_endpoint(&human, &own.id, LEASE, "attach-1")
+        .unwrap()
+        .value;
     let sandbox = b.binding.endpoint.id.as_str();
     let held = f
         .store
-        .host_held_endpoints(&[sandbox, &client_ep.id, "ep_ffffffffffffffffffffffff", "not-an-id", sandbox])
+        .host_held_endpoints(&[
+            sandbox,
+            &client_ep.id,
+            "ep_ffffffffffffffffffffffff",
+            "not-an-id",
+            sandbox,
+        ])
         .unwrap();
     assert_eq!(held.into_iter().collect::<Vec<_>>(), [sandbox.to_owned()]);
     let page = vec![sandbox; conversation::bounds::MAX_PAGE_LIMIT];

@@ -281,7 +281,10 @@ fn the_agent_belongs_to_the_transfer_owner_and_is_hidden_from_everyone_else() {
     };
     f.store.post_message(&alice, &post).unwrap();
     let actor = crate::conversation::AgentActor::of(&b.endpoint);
-    let claim = f.store.claim_wake(&alice_owner.host_caller().unwrap(), &actor, CLAIM).unwrap();
+    let claim = f
+        .store
+        .claim_wake(&alice_owner.host_caller().unwrap(), &actor, CLAIM)
+        .unwrap();
     assert!(claim.is_some(), "the host drives the bound agent for its owner");
 }
 

@@ -115,7 +115,11 @@ fn a_schema_6_database_marks_exactly_the_endpoints_its_bindings_attached_as_host
         "only the binding's endpoint is the host's; a client's is never claimed as a sandbox"
     );
     assert_eq!(
-        store.host_held_endpoints(&[bound, forged, own]).unwrap().into_iter().collect::<Vec<_>>(),
+        store
+            .host_held_endpoints(&[bound, forged, own])
+            .unwrap()
+            .into_iter()
+            .collect::<Vec<_>>(),
         [bound.to_owned()]
     );
     // The transfer's agent is the host's from now on: no client attaches or detaches for it.
