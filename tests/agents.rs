@@ -230,7 +230,7 @@ async fn a_claim_a_crash_left_before_the_fence_runs_once_after_restart() {
     // crash between claim and fence leaves is made: the wake claimed through the dead
     // process's carrier, never dispatched.
     let mut store = ahp_store::Store::open(dir.path().join("ahp.db")).unwrap();
-    let caller = store.transfer(&t).unwrap().owner().unwrap().caller().unwrap();
+    let caller = store.transfer(&t).unwrap().owner().unwrap().host_caller().unwrap();
     let new = ahp_store::conversation::NewMessage {
         conversation: cv.clone(),
         acting: ahp_store::conversation::Acting::Human,

@@ -344,3 +344,144 @@ async fn a_person_watches_a_transfer_go_live_in_a_real_browser() {
     browser.goto(&format!("{base}/console/transfers")).await;
     browser.wait_for_path("/console/sign-in").await;
 }
+
+#[tokio::test]
+async fn a_key_without_the_console_s_scopes_gets_no_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let meter = principal(dir.path(), "meter", &["transfer:meter"]);
+    let mover = principal(dir.path(), "mover", &["transfer:write", "transfer:meter"]);
+    let server = serve(dir.path(), &[]);
+    let base = base(&server);
+    for key in [meter, mover] {
+        let r = client()
+            .post(format!("{base}/console/sign-in"))
+            .header("Origin", &base)
+            .header("Content-Type", FORM)
+            .body(form(&[("key", &key)]))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN);
+        assert!(r.headers().get("set-cookie").is_none(), "no session was started");
+        assert!(r.text().await.unwrap().contains("holds none of the scopes"));
+    }
+}
+
+/// Event ids in a transfer page's event log, in page order.
+fn event_ids(page: &str) -> Vec<i64> {
+    let log = page.split(r#"<table class="events">"#).nth(1).unwrap();
+    log.split("<tr data-kind=")
+        .skip(1)
+        .map(|row| {
+            row.split("<td>")
+                .nth(1)
+                .unwrap()
+                .split('<')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// The `?before=` cursor of a page's "older events" link, if it has one.
+fn older(page: &str) -> Option<String> {
+    let link = page.split(r#"class="older" href=""#).nth(1)?;
+    Some(
+        link.split('"')
+            .next()
+            .unwrap()
+            .split("before=")
+            .nth(1)
+            .unwrap()
+            .to_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_long_event_log_is_paged_and_its_chart_stays_bounded() {
+    use ahp_host::console::chart::CHART_POINTS;
+    use ahp_host::console::pages::EVENTS_PER_PAGE;
+
+    let dir = tempfile::tempdir().unwrap();
+    let reader = principal(dir.path(), "watcher", &["transfer:read"]);
+    let server = serve(dir.path(), &[]);
+    let base = base(&server);
+    let t = pushed(dir.path(), "laptop-7");
+    let reports = 2 * CHART_POINTS;
+    let total = {
+        // Active (spend is reported only then) without a sandbox: the log is what is read here.
+        let key = TokenKey::from_env_or_file(dir.path()).unwrap();
+        let mut store = Store::open(dir.path().join("ahp.db")).unwrap().with_token_key(key);
+        store
+            .begin_activation(&t, &token(dir.path(), &t, TokenScope::Activate))
+            .unwrap();
+        store.complete_activation(&t).unwrap();
+        for _ in 0..reports {
+            store.report_usage(&t, 1, "model").unwrap();
+        }
+        store.get_status(&t).unwrap().events.len()
+    };
+    let cookie = sign_in(&base, &reader).await;
+    let page = get(&format!("{base}/console/transfers/{t}"), Some(&cookie))
+        .await
+        .text()
+        .await
+        .unwrap();
+    // The newest page, and a chart downsampled to its bound that still ends at the spend.
+    let ids = event_ids(&page);
+    assert_eq!(ids.len(), EVENTS_PER_PAGE);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    let points: usize = page
+        .split(r#"data-points=""#)
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(points <= CHART_POINTS && points > CHART_POINTS / 2, "{points}");
+    assert!(
+        page.contains(&format!("Spend $0.{reports:06} of")),
+        "the curve ends at the spend"
+    );
+    assert!(page.len() < 64 * 1024, "{} bytes", page.len());
+
+    // Older pages, one cursor at a time, cover the whole log exactly once.
+    let mut seen = ids;
+    let mut cursor = older(&page);
+    while let Some(before) = cursor {
+        let r = get(&format!("{base}/console/transfers/{t}?before={before}"), Some(&cookie)).await;
+        assert_eq!(r.status(), 200);
+        let page = r.text().await.unwrap();
+        assert!(page.contains("Newest events"), "a way back to the newest");
+        assert!(page.contains(&format!("/console/transfers/{t}/live?before={before}")));
+        let ids = event_ids(&page);
+        assert!(!ids.is_empty() && ids.len() <= EVENTS_PER_PAGE);
+        assert!(*ids.last().unwrap() < seen[0], "older than the page before");
+        seen.splice(0..0, ids);
+        cursor = older(&page);
+    }
+    assert_eq!(seen.len(), total, "every event once (none appended meanwhile)");
+    // The live region of an older page is the same window.
+    let live = get(
+        &format!("{base}/console/transfers/{t}/live?before={}", seen[10]),
+        Some(&cookie),
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
+    assert_eq!(event_ids(&live), seen[..10]);
+
+    // A cursor that is not an event id is a clear 400, on the page and its live region.
+    for bad in ["abc", "0", "-5", "1.5", "99999999999999999999"] {
+        for path in [format!("transfers/{t}"), format!("transfers/{t}/live")] {
+            let r = get(&format!("{base}/console/{path}?before={bad}"), Some(&cookie)).await;
+            assert_eq!(r.status(), 400, "{path}?before={bad}");
+            assert!(r.text().await.unwrap().contains("is not an event id"));
+        }
+    }
+}

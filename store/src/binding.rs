@@ -9,6 +9,11 @@
 //! generation. The host then registers its sandbox as that endpoint's wake carrier
 //! ([`Store::register_wake_carrier`]) and keeps it with [`Store::renew_carrier_lease`].
 //!
+//! That endpoint is *host-held* ([`Endpoint::host_held`]): the host drives the agent's turns
+//! through it as [`TransferOwner::host_caller`], and no other caller — not the owner, though it
+//! sees the endpoint in its listings — is admitted through it, nor may attach or detach an
+//! endpoint of the transfer's agent (see [`crate::conversation::endpoint`]).
+//!
 //! Leaving `active` unbinds, inside the transition's own transaction (the hook is the one place
 //! every transition is applied, `lifecycle::move_to`): `insolvent` revokes `wake_capable` from the
 //! agent's endpoints and gives back its claims not yet past the dispatch fence, so no new turn
@@ -30,7 +35,9 @@ use crate::clock::Timestamp;
 use crate::conversation::attempt;
 use crate::conversation::audit::{self, AuditKind};
 use crate::conversation::bounds::{self, MAX_ENDPOINT_LEASE, MIN_ENDPOINT_LEASE};
-use crate::conversation::{Agent, AgentCard, CommunicationPrincipal, ConversationError, Endpoint, agent, endpoint};
+use crate::conversation::{
+    Agent, AgentCard, CallerKind, CommunicationPrincipal, ConversationError, Endpoint, agent, endpoint,
+};
 use crate::db::Store;
 use crate::error::{Error, Result};
 use crate::event::{self, EventKind};
@@ -47,7 +54,8 @@ pub struct AgentBinding {
     pub transfer_id: String,
     /// The agent the transfer became (its `controller_generation` is the endpoint's).
     pub agent: Agent,
-    /// The endpoint just attached for it: not wake-capable until the host registers its carrier.
+    /// The endpoint just attached for it, host-held: not wake-capable until the host registers
+    /// its carrier.
     pub endpoint: Endpoint,
 }
 
@@ -148,7 +156,7 @@ fn owned_agent(tx: &Transaction<'_>, owner: &CommunicationPrincipal, t: &Transfe
 
 impl Store {
     /// Host-side: binds the `active` transfer to its Agent identity and attaches a fresh
-    /// endpoint for that agent with a lease of `lease`. The first call creates the agent
+    /// host-held endpoint for that agent with a lease of `lease`. The first call creates the agent
     /// (owned by the communication principal of the transfer's owner, with a card derived from
     /// the transfer) and records it as the transfer's `agentId`; every later call (a re-bind
     /// after a host restart) keeps that agent and replaces its endpoint with the next controller
@@ -197,7 +205,7 @@ impl Store {
                     owned_agent(tx, &principal, &t, &id)?
                 }
             };
-            let endpoint = endpoint::attach(tx, &principal, &agent, lease, now)?;
+            let endpoint = endpoint::attach(tx, &principal, &agent, lease, CallerKind::Host, now)?;
             let agent = owned_agent(tx, &principal, &t, &agent.id)?;
             let detail = json!({
                 "agentId": agent.id,
@@ -253,5 +261,7 @@ impl Store {
     }
 }
 
+#[cfg(test)]
+mod host_held_tests;
 #[cfg(test)]
 mod tests;

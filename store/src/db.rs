@@ -37,6 +37,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../sql/0004_sandbox.sql"),
     include_str!("../sql/0005_conversation_audit.sql"),
     include_str!("../sql/0006_transfer_agents.sql"),
+    include_str!("../sql/0007_host_held_endpoints.sql"),
+    include_str!("../sql/0008_usage_events_by_kind.sql"),
 ];
 
 /// How long a connection waits for another writer before failing with `SQLITE_BUSY`.

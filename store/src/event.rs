@@ -278,6 +278,20 @@ fn from_raw(transfer: &str, (id, kind, at, detail): RawEvent) -> Result<Event> {
 }
 
 impl Store {
+    /// One page of `transfer`'s events, for the operator's surfaces (the console, which has
+    /// already decided who may see the transfer): as `get_status` pages them, without the
+    /// transfer and budget beside them.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for a malformed transfer id, a limit outside
+    /// 1..=[`MAX_EVENT_PAGE_LIMIT`] or a cursor that is not an event of the transfer;
+    /// [`Error::TransferNotFound`]; [`Error::CorruptRow`] for an event this build cannot read.
+    pub fn event_page(&self, transfer: &str, events: EventPage) -> Result<EventsPage> {
+        crate::spend_curve::exists(&self.conn, transfer)?;
+        page(&self.conn, transfer, events)
+    }
+
     /// Appends an event the host observed without a state change (credential use, a ceiling).
     ///
     /// # Errors
@@ -385,6 +399,24 @@ mod tests {
                 "{limit}: {refused:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_operator_s_page_is_get_status_s_page_and_names_a_missing_transfer() {
+        let mut store = Store::open_in_memory().unwrap();
+        let t = transfer_with_events(&mut store, 12);
+        for (limit, before) in [(5, None), (5, Some(list(&store.conn, &t).unwrap()[7].id)), (50, None)] {
+            let page = EventPage { limit, before };
+            assert_eq!(store.event_page(&t, page).unwrap(), page_of(&store, &t, limit, before).unwrap());
+        }
+        assert!(matches!(
+            store.event_page("tr_ffffffffffffffffffffffff", EventPage::default()),
+            Err(Error::TransferNotFound(_))
+        ));
+        let other = transfer_with_events(&mut store, 2);
+        let foreign = list(&store.conn, &other).unwrap()[1].id;
+        let refused = store.event_page(&t, EventPage { limit: 5, before: Some(foreign) });
+        assert!(matches!(&refused, Err(Error::InvalidInput { field, .. }) if field == "before"), "{refused:?}");
     }
 
     #[test]

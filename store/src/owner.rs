@@ -4,12 +4,13 @@
 //! (the CLI, `ahp serve --stdio`) to the operator. The owner is stored as its subject
 //! (`transfers.owner_subject`), and the Agent identity the transfer becomes when it is activated
 //! is owned by that subject's communication principal — so only the owner sees the agent through
-//! the conversation tools, and the host drives the agent's turns as the owner
-//! ([`TransferOwner::caller`]).
+//! the conversation tools ([`TransferOwner::caller`]), and the host drives the agent's turns for
+//! the owner through the endpoint it holds ([`TransferOwner::host_caller`]): the owner talks to
+//! its agent as a human, but never acts *as* it.
 
 use std::fmt;
 
-use crate::conversation::{Caller, OPERATOR_SUBJECT};
+use crate::conversation::{Caller, CommunicationPrincipal, OPERATOR_SUBJECT};
 use crate::error::{Error, Result};
 use crate::principal::PRINCIPAL_ID_PREFIX;
 
@@ -34,8 +35,9 @@ impl TransferOwner {
         }
     }
 
-    /// The owner as a conversation caller holding both communication scopes: the host acts for
-    /// the owner when it binds the transfer's agent and drives its turns.
+    /// The owner as a client caller holding both communication scopes: what the owner's own
+    /// credential may do (talk to its agents as the human, manage its conversations). It is
+    /// refused through the endpoint the host holds for the transfer's agent.
     ///
     /// # Errors
     ///
@@ -43,6 +45,19 @@ impl TransferOwner {
     pub fn caller(&self) -> Result<Caller> {
         self.validate()?;
         Caller::full(&self.subject()).map_err(Error::from)
+    }
+
+    /// The host acting for the owner: the caller of the transfer's agent's turns (claim,
+    /// dispatch, the guest's `conversations` calls, consume), and the only one admitted
+    /// through the host-held endpoint a binding attaches. Only the host calls this; no tool or
+    /// console path does (SECURITY.md, "The host-held endpoint").
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] (field `owner`) for an API-key id that is not a principal id.
+    pub fn host_caller(&self) -> Result<Caller> {
+        self.validate()?;
+        Ok(Caller::host_for(CommunicationPrincipal::from_subject(&self.subject())?))
     }
 
     /// Checks that an API-key owner names a well-formed principal id.
@@ -101,7 +116,7 @@ impl fmt::Display for TransferOwner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conversation::{CommunicationPrincipal, Scope};
+    use crate::conversation::Scope;
 
     #[test]
     fn subjects_are_the_hosts_and_round_trip() {
@@ -116,6 +131,10 @@ mod tests {
                 caller.principal(),
                 &CommunicationPrincipal::from_subject(&owner.subject()).unwrap()
             );
+            assert!(!caller.is_host(), "the owner's own caller is a client");
+            let host = owner.host_caller().unwrap();
+            assert!(host.is_host() && host.has(Scope::Read) && host.has(Scope::Manage));
+            assert_eq!(host.principal(), caller.principal());
         }
     }
 
@@ -124,6 +143,7 @@ mod tests {
         let bad = TransferOwner::ApiKey("alice".into());
         assert!(matches!(bad.validate(), Err(Error::InvalidInput { field, .. }) if field == "owner"));
         assert!(bad.caller().is_err());
+        assert!(bad.host_caller().is_err());
         for subject in ["", "account:42", "api-key:alice", "operator:remote", "api-key:"] {
             assert!(
                 matches!(TransferOwner::from_subject(subject), Err(Error::CorruptRow { .. })),

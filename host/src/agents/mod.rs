@@ -166,7 +166,7 @@ impl Agents {
             let carrier = Carrier {
                 transfer: t.id.clone(),
                 actor: AgentActor::of(ep),
-                caller: t.owner()?.caller()?,
+                caller: t.owner()?.host_caller()?,
             };
             self.carriers.locked().insert(binding.agent.id.clone(), carrier);
             self.schedule(&binding.agent.id);

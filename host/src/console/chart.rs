@@ -1,11 +1,19 @@
-//! A transfer's budget over time as an SVG line chart, drawn on the server from its
-//! `usage_reported` events (each records the spend after it).
+//! A transfer's budget over time as an SVG line chart, drawn on the server from its spend
+//! curve: the budget's opening, then the spend after each `usage_reported` event — downsampled
+//! by the store to at most [`CHART_POINTS`] points ([`Store::spend_curve`]), so a long-lived
+//! transfer's chart is as cheap to read and as small to send as a new one's.
+//!
+//! [`Store::spend_curve`]: ahp_store::Store::spend_curve
 //!
 //! Plain SVG attributes, no inline style or script, so the console's Content-Security-Policy
 //! holds; the values are numbers the host computed, never text a guest wrote.
 
-use ahp_store::{Event, EventKind, Timestamp};
+use ahp_store::{SpendSample, Timestamp};
 use maud::{Markup, html};
+
+/// Most points the chart draws: about one per two and a half units of its width, more than a
+/// screen resolves, and a polyline of a few kilobytes at most.
+pub const CHART_POINTS: usize = 240;
 
 /// Width of the chart's drawing area, in SVG user units.
 const WIDTH: f64 = 600.0;
@@ -16,41 +24,6 @@ const LEFT: f64 = 70.0;
 /// Margin above and below the drawing area.
 const PAD: f64 = 14.0;
 
-/// One point of the spend curve: when, and the spend after it, in micro-USD.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SpendPoint {
-    /// When the spend was recorded.
-    pub at: Timestamp,
-    /// Cumulative spend after it.
-    pub spent_micro_usd: u64,
-}
-
-/// The spend curve of an event log: a zero at the budget's opening, then one point per
-/// `usage_reported` event.
-pub fn spend_points(events: &[Event]) -> Vec<SpendPoint> {
-    let opened = events
-        .iter()
-        .find(|e| e.kind == EventKind::RuntimeProvisioned)
-        .map(|e| SpendPoint {
-            at: e.at,
-            spent_micro_usd: 0,
-        });
-    opened
-        .into_iter()
-        .chain(
-            events
-                .iter()
-                .filter(|e| e.kind == EventKind::UsageReported)
-                .filter_map(|e| {
-                    Some(SpendPoint {
-                        at: e.at,
-                        spent_micro_usd: e.detail.get("spentMicroUsd")?.as_u64()?,
-                    })
-                }),
-        )
-        .collect()
-}
-
 /// Formats micro-USD as dollars with all six decimals (money is exact here).
 pub fn usd(micro: u64) -> String {
     format!("${}.{:06}", micro / 1_000_000, micro % 1_000_000)
@@ -58,7 +31,7 @@ pub fn usd(micro: u64) -> String {
 
 /// The chart: spend as a step line against the allocation as a dashed line, time running left
 /// to right from the budget's opening to `now`.
-pub fn budget_chart(points: &[SpendPoint], allocated_micro_usd: u64, now: Timestamp) -> Markup {
+pub fn budget_chart(points: &[SpendSample], allocated_micro_usd: u64, now: Timestamp) -> Markup {
     let top = points
         .iter()
         .map(|p| p.spent_micro_usd)
@@ -109,49 +82,41 @@ pub fn budget_chart(points: &[SpendPoint], allocated_micro_usd: u64, now: Timest
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
 
-    fn event(id: i64, kind: EventKind, at: i64, detail: serde_json::Value) -> Event {
-        Event {
-            id,
-            transfer_id: "tr_x".into(),
-            kind,
+    fn point(at: i64, spent: u64) -> SpendSample {
+        SpendSample {
             at: Timestamp::from_micros(at),
-            detail,
+            spent_micro_usd: spent,
         }
     }
 
-    #[test]
-    fn the_curve_starts_at_the_budget_and_follows_each_report() {
-        let events = [
-            event(1, EventKind::SnapshotCreated, 0, json!({})),
-            event(2, EventKind::RuntimeProvisioned, 10, json!({})),
-            event(3, EventKind::UsageReported, 20, json!({"spentMicroUsd": 300})),
-            event(4, EventKind::CeilingExceeded, 25, json!({"spentMicroUsd": 999})),
-            event(5, EventKind::UsageReported, 30, json!({"spentMicroUsd": 700})),
-        ];
-        let points = spend_points(&events);
-        assert_eq!(
-            points
-                .iter()
-                .map(|p| (p.at.as_micros(), p.spent_micro_usd))
-                .collect::<Vec<_>>(),
-            [(10, 0), (20, 300), (30, 700)]
-        );
-        let svg = budget_chart(&points, 1000, Timestamp::from_micros(40)).into_string();
-        assert!(svg.contains(r#"data-points="3""#), "{svg}");
-        let line = svg
-            .split(r#"class="spend" points=""#)
+    fn polyline(svg: &str) -> &str {
+        svg.split(r#"class="spend" points=""#)
             .nth(1)
             .unwrap()
             .split('"')
             .next()
-            .unwrap();
+            .unwrap()
+    }
+
+    #[test]
+    fn the_curve_steps_through_each_point() {
+        let points = [point(10, 0), point(20, 300), point(30, 700)];
+        let svg = budget_chart(&points, 1000, Timestamp::from_micros(40)).into_string();
+        assert!(svg.contains(r#"data-points="3""#), "{svg}");
         // Steps: each report adds a horizontal then a vertical segment, plus the tail to now.
+        let line = polyline(&svg);
         assert_eq!(line.split(' ').count(), 1 + 2 + 2 + 1, "{line}");
         assert!(svg.contains("$0.000700 of $0.001000"));
+    }
+
+    #[test]
+    fn a_chart_at_its_bound_stays_small() {
+        let points: Vec<SpendSample> = (0..CHART_POINTS as i64).map(|i| point(i * 1_000, i as u64)).collect();
+        let svg = budget_chart(&points, 1_000_000, Timestamp::from_micros(1_000_000_000)).into_string();
+        assert_eq!(polyline(&svg).split(' ').count(), 2 * CHART_POINTS);
+        assert!(svg.len() < 16 * 1024, "{} bytes", svg.len());
     }
 
     #[test]

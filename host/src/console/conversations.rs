@@ -4,6 +4,12 @@
 //! with the exact endpoint and controller generation it posted through), reply-to links, and a
 //! form that posts as the human.
 //!
+//! **Provenance is what the store proves.** An agent's message says "replied from its sandbox"
+//! only when its author endpoint is host-held ([`Store::host_held_endpoints`]): the store admits
+//! no caller but the host through such an endpoint, so the message can only have come from the
+//! agent's own turn in its sandbox. A message posted through an endpoint a client attached says
+//! so ("posted through a client's endpoint"), whoever the client was.
+//!
 //! Message bodies are untrusted (any key holder or agent wrote them): they are only ever
 //! interpolated as maud-escaped element text, never into an attribute or a script, under the
 //! console's strict Content-Security-Policy.
@@ -12,6 +18,7 @@
 //! the conversation's head (message count, state, participants' card revisions) without reading
 //! the transcript: a poll of an unchanged conversation answers `204` after one short read.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use ahp_store::conversation::bounds::{MAX_MESSAGE_BODY_BYTES, MAX_PAGE_LIMIT};
@@ -109,6 +116,9 @@ pub struct TranscriptView {
     pub pinned: bool,
     /// The window's messages, oldest first.
     pub messages: Vec<TranscriptMessage>,
+    /// The author endpoints among them that are host-held: their messages came from the
+    /// agent's turn in its sandbox (see the [module docs](self)).
+    pub host_held: HashSet<String>,
     /// The transcript live region's version for this window, so the first poll of a freshly
     /// rendered page is already a `204`.
     pub version: String,
@@ -148,12 +158,23 @@ fn view(s: &mut Store, talker: &Talker, head: Head, window: Option<u64>) -> Conv
     let newest = head.conversation.message_count.saturating_sub(TRANSCRIPT_WINDOW as u64);
     let after = window.unwrap_or(newest);
     let messages = s.read_transcript(talker, &Acting::Human, &head.conversation.id, after, TRANSCRIPT_WINDOW)?;
+    let authors: Vec<&str> = messages
+        .iter()
+        .filter_map(|m| match &m.author {
+            Author::Agent { endpoint_id, .. } => Some(endpoint_id.as_str()),
+            Author::Human => None,
+        })
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    let host_held = s.host_held_endpoints(&authors)?;
     Ok(TranscriptView {
         conversation: head.conversation,
         agents: head.agents,
         after,
         pinned: window.is_some(),
         messages,
+        host_held,
         version: head.version,
     })
 }
@@ -411,8 +432,9 @@ fn post_form(csrf: &str, id: &str, draft: &PostDraft) -> Markup {
     }
 }
 
-/// The transcript window (the live region's content): each message with its provenance,
-/// time and reply-to link, and links to the messages before and after the window.
+/// The transcript window (the live region's content): each message with its provenance (for
+/// an agent's, whether it came from its sandbox: see the [module docs](self)), time and
+/// reply-to link, and links to the messages before and after the window.
 pub fn transcript(v: &TranscriptView) -> Markup {
     let c = &v.conversation;
     let count = c.message_count;
@@ -441,7 +463,14 @@ pub fn transcript(v: &TranscriptView) -> Markup {
                             Author::Human => { span.author { "Human" } }
                             Author::Agent { agent_id, endpoint_id, generation } => {
                                 span.author { (name(agent_id).unwrap_or("Agent")) }
-                                " " span.provenance { "agent " code { (agent_id) } " via " code { (endpoint_id) } " · generation " (generation) }
+                                " " span.provenance {
+                                    @if v.host_held.contains(endpoint_id) {
+                                        span.origin.sandbox { "replied from its sandbox" } ", "
+                                    } @else {
+                                        span.origin.client { "posted through a client's endpoint" } ", "
+                                    }
+                                    "agent " code { (agent_id) } " via " code { (endpoint_id) } " · generation " (generation)
+                                }
                             }
                         }
                         " · " a.seq href=(format!("#{}", m.id)) { "#" (m.seq) }

@@ -4,7 +4,10 @@
 //!
 //! - **Sign-in** with an API key (`ahp principal add`) starts a [`session`]: an `HttpOnly`,
 //!   `SameSite=Strict` cookie scoped to `/console`. Sign-out ends it. Each request re-reads the
-//!   principal, so revoking a key signs its sessions out.
+//!   principal, so revoking a key signs its sessions out. A key without any of the scopes the
+//!   console reads with ([`CONSOLE_SCOPES`]; e.g. a metering daemon's `transfer:meter`) could
+//!   see nothing here and is refused a session (`403`); each principal holds at most
+//!   [`session::MAX_SESSIONS_PER_PRINCIPAL`] sessions.
 //! - **Every POST** must come from this origin (`Origin` one of the server's own, and
 //!   `Sec-Fetch-Site: same-origin` when the browser sends it) and carry the session's CSRF
 //!   token (sign-in, having no session yet, is checked on origin alone).
@@ -53,6 +56,18 @@ use crate::carrier::Carriers;
 pub const MAX_FORM_BYTES: usize = 4096;
 /// Most transfers the transfers page lists.
 pub const TRANSFERS_PER_PAGE: usize = 1000;
+/// The scopes the console shows anything for; a key holding none of them gets no session.
+pub const CONSOLE_SCOPES: [ApiScope; 3] = [
+    ApiScope::TransferRead,
+    ApiScope::CommunicationRead,
+    ApiScope::CommunicationManage,
+];
+
+/// Whether `principal` holds a scope the console shows anything for.
+fn may_use_console(principal: &Principal) -> bool {
+    CONSOLE_SCOPES.iter().any(|s| principal.has(*s))
+}
+
 /// The Content-Security-Policy of every console response.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
      img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
@@ -227,12 +242,12 @@ async fn caller(console: &Arc<Console>, headers: &HeaderMap, page: bool) -> Resu
     };
     let id = session.principal_id.clone();
     match read(console, move |s| s.active_principal(&id)).await? {
-        Some(principal) => Ok(Caller {
+        Some(principal) if may_use_console(&principal) => Ok(Caller {
             cookie,
             session,
             principal,
         }),
-        None => Err(refuse(console, Some(&cookie))),
+        _ => Err(refuse(console, Some(&cookie))),
     }
 }
 
@@ -280,6 +295,13 @@ async fn sign_in(State(console): State<Arc<Console>>, Form(form): Form<SignInFor
         Ok(None) => return refused(),
         Err(r) => return r,
     };
+    if !may_use_console(&principal) {
+        // Nothing here would be visible to it: no session, so none to hold or steal.
+        let page = pages::sign_in(Some(
+            "This API key holds none of the scopes the console shows (transfer:read, communication:read, communication:manage).",
+        ));
+        return (StatusCode::FORBIDDEN, html(page)).into_response();
+    }
     let (id, _) = console.sessions.start(&principal.id);
     tracing::info!(principal = %principal.name, "console sign-in");
     let mut r = Redirect::to(home(&principal)).into_response();
@@ -396,27 +418,91 @@ async fn transfers_live(
     }
 }
 
-async fn transfer(State(console): State<Arc<Console>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+/// Which page of a transfer's event log to show.
+#[derive(Deserialize)]
+struct EventCursor {
+    /// Show the events before this event id; without it, the newest.
+    before: Option<String>,
+}
+
+/// The cursor `?before=` names, or the `400` page for one that is not an event id.
+fn parse_cursor(cursor: &EventCursor) -> Result<Option<i64>, Box<Response>> {
+    match cursor.before.as_deref() {
+        None | Some("") => Ok(None),
+        Some(s) => match s.parse::<i64>() {
+            Ok(before) if before >= 1 => Ok(Some(before)),
+            _ => {
+                let page = pages::message(None, "Bad cursor", &format!("{s:?} is not an event id"));
+                Err(Box::new((StatusCode::BAD_REQUEST, html(page)).into_response()))
+            }
+        },
+    }
+}
+
+/// A transfer's page as [`pages::TransferView`] shows it: bounded reads only (one page of its
+/// log and a downsampled spend curve, never the whole log).
+fn transfer_view(
+    s: &Store,
+    id: &str,
+    before: Option<i64>,
+) -> ahp_store::Result<(pages::TransferView, ahp_store::Timestamp)> {
+    let now = s.now();
+    let view = pages::TransferView {
+        transfer: s.transfer(id)?,
+        budget: s.budget(id)?,
+        events: s.event_page(
+            id,
+            ahp_store::EventPage {
+                limit: pages::EVENTS_PER_PAGE,
+                before,
+            },
+        )?,
+        before,
+        spend: s.spend_curve(id, now, chart::CHART_POINTS)?,
+    };
+    Ok((view, now))
+}
+
+async fn transfer(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(cursor): Query<EventCursor>,
+) -> Response {
     let c = match caller_with(&console, &headers, true, ApiScope::TransferRead).await {
         Ok(c) => c,
         Err(r) => return r,
     };
+    let before = match parse_cursor(&cursor) {
+        Ok(b) => b,
+        Err(r) => return *r,
+    };
     match read(&console, move |s| {
-        Ok((s.get_status(&id)?, s.snapshot_summary(&id)?, s.now()))
+        let (view, now) = transfer_view(s, &id, before)?;
+        Ok((view, s.snapshot_summary(&id)?, now))
     })
     .await
     {
-        Ok((report, snapshot, now)) => html(pages::transfer(c.who(), &report, &snapshot, now)),
+        Ok((view, snapshot, now)) => html(pages::transfer(c.who(), &view, &snapshot, now)),
         Err(r) => r,
     }
 }
 
-async fn transfer_live(State(console): State<Arc<Console>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+async fn transfer_live(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(cursor): Query<EventCursor>,
+) -> Response {
     if let Err(r) = caller_with(&console, &headers, false, ApiScope::TransferRead).await {
         return r;
     }
-    match read(&console, move |s| Ok((s.get_status(&id)?, s.now()))).await {
-        Ok((report, now)) => live(pages::transfer_live(&report, now)),
+    let before = match parse_cursor(&cursor) {
+        Ok(b) => b,
+        Err(r) => return *r,
+    };
+    match read(&console, move |s| transfer_view(s, &id, before)).await {
+        Ok((view, now)) => live(pages::transfer_live(&view, now)),
         Err(r) => r,
     }
 }

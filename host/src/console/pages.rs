@@ -3,14 +3,36 @@
 //! text). No inline script or style: `console.js` and `console.css` are the only active parts.
 
 use ahp_store::{
-    ApiScope, Event, Principal, SnapshotSummary, Timestamp, TransferStatus, TransferStatusReport, TransferSummary,
+    ApiScope, Budget, Event, EventsPage, Principal, SnapshotSummary, SpendSample, Timestamp, Transfer, TransferStatus,
+    TransferSummary,
 };
 use maud::{DOCTYPE, Markup, html};
 
-use super::chart::{budget_chart, spend_points, usd};
+use super::chart::{budget_chart, usd};
 
 /// How often a live region polls, in milliseconds: well inside the seed's eight-second cadence.
 pub const LIVE_POLL_MS: u32 = 2000;
+
+/// Most events a transfer's page shows at once: the newest ones, or the ones before its
+/// `?before=` cursor. A person reads a screenful; older pages are a link away, and the read
+/// (and the live region every [`LIVE_POLL_MS`]) stays the same size however long the log grows.
+pub const EVENTS_PER_PAGE: usize = 50;
+
+/// What a transfer's page shows of it, each part one bounded read: the transfer and its
+/// budget, one page of its event log and its spend curve.
+#[derive(Debug, Clone)]
+pub struct TransferView {
+    /// The transfer.
+    pub transfer: Transfer,
+    /// Its budget, once provisioned.
+    pub budget: Option<Budget>,
+    /// The page of its event log shown.
+    pub events: EventsPage,
+    /// The page's cursor: events before this id (`None`: the newest).
+    pub before: Option<i64>,
+    /// Its spend curve, at most [`CHART_POINTS`](super::chart::CHART_POINTS) points.
+    pub spend: Vec<SpendSample>,
+}
 
 /// The frame every page shares: head, navigation with sign-out, and `body`.
 pub fn layout(title: &str, who: Option<(&Principal, &str)>, body: Markup) -> Markup {
@@ -170,9 +192,10 @@ pub fn transfers(
     )
 }
 
-/// The part of a transfer's page that changes: status, budget chart and the event log.
-pub fn transfer_live(report: &TransferStatusReport, now: Timestamp) -> Markup {
-    let t = &report.transfer;
+/// The part of a transfer's page that changes: status, budget chart and one page of the event
+/// log.
+pub fn transfer_live(view: &TransferView, now: Timestamp) -> Markup {
+    let t = &view.transfer;
     html! {
         h2 { "State" }
         dl.facts {
@@ -182,15 +205,34 @@ pub fn transfer_live(report: &TransferStatusReport, now: Timestamp) -> Markup {
             dt { "Created" } dd { (t.created_at) " (" (age(t.created_at, now)) " ago)" }
             @if let Some(at) = t.activated_at { dt { "Activated" } dd { (at) } }
             @if let Some(reason) = &t.end_reason { dt { "Ended because" } dd { (reason) } }
-            @if let Some(b) = report.budget {
+            @if let Some(b) = view.budget {
                 dt { "Budget" } dd { (usd(b.spent_micro_usd)) " of " (usd(b.allocated_micro_usd)) " spent; "
                     (usd(b.remaining_micro_usd())) " left; " (usd(b.rate_micro_usd_per_cpu_second)) " per CPU-second" }
             }
         }
         h2 { "Budget over time" }
-        (budget_chart(&spend_points(&report.events), report.budget.map_or(0, |b| b.allocated_micro_usd), now))
-        h2 { "Event log " span.muted #event-count { "(" (report.events.len()) ")" } }
-        (event_log(&report.events))
+        (budget_chart(&view.spend, view.budget.map_or(0, |b| b.allocated_micro_usd), now))
+        h2 { "Event log " span.muted { "(" span #event-count { (view.events.events.len()) } " shown)" } }
+        (event_pager(view))
+        (event_log(&view.events.events))
+    }
+}
+
+/// Links to the older page of the log, and back to the newest.
+fn event_pager(view: &TransferView) -> Markup {
+    let id = &view.transfer.id;
+    html! {
+        @if view.events.next_before.is_some() || view.before.is_some() {
+            p.pager {
+                @if let Some(older) = view.events.next_before {
+                    a.older href=(format!("/console/transfers/{id}?before={older}")) { "← Older events" }
+                    " "
+                }
+                @if view.before.is_some() {
+                    a.newest href=(format!("/console/transfers/{id}")) { "Newest events →" }
+                }
+            }
+        }
     }
 }
 
@@ -213,13 +255,12 @@ fn event_log(events: &[Event]) -> Markup {
 }
 
 /// A transfer's page: snapshot summary (references only), then the live part.
-pub fn transfer(
-    who: (&Principal, &str),
-    report: &TransferStatusReport,
-    snapshot: &SnapshotSummary,
-    now: Timestamp,
-) -> Markup {
-    let id = &report.transfer.id;
+pub fn transfer(who: (&Principal, &str), view: &TransferView, snapshot: &SnapshotSummary, now: Timestamp) -> Markup {
+    let id = &view.transfer.id;
+    let live = match view.before {
+        Some(before) => format!("/console/transfers/{id}/live?before={before}"),
+        None => format!("/console/transfers/{id}/live"),
+    };
     layout(
         id,
         Some(who),
@@ -233,7 +274,7 @@ pub fn transfer(
                     dt { "Messages" } dd { (snapshot.message_count) " (" (snapshot.history_bytes) " bytes)" }
                     dt { "System prompt" } dd { (snapshot.system_prompt_bytes) " bytes" }
                     dt { "Tool state" } dd { (snapshot.tool_state_bytes) " bytes" }
-                    dt { "Checksum" } dd { code { (report.transfer.checksum) } }
+                    dt { "Checksum" } dd { code { (view.transfer.checksum) } }
                 }
                 h3 { "MCP servers" }
                 @if snapshot.mcp_servers.is_empty() {
@@ -245,8 +286,8 @@ pub fn transfer(
                     }
                 }
             }
-            section #live data-live=(format!("/console/transfers/{id}/live")) data-every=(LIVE_POLL_MS) {
-                (transfer_live(report, now))
+            section #live data-live=(live) data-every=(LIVE_POLL_MS) {
+                (transfer_live(view, now))
             }
         },
     )

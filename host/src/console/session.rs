@@ -3,8 +3,11 @@
 //!
 //! Sessions live in this process's memory only (a restart signs everyone out) and hold the
 //! principal's *id*, never its key: each request re-reads the principal, so a revoked key's
-//! sessions stop working at once. The table is bounded ([`MAX_SESSIONS`]); sessions end after
-//! [`SESSION_IDLE`] without a request, and when full the least recently used one is dropped.
+//! sessions stop working at once. The table is bounded ([`MAX_SESSIONS`]), and so is each
+//! principal's share of it ([`MAX_SESSIONS_PER_PRINCIPAL`]): a principal signing in past its cap
+//! signs out its own least recently used session, never anyone else's. Sessions end after
+//! [`SESSION_IDLE`] without a request, and when the whole table is full the least recently used
+//! one is dropped. A key without scopes gets no session at all (the sign-in refuses it).
 
 use crate::shared_store::StoreLock;
 use std::collections::HashMap;
@@ -17,6 +20,14 @@ use sha2::{Digest, Sha256};
 pub const COOKIE: &str = "ahp_console";
 /// Most sessions kept at once: one per person is the norm, and each costs ~200 bytes.
 pub const MAX_SESSIONS: usize = 1024;
+/// Most sessions one principal keeps at once. A person signs in from a few browsers, a team
+/// sharing a key from a few more; sixteen covers both. Without this cap a single key (or a
+/// script holding one) could sign in [`MAX_SESSIONS`] times and, through the table's
+/// least-recently-used eviction, sign every other person out. Past it the principal's own
+/// least recently used session is dropped, so a person who lost a cookie can always sign in
+/// again; filling the table now takes [`MAX_SESSIONS`] / 16 = 64 distinct keys, which only the
+/// operator can mint.
+pub const MAX_SESSIONS_PER_PRINCIPAL: usize = 16;
 /// A session unused this long is signed out.
 pub const SESSION_IDLE: Duration = Duration::from_secs(12 * 3600);
 
@@ -62,7 +73,9 @@ fn random_hex() -> String {
 }
 
 impl Sessions {
-    /// Starts a session for `principal_id`; returns the cookie value and the session.
+    /// Starts a session for `principal_id`; returns the cookie value and the session. When the
+    /// principal already holds [`MAX_SESSIONS_PER_PRINCIPAL`] sessions its least recently used
+    /// one ends; when the table holds [`MAX_SESSIONS`], the least recently used of all ends.
     pub fn start(&self, principal_id: &str) -> (String, Session) {
         let id = random_hex();
         let session = Session {
@@ -73,6 +86,16 @@ impl Sessions {
         let mut table = self.by_digest.locked();
         let now = Instant::now();
         table.retain(|_, s| now.duration_since(s.last_seen) < SESSION_IDLE);
+        let own = table.values().filter(|s| s.principal_id == principal_id).count();
+        if own >= MAX_SESSIONS_PER_PRINCIPAL
+            && let Some(oldest) = table
+                .iter()
+                .filter(|(_, s)| s.principal_id == principal_id)
+                .min_by_key(|(_, s)| s.last_seen)
+                .map(|(k, _)| *k)
+        {
+            table.remove(&oldest);
+        }
         if table.len() >= MAX_SESSIONS
             && let Some(oldest) = table.iter().min_by_key(|(_, s)| s.last_seen).map(|(k, _)| *k)
         {
@@ -112,6 +135,15 @@ impl Sessions {
     /// Live sessions.
     pub fn len(&self) -> usize {
         self.by_digest.locked().len()
+    }
+
+    /// Live sessions of `principal_id`.
+    pub fn count_for(&self, principal_id: &str) -> usize {
+        self.by_digest
+            .locked()
+            .values()
+            .filter(|s| s.principal_id == principal_id)
+            .count()
     }
 
     /// Whether there are none.
@@ -168,11 +200,43 @@ mod tests {
     fn the_table_is_bounded_and_drops_the_least_recently_used() {
         let sessions = Sessions::default();
         let (first, _) = sessions.start("prn_first");
-        let ids: Vec<String> = (0..MAX_SESSIONS).map(|_| sessions.start("prn_x").0).collect();
+        // Distinct principals, each below its own cap, fill the table.
+        let ids: Vec<String> = (0..MAX_SESSIONS)
+            .map(|i| sessions.start(&format!("prn_{i}")).0)
+            .collect();
         assert_eq!(sessions.len(), MAX_SESSIONS);
         assert_eq!(sessions.find(&first), None, "the oldest session made room");
         assert!(sessions.find(&ids[0]).is_some());
         assert!(sessions.find(ids.last().unwrap()).is_some());
+    }
+
+    #[test]
+    fn a_principal_holds_at_most_its_cap_and_one_past_it_ends_only_its_own_oldest() {
+        let sessions = Sessions::default();
+        let (other, _) = sessions.start("prn_other");
+        let mine: Vec<String> = (0..MAX_SESSIONS_PER_PRINCIPAL)
+            .map(|_| sessions.start("prn_busy").0)
+            .collect();
+        // At the cap: every one of them is live.
+        assert_eq!(sessions.count_for("prn_busy"), MAX_SESSIONS_PER_PRINCIPAL);
+        assert!(mine.iter().all(|id| sessions.find(id).is_some()));
+        // Use the oldest again: the least recently used is now the second.
+        assert!(sessions.find(&mine[0]).is_some());
+        // One past the cap: the principal's least recently used session ends, nobody else's.
+        let (newest, _) = sessions.start("prn_busy");
+        assert_eq!(sessions.count_for("prn_busy"), MAX_SESSIONS_PER_PRINCIPAL);
+        assert_eq!(sessions.find(&mine[1]), None, "its own least recently used ended");
+        assert!(sessions.find(&mine[0]).is_some() && sessions.find(&newest).is_some());
+        assert!(
+            sessions.find(&other).is_some(),
+            "another principal's session is untouched"
+        );
+        // A key signing in over and over never grows past its cap.
+        for _ in 0..3 * MAX_SESSIONS_PER_PRINCIPAL {
+            sessions.start("prn_busy");
+        }
+        assert_eq!(sessions.count_for("prn_busy"), MAX_SESSIONS_PER_PRINCIPAL);
+        assert_eq!(sessions.len(), MAX_SESSIONS_PER_PRINCIPAL + 1);
     }
 
     #[test]

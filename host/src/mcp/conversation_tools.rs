@@ -130,6 +130,9 @@ impl From<ConversationError> for ToolError {
                 Self::new("stale_endpoint", e.to_string())
             }
             E::NotWakeCapable(_) => Self::new("not_wake_capable", e.to_string()),
+            // The caller owns the agent (ownership is checked first), so naming the endpoint
+            // or agent reveals nothing it does not already see in its listings.
+            E::HostHeldEndpoint(_) | E::TransferBoundAgent(_) => Self::new("host_held", e.to_string()),
             E::ConversationClosed(_) => Self::new("closed", e.to_string()),
             E::LimitReached { .. } => Self::new("limit", e.to_string()),
             E::InvalidWakeState { .. } | E::InvalidAttemptState { .. } | E::ClaimExpired(_) => {

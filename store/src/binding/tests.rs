@@ -108,6 +108,11 @@ fn operator() -> Caller {
     TransferOwner::Operator.caller().unwrap()
 }
 
+/// The host acting for the operator: the caller of an operator-owned transfer's agent's turns.
+fn host() -> Caller {
+    TransferOwner::Operator.host_caller().unwrap()
+}
+
 #[test]
 fn binding_creates_one_agent_and_rebinding_keeps_it_with_the_next_generation() {
     let mut f = fixture();
@@ -251,7 +256,7 @@ fn the_agent_belongs_to_the_transfer_owner_and_is_hidden_from_everyone_else() {
     }
 
     // The owner opens a conversation with the agent and posts; the host, acting for the owner
-    // through the bound endpoint, claims the wake.
+    // through the bound (host-held) endpoint, claims the wake.
     f.store
         .register_wake_carrier(&b.agent.id, &b.endpoint.id, b.endpoint.generation)
         .unwrap();
@@ -276,8 +281,11 @@ fn the_agent_belongs_to_the_transfer_owner_and_is_hidden_from_everyone_else() {
     };
     f.store.post_message(&alice, &post).unwrap();
     let actor = crate::conversation::AgentActor::of(&b.endpoint);
-    let claim = f.store.claim_wake(&alice, &actor, CLAIM).unwrap();
-    assert!(claim.is_some(), "the owner's caller drives the bound agent");
+    let claim = f
+        .store
+        .claim_wake(&alice_owner.host_caller().unwrap(), &actor, CLAIM)
+        .unwrap();
+    assert!(claim.is_some(), "the host drives the bound agent for its owner");
 }
 
 #[test]
@@ -330,7 +338,7 @@ fn insolvency_revokes_the_agents_turns_but_keeps_it_readable() {
     assert_eq!((ep.state, ep.wake_capable), (EndpointState::Attached, false));
     let actor = crate::conversation::AgentActor::of(&b.endpoint);
     assert!(matches!(
-        f.store.claim_wake(&op, &actor, CLAIM),
+        f.store.claim_wake(&host(), &actor, CLAIM),
         Err(ConversationError::NotWakeCapable(id)) if id == b.endpoint.id
     ));
     // No carrier can make it wake-capable again.
@@ -396,10 +404,10 @@ fn a_claim_not_yet_dispatched_is_given_back_when_the_transfer_becomes_insolvent(
     };
     f.store.post_message(&op, &post).unwrap();
     let actor = crate::conversation::AgentActor::of(&b.endpoint);
-    let claim = f.store.claim_wake(&op, &actor, CLAIM).unwrap().unwrap();
+    let claim = f.store.claim_wake(&host(), &actor, CLAIM).unwrap().unwrap();
     f.store.report_usage(&t, BUDGET, "compute").unwrap();
     assert!(matches!(
-        f.store.prepare_dispatch(&op, &actor, &claim.attempt.id),
+        f.store.prepare_dispatch(&host(), &actor, &claim.attempt.id),
         Err(ConversationError::InvalidAttemptState { .. })
     ));
     let wakes = f.count("SELECT count(*) FROM wakes WHERE state = 'pending'");

@@ -14,7 +14,19 @@
 //! ([`crate::binding`]), and cannot get it back. The host keeps such an agent's carrier with
 //! [`Store::renew_carrier_lease`]. Every agent-acting operation is admitted through [`AgentActor`]: the exact
 //! current endpoint id and generation, bound to the caller's principal and the agent.
+//!
+//! **Host-held endpoints.** The endpoint a binding attaches for a transfer's agent is
+//! *host-held* ([`Endpoint::host_held`]): only the host's own caller
+//! ([`Caller::is_host`]) is admitted through it, so the transfer's owner — who sees the endpoint
+//! id and generation in its listings — can talk to the agent as the human but never act as it:
+//! post as it, read its inbox, consume its deliveries, claim, activate or consume its wakes, or
+//! renew its lease ([`ConversationError::HostHeldEndpoint`](Error::HostHeldEndpoint)). For the
+//! same reason no caller attaches or detaches an endpoint of a transfer's agent
+//! ([`ConversationError::TransferBoundAgent`](Error::TransferBoundAgent)). A message whose
+//! author endpoint is host-held was therefore written by the agent's turn in its sandbox
+//! ([`Store::host_held_endpoints`]: the console's provenance).
 
+use std::collections::HashSet;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -26,10 +38,10 @@ use serde_json::json;
 use super::agent::{self, Agent, check_id as check_agent_id};
 use super::attempt;
 use super::audit::{self, AuditKind};
-use super::bounds::{self, MAX_ENDPOINT_LEASE, MIN_ENDPOINT_LEASE};
+use super::bounds::{self, MAX_ENDPOINT_LEASE, MAX_PAGE_LIMIT, MIN_ENDPOINT_LEASE};
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::{Check, IdempotencyKey, Mutation, Operation, validate_key};
-use super::principal::{Caller, CommunicationPrincipal, Scope};
+use super::principal::{Caller, CallerKind, CommunicationPrincipal, Scope};
 use crate::clock::Timestamp;
 use crate::db::Store;
 use crate::id::new_id;
@@ -98,6 +110,9 @@ pub struct Endpoint {
     pub lease_expires_at: Timestamp,
     /// Whether its host registered a wake carrier for it.
     pub wake_capable: bool,
+    /// Whether the host holds it (a binding attached it for a transfer's agent): only the host
+    /// acts through it. See the [module docs](self).
+    pub host_held: bool,
     /// When it was attached.
     pub attached_at: Timestamp,
     /// When it last changed.
@@ -141,7 +156,7 @@ impl AgentActor {
 }
 
 pub(super) const ENDPOINT_COLUMNS: &str =
-    "id, agent_id, generation, state, lease_expires_at, wake_capable, attached_at, updated_at, ended_at";
+    "id, agent_id, generation, state, lease_expires_at, wake_capable, attached_at, updated_at, ended_at, host_held";
 
 pub(super) fn from_row(r: &Row<'_>) -> Result<Endpoint> {
     let id: String = r.get(0)?;
@@ -160,6 +175,7 @@ pub(super) fn from_row(r: &Row<'_>) -> Result<Endpoint> {
         attached_at: Timestamp::from_micros(r.get(6)?),
         updated_at: Timestamp::from_micros(r.get(7)?),
         ended_at: r.get::<_, Option<i64>>(8)?.map(Timestamp::from_micros),
+        host_held: r.get::<_, i64>(9)? == 1,
         id,
     })
 }
@@ -187,14 +203,19 @@ pub(crate) fn load(conn: &Connection, endpoint: &str) -> Result<Endpoint> {
 }
 
 /// Admits an agent-acting operation: the caller owns the agent, the endpoint is that agent's,
-/// bound to the caller, attached, of the given generation, and its lease has not run out.
-/// Checks run in that order, so nothing about a foreign resource is revealed.
+/// bound to the caller, held by a caller of its kind (a host-held endpoint admits only the
+/// host), attached, of the given generation, and its lease has not run out. Checks run in that
+/// order, so nothing about a foreign resource is revealed, and a client refused a host-held
+/// endpoint learns nothing of its state and records nothing (not even an expiry).
 ///
 /// An elapsed lease yields [`Error::EndpointExpired`]; run the operation through
 /// [`Store::admitted`] so that the expiry is then recorded.
 pub(crate) fn admit(conn: &Connection, caller: &Caller, actor: &AgentActor, now: Timestamp) -> Result<Endpoint> {
     agent::load_owned(conn, caller.principal(), &actor.agent)?;
     let ep = load_scoped(conn, caller, &actor.agent, &actor.endpoint)?;
+    if ep.host_held && !caller.is_host() {
+        return Err(Error::HostHeldEndpoint(ep.id));
+    }
     if ep.state != EndpointState::Attached {
         return Err(Error::EndpointNotCurrent {
             endpoint: ep.id,
@@ -212,6 +233,42 @@ pub(crate) fn admit(conn: &Connection, caller: &Caller, actor: &AgentActor, now:
         return Err(Error::EndpointExpired { endpoint: ep.id });
     }
     Ok(ep)
+}
+
+/// Refuses a client acting through a host-held endpoint of an agent it owns, before anything
+/// else is read: for the paths that look up an idempotent replay before admitting the actor
+/// (`post_message`), so that a replay cannot act through the host's endpoint either. Anything
+/// not the caller's is left to the admission that follows (and is not found there).
+pub(crate) fn refuse_host_held(conn: &Connection, caller: &Caller, actor: &AgentActor) -> Result<()> {
+    if caller.is_host() {
+        return Ok(());
+    }
+    let held = conn
+        .prepare_cached(
+            "SELECT 1 FROM agent_endpoints e JOIN agents a ON a.id = e.agent_id
+             WHERE e.id = ?1 AND e.agent_id = ?2 AND e.principal = ?3 AND e.host_held = 1 AND a.owner_principal = ?3",
+        )?
+        .exists((&actor.endpoint, &actor.agent, caller.principal().as_str()))?;
+    if held {
+        return Err(Error::HostHeldEndpoint(actor.endpoint.clone()));
+    }
+    Ok(())
+}
+
+/// Refuses a client's attach or detach for `agent` (which the caller owns) when the agent is a
+/// transfer's: its endpoints are the host's to attach (binding) and withdraw (the transfer's
+/// end), in every status of the transfer.
+fn refuse_transfer_bound(conn: &Connection, caller: &Caller, agent: &str) -> Result<()> {
+    if caller.is_host() {
+        return Ok(());
+    }
+    let bound = conn
+        .prepare_cached("SELECT 1 FROM transfers WHERE agent_id = ?1")?
+        .exists([agent])?;
+    if bound {
+        return Err(Error::TransferBoundAgent(agent.to_owned()));
+    }
+    Ok(())
 }
 
 /// Admits a host-side call on the exact `endpoint` and `generation` of `agent`: the endpoint is
@@ -297,12 +354,14 @@ pub(crate) fn materialize_all_expired(tx: &Transaction<'_>, now: Timestamp) -> R
 /// Attaches a new endpoint for agent `a`, bound to `principal`, with the agent's next controller
 /// generation and a lease of `lease` from `now`: every endpoint attached before is replaced (or
 /// recorded as expired, if its lease had run out) and its wake attempts reconciled, and
-/// `endpoint_attached` is recorded. The caller has authorized `principal` for `a`.
+/// `endpoint_attached` is recorded. `held_by` [`CallerKind::Host`] makes it host-held (a
+/// binding's). The caller has authorized `principal` for `a`.
 pub(crate) fn attach(
     tx: &Transaction<'_>,
     principal: &CommunicationPrincipal,
     a: &Agent,
     lease: Duration,
+    held_by: CallerKind,
     now: Timestamp,
 ) -> Result<Endpoint> {
     let agent = a.id.as_str();
@@ -338,8 +397,8 @@ pub(crate) fn attach(
     }
     let id = new_id(ENDPOINT_ID_PREFIX);
     tx.prepare_cached(
-        "INSERT INTO agent_endpoints (id, agent_id, principal, generation, state, lease_expires_at, attached_at, updated_at, lease_micros)
-         VALUES (?1, ?2, ?3, ?4, 'attached', ?5, ?6, ?6, ?7)",
+        "INSERT INTO agent_endpoints (id, agent_id, principal, generation, state, lease_expires_at, attached_at, updated_at, lease_micros, host_held)
+         VALUES (?1, ?2, ?3, ?4, 'attached', ?5, ?6, ?6, ?7, ?8)",
     )?
     .execute((
         &id,
@@ -349,6 +408,7 @@ pub(crate) fn attach(
         now.saturating_add(lease).as_micros(),
         now.as_micros(),
         i64::try_from(lease.as_micros()).unwrap_or(i64::MAX),
+        i64::from(held_by == CallerKind::Host),
     ))?;
     audit::record(
         tx,
@@ -395,9 +455,10 @@ impl Store {
     ///
     /// # Errors
     ///
-    /// [`Error::AgentNotFound`] unless the caller owns the agent; [`Error::InvalidInput`] for a
+    /// [`Error::AgentNotFound`] unless the caller owns the agent; [`Error::TransferBoundAgent`]
+    /// for a transfer's agent (its endpoint is the host's); [`Error::InvalidInput`] for a
     /// lease outside [`MIN_ENDPOINT_LEASE`]..=[`MAX_ENDPOINT_LEASE`] or a bad key;
-    /// [`Error::IdempotencyConflict`]; [`Error::MissingScope`].
+    /// [`Error::IdempotencyConflict`]; [`Error::MissingScope`]. A refusal changes nothing.
     pub fn attach_endpoint(
         &mut self,
         caller: &Caller,
@@ -419,11 +480,12 @@ impl Store {
             &request,
         );
         let (tx, now) = self.begin_immediate()?;
+        let a = agent::load_owned(&tx, caller.principal(), agent)?;
+        refuse_transfer_bound(&tx, caller, agent)?;
         if let Some(id) = check.replay(&tx, caller.principal(), now)? {
             return Ok(Mutation::replayed(load_scoped(&tx, caller, agent, &id)?));
         }
-        let a = agent::load_owned(&tx, caller.principal(), agent)?;
-        let ep = attach(&tx, caller.principal(), &a, lease, now)?;
+        let ep = attach(&tx, caller.principal(), &a, lease, caller.kind(), now)?;
         check.record(&tx, caller.principal(), &ep.id, now)?;
         tx.commit()?;
         Ok(Mutation::changed(ep))
@@ -434,8 +496,9 @@ impl Store {
     /// # Errors
     ///
     /// The admission errors ([`Error::AgentNotFound`], [`Error::EndpointNotFound`],
-    /// [`Error::EndpointNotCurrent`], [`Error::StaleGeneration`], [`Error::EndpointExpired`]);
-    /// [`Error::InvalidInput`] for a lease out of bounds; [`Error::MissingScope`].
+    /// [`Error::HostHeldEndpoint`], [`Error::EndpointNotCurrent`], [`Error::StaleGeneration`],
+    /// [`Error::EndpointExpired`]); [`Error::InvalidInput`] for a lease out of bounds;
+    /// [`Error::MissingScope`].
     pub fn renew_endpoint(&mut self, caller: &Caller, actor: &AgentActor, lease: Duration) -> Result<Endpoint> {
         caller.require(Scope::Manage)?;
         actor.validate()?;
@@ -459,8 +522,8 @@ impl Store {
     /// # Errors
     ///
     /// The admission errors ([`Error::AgentNotFound`], [`Error::EndpointNotFound`],
-    /// [`Error::EndpointNotCurrent`], [`Error::StaleGeneration`], [`Error::EndpointExpired`]);
-    /// [`Error::MissingScope`] without either communication scope.
+    /// [`Error::HostHeldEndpoint`], [`Error::EndpointNotCurrent`], [`Error::StaleGeneration`],
+    /// [`Error::EndpointExpired`]); [`Error::MissingScope`] without either communication scope.
     pub fn touch_endpoint(&mut self, caller: &Caller, actor: &AgentActor) -> Result<Endpoint> {
         if !caller.has(Scope::Manage) {
             caller.require(Scope::Read)?;
@@ -495,13 +558,15 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::AgentNotFound`] / [`Error::EndpointNotFound`] outside the caller's reach;
-    /// [`Error::MissingScope`].
+    /// [`Error::TransferBoundAgent`] for a transfer's agent (whatever the endpoint's state);
+    /// [`Error::MissingScope`]. A refusal changes nothing.
     pub fn detach_endpoint(&mut self, caller: &Caller, agent: &str, endpoint: &str) -> Result<Mutation<Endpoint>> {
         caller.require(Scope::Manage)?;
         check_agent_id(agent)?;
         check_id(endpoint)?;
         let (tx, now) = self.begin_immediate()?;
         agent::load_owned(&tx, caller.principal(), agent)?;
+        refuse_transfer_bound(&tx, caller, agent)?;
         let ep = load_scoped(&tx, caller, agent, endpoint)?;
         if ep.state != EndpointState::Attached {
             return Ok(Mutation::unchanged(ep));
@@ -523,6 +588,30 @@ impl Store {
         check_id(endpoint)?;
         agent::load_owned(&self.conn, caller.principal(), agent)?;
         load_scoped(&self.conn, caller, agent, endpoint)
+    }
+
+    /// Host-side: which of `endpoints` (ids of message authors the caller was shown) are
+    /// host-held — so a message posted through one was written by its agent's turn in the
+    /// sandbox, since no other caller is admitted through it. Unknown and malformed ids are
+    /// simply not in the answer; the answer says nothing else about an endpoint.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for more than [`MAX_PAGE_LIMIT`] ids (one transcript page).
+    pub fn host_held_endpoints(&self, endpoints: &[&str]) -> Result<HashSet<String>> {
+        if endpoints.len() > MAX_PAGE_LIMIT {
+            return Err(Error::invalid("endpoints", format!("at most {MAX_PAGE_LIMIT}")));
+        }
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT 1 FROM agent_endpoints WHERE id = ?1 AND host_held = 1")?;
+        let mut held = HashSet::new();
+        for id in endpoints.iter().copied().filter(|id| check_id(id).is_ok()) {
+            if !held.contains(id) && stmt.exists([id])? {
+                held.insert(id.to_owned());
+            }
+        }
+        Ok(held)
     }
 
     /// Host-side: records that this host holds a wake carrier for the exact endpoint and

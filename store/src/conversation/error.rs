@@ -96,6 +96,17 @@ pub enum ConversationError {
         endpoint: String,
     },
 
+    /// The endpoint is held by the host for a transferred agent: only the host acts through it
+    /// (it drives the agent's turns in the sandbox). The caller owns the agent and may talk to
+    /// it as the human, but not act as it.
+    #[error("endpoint {0} is held by the host for a transferred agent; only the host acts through it")]
+    HostHeldEndpoint(String),
+
+    /// The agent is a transfer's: its endpoint is attached and withdrawn only by the host (by
+    /// binding and by the transfer's end), never by a caller.
+    #[error("agent {0} is a transferred agent; its endpoint is the host's to attach and detach")]
+    TransferBoundAgent(String),
+
     /// Wake delivery needs an endpoint the host has registered as wake-capable.
     #[error("endpoint {0} is not registered as wake-capable by its host")]
     NotWakeCapable(String),

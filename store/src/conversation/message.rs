@@ -229,6 +229,9 @@ impl Store {
         let check = Check::new(Operation::PostMessage, &new.idempotency, &new.request());
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
+            if let Acting::Agent(actor) = &new.acting {
+                super::endpoint::refuse_host_held(&tx, caller, actor)?;
+            }
             if let Some(id) = check.replay(&tx, caller.principal(), now)? {
                 return Ok(Mutation::replayed(load_in(&tx, &new.conversation, &id)?));
             }

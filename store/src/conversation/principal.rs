@@ -5,6 +5,13 @@
 //! the subject itself and any secret behind it are never stored or returned. Two scopes gate the
 //! domain and are independent: [`Scope::Read`] does not imply [`Scope::Manage`], nor the reverse.
 //! Every operation takes a [`Caller`] and checks its scope before it touches the database.
+//!
+//! A caller is either a *client* (whoever calls the MCP tools or uses the console, whatever its
+//! key) or the *host* itself, driving a transferred agent's turns. Only the host acts through a
+//! host-held endpoint (the one a binding attaches for a transfer's agent, see
+//! [`crate::binding`]); its caller is made by
+//! [`TransferOwner::host_caller`](crate::TransferOwner::host_caller) alone, never from anything
+//! a request carries.
 
 use std::fmt;
 
@@ -86,25 +93,57 @@ impl fmt::Display for Scope {
     }
 }
 
-/// An authenticated caller: its principal and the scopes its credential carries.
+/// Who is behind a [`Caller`]: a client of the host's surfaces, or the host itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallerKind {
+    /// A tool caller, a console user, the CLI: anyone with a credential for the principal.
+    Client,
+    /// The host, driving the turns of a transferred agent through the endpoint it holds.
+    Host,
+}
+
+/// An authenticated caller: its principal, the scopes its credential carries, and whether it
+/// is the host itself ([`CallerKind`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
     principal: CommunicationPrincipal,
     read: bool,
     manage: bool,
+    kind: CallerKind,
 }
 
 impl Caller {
-    /// A caller with `principal` holding exactly `scopes`.
+    /// A client caller with `principal` holding exactly `scopes`.
     pub fn new(principal: CommunicationPrincipal, scopes: &[Scope]) -> Self {
         Self {
             principal,
             read: scopes.contains(&Scope::Read),
             manage: scopes.contains(&Scope::Manage),
+            kind: CallerKind::Client,
         }
     }
 
-    /// A caller for `subject` holding both scopes (convenient for hosts and tests).
+    /// The host acting for `principal` with both scopes: the only caller admitted through a
+    /// host-held endpoint. Crate-private: outside the store it is reached only through
+    /// [`TransferOwner::host_caller`](crate::TransferOwner::host_caller).
+    pub(crate) fn host_for(principal: CommunicationPrincipal) -> Self {
+        Self {
+            kind: CallerKind::Host,
+            ..Self::new(principal, &[Scope::Read, Scope::Manage])
+        }
+    }
+
+    /// Whether this is a client or the host.
+    pub fn kind(&self) -> CallerKind {
+        self.kind
+    }
+
+    /// Whether this is the host itself.
+    pub fn is_host(&self) -> bool {
+        self.kind == CallerKind::Host
+    }
+
+    /// A client caller for `subject` holding both scopes (the operator's CLI, and tests).
     ///
     /// # Errors
     ///
@@ -182,5 +221,17 @@ mod tests {
             Err(Error::MissingScope(Scope::Read))
         ));
         assert_eq!(Scope::Manage.to_string(), "communication:manage");
+    }
+
+    #[test]
+    fn only_the_host_constructor_makes_a_host_caller() {
+        let p = CommunicationPrincipal::from_subject("x").unwrap();
+        let client = Caller::new(p.clone(), &[Scope::Read, Scope::Manage]);
+        assert_eq!(client.kind(), CallerKind::Client);
+        assert!(!Caller::full("x").unwrap().is_host());
+        let host = Caller::host_for(p.clone());
+        assert!(host.is_host() && host.has(Scope::Read) && host.has(Scope::Manage));
+        assert_eq!(host.principal(), &p);
+        assert_ne!(host, client, "same principal and scopes, different caller");
     }
 }
