@@ -307,12 +307,17 @@ fn tool_error_text(m: &Value) -> String {
 async fn report_usage_needs_the_meter_scope_and_never_takes_compute() {
     let dir = tempfile::tempdir().unwrap();
     let writer = principal(dir.path(), "orchestrator", &["transfer:read", "transfer:write"]);
-    let meter = principal(dir.path(), "billing", &["transfer:read", "transfer:meter"]);
+    // A transfer is metered by its owner: this key creates the transfer and reports on it.
+    let meter = principal(
+        dir.path(),
+        "billing",
+        &["transfer:read", "transfer:write", "transfer:meter"],
+    );
     let server = serve(dir.path(), &[]);
     let url = server.url.clone();
     let snapshot = json!({"name": "snapshot_state", "arguments": {
         "sourceHost": "laptop-7", "systemPrompt": "p", "messageHistory": [], "toolState": {}, "mcpConfig": []}});
-    let m = message(stateless(&url, Some(&writer), "tools/call", Some("snapshot_state"), snapshot).await).await;
+    let m = message(stateless(&url, Some(&meter), "tools/call", Some("snapshot_state"), snapshot).await).await;
     let t = m["result"]["structuredContent"]["transferId"]
         .as_str()
         .unwrap()
@@ -325,6 +330,7 @@ async fn report_usage_needs_the_meter_scope_and_never_takes_compute() {
         m["result"]["structuredContent"]["events"].clone()
     };
     let before = events().await;
+    assert_eq!(before[0]["kind"], "snapshot_created", "{before}");
 
     // transfer:write no longer implies metering.
     let r = stateless(

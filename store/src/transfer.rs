@@ -1,7 +1,7 @@
 //! Transfers as stored: the row type, its queries, and the checks on ids a caller sends.
 //!
 //! A transfer belongs to its owner (see [`TransferOwner`]): every read or change a caller
-//! makes by id goes through [`load_for`], which refuses a transfer of another principal exactly
+//! makes by id goes through `load_for`, which refuses a transfer of another principal exactly
 //! as it refuses a missing one ([`Error::TransferNotFound`], the same text), so a caller cannot
 //! tell a foreign id from an unknown one. The operator sees every transfer.
 //!
