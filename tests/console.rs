@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use ahp_store::{
-    DEFAULT_TOKEN_TTL, McpServer, Message, SnapshotInput, Store, SystemClock, Tier, TokenKey, TokenScope,
+    DEFAULT_TOKEN_TTL, McpServer, Message, SnapshotInput, Store, SystemClock, Tier, TokenKey, TokenScope, TransferOwner,
     issue_transfer_token,
 };
 use reqwest::StatusCode;
@@ -52,9 +52,12 @@ fn token(dir: &Path, transfer: &str, scope: TokenScope) -> String {
 }
 
 /// A transfer pushed on the data directory's database, ready to activate the forecaster.
-fn pushed(dir: &Path, source_host: &str) -> String {
+/// A `pushed` transfer owned by the principal of the API key `owner` (the console shows a key
+/// only its own transfers).
+fn pushed(dir: &Path, source_host: &str, owner: &str) -> String {
     let key = TokenKey::from_env_or_file(dir).unwrap();
     let mut store = Store::open(dir.join("ahp.db")).unwrap().with_token_key(key);
+    let owner = TransferOwner::ApiKey(store.authenticate(owner).unwrap().expect("a known key").id);
     let snap = SnapshotInput {
         source_host: source_host.into(),
         system_prompt: "You forecast inventory.".into(),
@@ -68,7 +71,7 @@ fn pushed(dir: &Path, source_host: &str) -> String {
             cred_ref: "inventory-api".into(),
         }],
     };
-    let id = store.snapshot_state(&snap).unwrap().id;
+    let id = store.snapshot_state_as(&snap, &owner).unwrap().id;
     let provision = token(dir, &id, TokenScope::ProvisionRuntime);
     store
         .provision_runtime(&id, Tier::Nano, 50_000, "forecaster", &provision)
@@ -111,7 +114,7 @@ async fn the_console_refuses_strangers_foreign_origins_and_missing_scopes() {
     let talker = principal(dir.path(), "talker", &["communication:read"]);
     let server = serve(dir.path(), &[]);
     let base = base(&server);
-    let t = pushed(dir.path(), "<script>alert(1)</script>");
+    let t = pushed(dir.path(), "<script>alert(1)</script>", &reader);
 
     // No session: pages send you to sign in, live regions say 401.
     let r = get(&format!("{base}/console/transfers"), None).await;
@@ -280,7 +283,7 @@ async fn a_person_watches_a_transfer_go_live_in_a_real_browser() {
     let key = principal(dir.path(), "operator", &["transfer:read", "transfer:write"]);
     let server = serve(dir.path(), &[]);
     let base = base(&server);
-    let t = pushed(dir.path(), "laptop-7");
+    let t = pushed(dir.path(), "laptop-7", &key);
     let shots = screenshots();
 
     // Sign in.
@@ -408,7 +411,7 @@ async fn a_long_event_log_is_paged_and_its_chart_stays_bounded() {
     let reader = principal(dir.path(), "watcher", &["transfer:read"]);
     let server = serve(dir.path(), &[]);
     let base = base(&server);
-    let t = pushed(dir.path(), "laptop-7");
+    let t = pushed(dir.path(), "laptop-7", &reader);
     let reports = 2 * CHART_POINTS;
     let total = {
         // Active (spend is reported only then) without a sandbox: the log is what is read here.
@@ -483,5 +486,35 @@ async fn a_long_event_log_is_paged_and_its_chart_stays_bounded() {
             assert_eq!(r.status(), 400, "{path}?before={bad}");
             assert!(r.text().await.unwrap().contains("is not an event id"));
         }
+    }
+}
+
+#[tokio::test]
+async fn another_key_s_transfer_is_not_listed_and_reads_exactly_like_a_missing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let owner = principal(dir.path(), "owner", &["transfer:read"]);
+    let stranger = principal(dir.path(), "stranger", &["transfer:read"]);
+    let server = serve(dir.path(), &[]);
+    let base = base(&server);
+    let t = pushed(dir.path(), "laptop-7", &owner);
+    let missing = "tr_ffffffffffffffffffffffff";
+
+    let mine = sign_in(&base, &owner).await;
+    let listed = get(&format!("{base}/console/transfers"), Some(&mine)).await;
+    assert!(listed.text().await.unwrap().contains(&t), "the owner sees its transfer");
+    assert_eq!(get(&format!("{base}/console/transfers/{t}"), Some(&mine)).await.status(), 200);
+
+    let theirs = sign_in(&base, &stranger).await;
+    for path in ["transfers", "transfers/live"] {
+        let r = get(&format!("{base}/console/{path}"), Some(&theirs)).await;
+        assert_eq!(r.status(), 200, "{path}");
+        assert!(!r.text().await.unwrap().contains(&t), "{path} lists another key's transfer");
+    }
+    for suffix in ["", "/live"] {
+        let foreign = get(&format!("{base}/console/transfers/{t}{suffix}"), Some(&theirs)).await;
+        let absent = get(&format!("{base}/console/transfers/{missing}{suffix}"), Some(&theirs)).await;
+        assert_eq!(foreign.status(), 404, "{suffix}");
+        assert_eq!(absent.status(), 404, "{suffix}");
+        assert_eq!(foreign.text().await.unwrap(), absent.text().await.unwrap(), "{suffix}");
     }
 }

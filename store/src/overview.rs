@@ -14,6 +14,7 @@ use crate::clock::Timestamp;
 use crate::db::Store;
 use crate::error::{Error, Result};
 use crate::event::EventKind;
+use crate::owner::TransferOwner;
 use crate::snapshot::McpServer;
 use crate::state::TransferStatus;
 use crate::transfer::{self, MAX_LIST_LIMIT, TRANSFER_COLUMNS, Transfer};
@@ -90,8 +91,9 @@ fn summary_from_row(r: &Row<'_>) -> Result<TransferSummary> {
 }
 
 impl Store {
-    /// The newest transfers first with their budgets and latest events, optionally only those
-    /// with `status`; at most `limit` (capped at [`MAX_LIST_LIMIT`]).
+    /// The newest transfers of `owner` first (every transfer for the operator) with their
+    /// budgets and latest events, optionally only those with `status`; at most `limit` (capped
+    /// at [`MAX_LIST_LIMIT`]).
     ///
     /// # Errors
     ///
@@ -99,6 +101,7 @@ impl Store {
     /// kind fails closed).
     pub fn list_transfer_summaries(
         &self,
+        owner: &TransferOwner,
         status: Option<TransferStatus>,
         limit: usize,
     ) -> Result<Vec<TransferSummary>> {
@@ -114,12 +117,15 @@ impl Store {
              LEFT JOIN budgets b ON b.transfer_id = t.id
              LEFT JOIN usage_events e
                ON e.id = (SELECT MAX(id) FROM usage_events WHERE transfer_id = t.id)
-             WHERE ?1 IS NULL OR t.status = ?1
+             WHERE (?1 IS NULL OR t.status = ?1) AND (?3 IS NULL OR t.owner_subject = ?3)
              ORDER BY t.created_at DESC, t.id LIMIT ?2"
         );
         let limit = i64::try_from(limit.min(MAX_LIST_LIMIT)).unwrap_or(0);
         let mut stmt = self.conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map((status.map(TransferStatus::as_str), limit), |r| Ok(summary_from_row(r)))?;
+        let subject = (*owner != TransferOwner::Operator).then(|| owner.subject());
+        let rows = stmt.query_map((status.map(TransferStatus::as_str), limit, subject), |r| {
+            Ok(summary_from_row(r))
+        })?;
         rows.map(|r| r?).collect()
     }
 
@@ -207,7 +213,7 @@ mod tests {
         s.provision_runtime(&b.id, Tier::Nano, 5_000, "forecaster", &token)
             .unwrap();
 
-        let all = s.list_transfer_summaries(None, 10).unwrap();
+        let all = s.list_transfer_summaries(&TransferOwner::Operator, None, 10).unwrap();
         assert_eq!(
             all.iter().map(|x| x.transfer.id.as_str()).collect::<Vec<_>>(),
             [&b.id, &a.id]
@@ -219,10 +225,30 @@ mod tests {
         assert_eq!(all[0].last_event.map(|e| e.0), Some(EventKind::RuntimeProvisioned));
         assert_eq!(all[1].budget, None);
         assert_eq!(all[1].last_event.map(|e| e.0), Some(EventKind::SnapshotCreated));
-        let staged = s.list_transfer_summaries(Some(TransferStatus::Staged), 10).unwrap();
+        let staged = s.list_transfer_summaries(&TransferOwner::Operator, Some(TransferStatus::Staged), 10).unwrap();
         assert_eq!(staged.len(), 1);
         assert_eq!(staged[0].transfer.id, a.id);
-        assert_eq!(s.list_transfer_summaries(None, 1).unwrap().len(), 1);
+        assert_eq!(s.list_transfer_summaries(&TransferOwner::Operator, None, 1).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_principal_lists_only_its_own_transfers() {
+        let mut s = Store::open_in_memory().unwrap();
+        let alice = TransferOwner::ApiKey("prn_00000000000000000000000a".into());
+        let bob = TransferOwner::ApiKey("prn_00000000000000000000000b".into());
+        let mine = s.snapshot_state_as(&snapshot(0), &alice).unwrap();
+        s.snapshot_state_as(&snapshot(1), &bob).unwrap();
+        s.snapshot_state(&snapshot(2)).unwrap();
+        let ids = |owner: &TransferOwner| -> Vec<String> {
+            s.list_transfer_summaries(owner, None, 10)
+                .unwrap()
+                .into_iter()
+                .map(|x| x.transfer.id)
+                .collect()
+        };
+        assert_eq!(ids(&alice), [mine.id]);
+        assert_eq!(ids(&bob).len(), 1);
+        assert_eq!(ids(&TransferOwner::Operator).len(), 3, "the operator sees every transfer");
     }
 
     #[test]
@@ -253,7 +279,7 @@ mod tests {
             )
             .unwrap();
         assert!(matches!(
-            s.list_transfer_summaries(None, 10),
+            s.list_transfer_summaries(&TransferOwner::Operator, None, 10),
             Err(Error::CorruptRow { .. })
         ));
     }

@@ -38,7 +38,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use ahp_store::principal::{API_KEY_PREFIX, MAX_API_KEY_LEN};
-use ahp_store::{ApiScope, Principal, Store, TransferStatus};
+use ahp_store::{ApiScope, Principal, Store, TransferOwner, TransferStatus};
 use axum::Form;
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -205,6 +205,11 @@ struct Caller {
 }
 
 impl Caller {
+    /// Whose transfers the caller sees: its key's own (the rule `get_status` follows).
+    fn owner(&self) -> TransferOwner {
+        TransferOwner::ApiKey(self.principal.id.clone())
+    }
+
     fn who(&self) -> (&Principal, &str) {
         (&self.principal, &self.session.csrf)
     }
@@ -386,8 +391,9 @@ async fn transfers(State(console): State<Arc<Console>>, headers: HeaderMap, Quer
         Ok(s) => s,
         Err(r) => return *r,
     };
+    let owner = c.owner();
     match read(&console, move |s| {
-        Ok((s.list_transfer_summaries(status, TRANSFERS_PER_PAGE)?, s.now()))
+        Ok((s.list_transfer_summaries(&owner, status, TRANSFERS_PER_PAGE)?, s.now()))
     })
     .await
     {
@@ -401,15 +407,16 @@ async fn transfers_live(
     headers: HeaderMap,
     Query(filter): Query<Filter>,
 ) -> Response {
-    if let Err(r) = caller_with(&console, &headers, false, ApiScope::TransferRead).await {
-        return r;
-    }
+    let owner = match caller_with(&console, &headers, false, ApiScope::TransferRead).await {
+        Ok(c) => c.owner(),
+        Err(r) => return r,
+    };
     let status = match parse_filter(&filter) {
         Ok(s) => s,
         Err(r) => return *r,
     };
     match read(&console, move |s| {
-        Ok((s.list_transfer_summaries(status, TRANSFERS_PER_PAGE)?, s.now()))
+        Ok((s.list_transfer_summaries(&owner, status, TRANSFERS_PER_PAGE)?, s.now()))
     })
     .await
     {
@@ -441,14 +448,21 @@ fn parse_cursor(cursor: &EventCursor) -> Result<Option<i64>, Box<Response>> {
 
 /// A transfer's page as [`pages::TransferView`] shows it: bounded reads only (one page of its
 /// log and a downsampled spend curve, never the whole log).
+///
+/// Another principal's transfer reads exactly like a missing one.
 fn transfer_view(
     s: &Store,
     id: &str,
+    owner: &TransferOwner,
     before: Option<i64>,
 ) -> ahp_store::Result<(pages::TransferView, ahp_store::Timestamp)> {
     let now = s.now();
+    let transfer = s.transfer(id)?;
+    if !transfer.belongs_to(owner) {
+        return Err(ahp_store::Error::TransferNotFound(id.to_owned()));
+    }
     let view = pages::TransferView {
-        transfer: s.transfer(id)?,
+        transfer,
         budget: s.budget(id)?,
         events: s.event_page(
             id,
@@ -477,8 +491,9 @@ async fn transfer(
         Ok(b) => b,
         Err(r) => return *r,
     };
+    let owner = c.owner();
     match read(&console, move |s| {
-        let (view, now) = transfer_view(s, &id, before)?;
+        let (view, now) = transfer_view(s, &id, &owner, before)?;
         Ok((view, s.snapshot_summary(&id)?, now))
     })
     .await
@@ -494,14 +509,15 @@ async fn transfer_live(
     Path(id): Path<String>,
     Query(cursor): Query<EventCursor>,
 ) -> Response {
-    if let Err(r) = caller_with(&console, &headers, false, ApiScope::TransferRead).await {
-        return r;
-    }
+    let owner = match caller_with(&console, &headers, false, ApiScope::TransferRead).await {
+        Ok(c) => c.owner(),
+        Err(r) => return r,
+    };
     let before = match parse_cursor(&cursor) {
         Ok(b) => b,
         Err(r) => return *r,
     };
-    match read(&console, move |s| transfer_view(s, &id, before)).await {
+    match read(&console, move |s| transfer_view(s, &id, &owner, before)).await {
         Ok((view, now)) => live(pages::transfer_live(&view, now)),
         Err(r) => r,
     }
