@@ -26,9 +26,7 @@ use ahp_host::agents::{Agents, CARRIER_LEASE};
 use ahp_host::guests;
 use ahp_host::host::HostBuilder;
 use ahp_host::sandbox::{Sandboxes, TurnOutcome};
-use ahp_host::store::conversation::{
-    Acting, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT,
-};
+use ahp_host::store::conversation::{Acting, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT};
 use ahp_host::store::fault::FaultStep;
 use ahp_host::store::{Clock, ManualClock, Store, Tier, Timestamp, TokenKey, TransferStatus};
 use ahp_host::testing;
@@ -111,7 +109,15 @@ impl World {
 
     fn pushed_at(&self, tier: Tier) -> String {
         let snap = testing::snapshot(0, json!({}));
-        testing::pushed(&mut self.sandboxes().db(), &self.key, &snap, tier, 1_000_000, "turn-prober").unwrap()
+        testing::pushed(
+            &mut self.sandboxes().db(),
+            &self.key,
+            &snap,
+            tier,
+            1_000_000,
+            "turn-prober",
+        )
+        .unwrap()
     }
 
     /// Activates `transfer` on this world's host; returns how it went.
@@ -122,7 +128,13 @@ impl World {
 
     /// A conversation of the operator with the agent of the bound `transfer`.
     fn conversation(&self, transfer: &str) -> Agent {
-        let id = self.sandboxes().db().transfer(transfer).unwrap().agent_id.expect("bound");
+        let id = self
+            .sandboxes()
+            .db()
+            .transfer(transfer)
+            .unwrap()
+            .agent_id
+            .expect("bound");
         let new = NewConversation {
             title: "questions".into(),
             agents: vec![id.clone()],
@@ -260,9 +272,17 @@ fn claim() {
     assert_eq!(w.fired(FaultStep::ClaimWake), 1);
     assert!(d.retry && d.consumed == 0, "{d:?}");
     w.assert_carried(&a);
-    assert_eq!(w.wakes(&a), [("pending".to_owned(), vec![])], "the wake waits, unclaimed");
+    assert_eq!(
+        w.wakes(&a),
+        [("pending".to_owned(), vec![])],
+        "the wake waits, unclaimed"
+    );
     w.assert_answers_the_next_message(&a, "two");
-    assert_eq!(w.replies(&a), ["echo: echo one", "echo: echo two"], "both answered once");
+    assert_eq!(
+        w.replies(&a),
+        ["echo: echo one", "echo: echo two"],
+        "both answered once"
+    );
 }
 
 #[test]
@@ -294,7 +314,10 @@ fn reply() {
     assert_eq!(w.fired(FaultStep::AgentReply), 1);
     assert_eq!(d.unknown, 1, "the guest's turn failed on its reply: {d:?}");
     w.assert_carried(&a);
-    assert_eq!(w.wakes(&a), [("dispatched".to_owned(), vec!["delivery_unknown".to_owned()])]);
+    assert_eq!(
+        w.wakes(&a),
+        [("dispatched".to_owned(), vec!["delivery_unknown".to_owned()])]
+    );
     // The unanswered message is still queued: the next turn answers both.
     w.assert_answers_the_next_message(&a, "two");
     assert_eq!(w.replies(&a), ["echo: echo one", "echo: echo two"]);
@@ -316,9 +339,15 @@ fn finish() {
     w.fault(FaultStep::FinishTurn, 0, ahp_host::agents::recovery::IN_PLACE_ATTEMPTS);
     w.post(&a, "echo two");
     let d = w.agents().drive(&a.id).unwrap();
-    assert_eq!(w.fired(FaultStep::FinishTurn), 1 + ahp_host::agents::recovery::IN_PLACE_ATTEMPTS);
+    assert_eq!(
+        w.fired(FaultStep::FinishTurn),
+        1 + ahp_host::agents::recovery::IN_PLACE_ATTEMPTS
+    );
     assert_eq!((d.consumed, d.retry), (0, false), "{d:?}");
-    assert_eq!(w.wakes(&a)[1], ("dispatched".to_owned(), vec!["delivery_unknown".to_owned()]));
+    assert_eq!(
+        w.wakes(&a)[1],
+        ("dispatched".to_owned(), vec!["delivery_unknown".to_owned()])
+    );
     w.assert_no_stuck_wake(&a);
     w.assert_answers_the_next_message(&a, "three");
     assert_eq!(w.replies(&a), ["echo: echo one", "echo: echo two", "echo: echo three"]);
@@ -333,13 +362,19 @@ fn finish_and_its_fallback() {
     w.fault(FaultStep::MarkUnknown, 0, n);
     w.post(&a, "echo one");
     let d = w.agents().drive(&a.id).unwrap();
-    assert_eq!((w.fired(FaultStep::FinishTurn), w.fired(FaultStep::MarkUnknown)), (n, n));
+    assert_eq!(
+        (w.fired(FaultStep::FinishTurn), w.fired(FaultStep::MarkUnknown)),
+        (n, n)
+    );
     assert!(d.retry, "nothing could be recorded: the agent is rescheduled: {d:?}");
     w.assert_carried(&a);
     // The next opportunity (the reschedule, or the tick's) settles it first.
     let d = w.agents().drive(&a.id).unwrap();
     assert!(!d.retry, "{d:?}");
-    assert_eq!(w.wakes(&a), [("dispatched".to_owned(), vec!["delivery_unknown".to_owned()])]);
+    assert_eq!(
+        w.wakes(&a),
+        [("dispatched".to_owned(), vec!["delivery_unknown".to_owned()])]
+    );
     w.assert_answers_the_next_message(&a, "two");
 }
 
@@ -353,15 +388,26 @@ fn an_unresolved_dispatch_in_the_way_is_settled() {
     w.post(&a, "echo one");
     {
         let mut db = w.sandboxes().db();
-        let claim = db.claim_wake(&c.caller, &c.actor, Duration::from_secs(60)).unwrap().unwrap();
+        let claim = db
+            .claim_wake(&c.caller, &c.actor, Duration::from_secs(60))
+            .unwrap()
+            .unwrap();
         db.prepare_dispatch(&c.caller, &c.actor, &claim.attempt.id).unwrap();
     }
     w.post(&a, "echo two");
     w.drive_until_idle(&a);
     w.assert_carried(&a);
     let wakes = w.wakes(&a);
-    assert_eq!(wakes[0], ("dispatched".to_owned(), vec!["delivery_unknown".to_owned()]), "{wakes:?}");
-    assert!(w.replies(&a).contains(&"echo: echo two".to_owned()), "{:?}", w.replies(&a));
+    assert_eq!(
+        wakes[0],
+        ("dispatched".to_owned(), vec!["delivery_unknown".to_owned()]),
+        "{wakes:?}"
+    );
+    assert!(
+        w.replies(&a).contains(&"echo: echo two".to_owned()),
+        "{:?}",
+        w.replies(&a)
+    );
     w.assert_answers_the_next_message(&a, "three");
 }
 
@@ -448,7 +494,11 @@ fn the_tick_schedules_only_agents_with_wakes() {
     assert_eq!(queued, both);
     w.post(&busy, "echo one");
     w.agents().schedule_all();
-    assert_eq!(w.agents().drain_queue(), [busy.id.clone()], "only the agent with a wake");
+    assert_eq!(
+        w.agents().drain_queue(),
+        [busy.id.clone()],
+        "only the agent with a wake"
+    );
     // Once it is answered, the tick queues nobody.
     w.agents().drive(&busy.id).unwrap();
     w.agents().schedule_all();
@@ -482,7 +532,13 @@ fn a_failed_registration_is_repaired_by_the_tick() {
     w.fault(FaultStep::RegisterCarrier, 0, 1);
     let report = w.activate(&t);
     assert_eq!(report.transfer.status, TransferStatus::Active);
-    let agent = w.sandboxes().db().transfer(&t).unwrap().agent_id.expect("bound, not registered");
+    let agent = w
+        .sandboxes()
+        .db()
+        .transfer(&t)
+        .unwrap()
+        .agent_id
+        .expect("bound, not registered");
     assert!(w.agents().carrier(&agent).is_none());
     assert_eq!(w.sandboxes().live_count(), 0);
     assert_eq!(w.agents().repair_bindings().unwrap(), [t.clone()]);
@@ -500,13 +556,16 @@ fn a_failed_first_bind_is_repaired_by_a_restart() {
     // A successor process over the same database takes over.
     let successor = host_over(w.dir.path(), &w.key, &w.clock);
     successor.agents().take_over("interrupted").unwrap();
-    let agent = successor.sandboxes().db().transfer(&t).unwrap().agent_id.expect("bound at takeover");
+    let agent = successor
+        .sandboxes()
+        .db()
+        .transfer(&t)
+        .unwrap()
+        .agent_id
+        .expect("bound at takeover");
     assert!(successor.agents().carrier(&agent).is_some());
     drop(w.host);
-    let w = World {
-        host: successor,
-        ..w
-    };
+    let w = World { host: successor, ..w };
     let a = w.conversation(&t);
     w.assert_answers_the_next_message(&a, "one");
 }

@@ -93,9 +93,7 @@ impl FaultStep {
                  WHEN NEW.state = 'attached' AND NEW.lease_expires_at <> OLD.lease_expires_at"
             }
             Self::AttachEndpoint => "BEFORE INSERT ON main.agent_endpoints",
-            Self::RegisterCarrier => {
-                "BEFORE UPDATE OF wake_capable ON main.agent_endpoints WHEN NEW.wake_capable = 1"
-            }
+            Self::RegisterCarrier => "BEFORE UPDATE OF wake_capable ON main.agent_endpoints WHEN NEW.wake_capable = 1",
             Self::BudgetRead => return None,
         })
     }

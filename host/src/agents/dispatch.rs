@@ -89,8 +89,12 @@ impl Agents {
             // An unresolved dispatch of this endpoint is in the way, and no turn of it runs
             // (this is the agent's only opportunity): an earlier turn's end was never recorded.
             Err(ConversationError::LimitReached { .. }) => {
-                return if self.settle(c)? { Ok(Next::Again) } else {
-                    Err(Failure::Transient("the claim is refused by an unresolved dispatch".into()))
+                return if self.settle(c)? {
+                    Ok(Next::Again)
+                } else {
+                    Err(Failure::Transient(
+                        "the claim is refused by an unresolved dispatch".into(),
+                    ))
                 };
             }
             Err(e) => return Err(Failure::of(&e)),
@@ -151,7 +155,12 @@ impl Agents {
     /// returns the outcome recorded. An accepted turn whose end cannot be recorded becomes
     /// `delivery_unknown` instead; if even that cannot be recorded, the agent's next
     /// opportunity settles it (see [`recovery`]).
-    fn finish(&self, c: &Carrier, ticket: &DispatchTicket, outcome: DispatchOutcome) -> Result<DispatchOutcome, Failure> {
+    fn finish(
+        &self,
+        c: &Carrier,
+        ticket: &DispatchTicket,
+        outcome: DispatchOutcome,
+    ) -> Result<DispatchOutcome, Failure> {
         let (caller, actor) = (&c.caller, &c.actor);
         let end = |outcome| retry(|| self.sandboxes.db().finish_turn(caller, actor, ticket, outcome));
         let failure = match end(outcome) {
@@ -174,7 +183,10 @@ impl Agents {
             }
         }
         self.unsettled.locked().insert(agent.clone());
-        Err(Failure::Transient(format!("the end of wake {} is not recorded yet", ticket.wake.id)))
+        Err(Failure::Transient(format!(
+            "the end of wake {} is not recorded yet",
+            ticket.wake.id
+        )))
     }
 
     /// Settles the post-fence attempts of `c`'s endpoint no turn is running for: they become

@@ -142,7 +142,6 @@ impl Drop for Activating<'_> {
     }
 }
 
-
 impl std::fmt::Debug for Agents {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Agents")
@@ -309,14 +308,11 @@ impl Agents {
     pub(super) fn release_carrier(&self, c: &Carrier) {
         let removed = {
             let mut carriers = self.carriers.locked();
-            let same = carriers
-                .get(&c.actor.agent)
-                .is_some_and(|held| held.actor == c.actor);
+            let same = carriers.get(&c.actor.agent).is_some_and(|held| held.actor == c.actor);
             same && carriers.remove(&c.actor.agent).is_some()
         };
         if removed {
             self.sandboxes.drop_sandbox(&c.transfer);
         }
     }
-
 }

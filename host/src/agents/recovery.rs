@@ -139,7 +139,9 @@ mod tests {
                 given: 1,
                 current: 2,
             },
-            ConversationError::EndpointExpired { endpoint: "ep_x".into() },
+            ConversationError::EndpointExpired {
+                endpoint: "ep_x".into(),
+            },
             ConversationError::NotWakeCapable("ep_x".into()),
             ConversationError::EndpointNotFound("ep_x".into()),
             ConversationError::AgentNotFound("agt_x".into()),

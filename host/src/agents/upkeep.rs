@@ -159,12 +159,10 @@ impl Agents {
                 continue;
             }
             let agent = &c.actor.agent;
-            let renewed = self.sandboxes.db().renew_carrier_lease(
-                agent,
-                &c.actor.endpoint,
-                c.actor.generation,
-                CARRIER_LEASE,
-            );
+            let renewed =
+                self.sandboxes
+                    .db()
+                    .renew_carrier_lease(agent, &c.actor.endpoint, c.actor.generation, CARRIER_LEASE);
             match renewed {
                 Ok(ep) => {
                     if let Some(held) = self.carriers.locked().get_mut(agent)
@@ -178,7 +176,9 @@ impl Agents {
                         tracing::info!(%agent, %why, "the carrier's endpoint is gone; dropping it");
                         self.release_carrier(&c);
                     }
-                    failure => tracing::warn!(%agent, ?failure, "cannot renew the carrier's lease; keeping it, the next tick retries"),
+                    failure => {
+                        tracing::warn!(%agent, ?failure, "cannot renew the carrier's lease; keeping it, the next tick retries")
+                    }
                 },
             }
         }

@@ -63,11 +63,13 @@ fn active_transfers_without_a_carrier_are_listed_and_paged() {
     // Carried.
     let carried = active(&mut s, &key);
     let b = s.bind_transfer_agent(&carried, LEASE).unwrap();
-    s.register_wake_carrier(&b.agent.id, &b.endpoint.id, b.endpoint.generation).unwrap();
+    s.register_wake_carrier(&b.agent.id, &b.endpoint.id, b.endpoint.generation)
+        .unwrap();
     // Carried, then its endpoint's lease ran out and was recorded.
     let lapsed = active(&mut s, &key);
     let b = s.bind_transfer_agent(&lapsed, LEASE).unwrap();
-    s.register_wake_carrier(&b.agent.id, &b.endpoint.id, b.endpoint.generation).unwrap();
+    s.register_wake_carrier(&b.agent.id, &b.endpoint.id, b.endpoint.generation)
+        .unwrap();
     let lapsed_agent = b.agent.id.clone();
     // Not active: never listed.
     let insolvent = active(&mut s, &key);
@@ -97,7 +99,8 @@ fn active_transfers_without_a_carrier_are_listed_and_paged() {
     // Re-registered carriers drop out.
     for t in [&carried, &never] {
         let b = s.bind_transfer_agent(t, LEASE).unwrap();
-        s.register_wake_carrier(&b.agent.id, &b.endpoint.id, b.endpoint.generation).unwrap();
+        s.register_wake_carrier(&b.agent.id, &b.endpoint.id, b.endpoint.generation)
+            .unwrap();
     }
     let left: Vec<String> = all_pages(&s).into_iter().map(|(t, _)| t).collect();
     let mut expect = vec![unregistered, lapsed];

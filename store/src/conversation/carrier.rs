@@ -119,7 +119,12 @@ impl Store {
     /// [`Error::InvalidAttemptState`] for an attempt past the fence (finish it instead);
     /// [`Error::AttemptNotFound`] for one not bound to this endpoint; the endpoint admission
     /// errors; [`Error::InvalidInput`]; [`Error::MissingScope`].
-    pub fn release_claim(&mut self, caller: &Caller, actor: &AgentActor, attempt: &str) -> Result<Mutation<WakeAttempt>> {
+    pub fn release_claim(
+        &mut self,
+        caller: &Caller,
+        actor: &AgentActor,
+        attempt: &str,
+    ) -> Result<Mutation<WakeAttempt>> {
         caller.require(Scope::Manage)?;
         actor.validate()?;
         check_attempt_id(attempt)?;

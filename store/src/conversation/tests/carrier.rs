@@ -104,13 +104,15 @@ fn a_turn_end_with_any_field_wrong_is_refused_and_changes_nothing() {
         ..ticket.clone()
     };
     assert!(matches!(
-        w.store.finish_turn(&alice, &actor, &wrong_token, DispatchOutcome::Accepted),
+        w.store
+            .finish_turn(&alice, &actor, &wrong_token, DispatchOutcome::Accepted),
         Err(Error::ConsumeRefused { .. })
     ));
     let mut wrong_wake = ticket.clone();
     wrong_wake.wake.id = "wk_000000000000000000000000".into();
     assert!(matches!(
-        w.store.finish_turn(&alice, &actor, &wrong_wake, DispatchOutcome::Accepted),
+        w.store
+            .finish_turn(&alice, &actor, &wrong_wake, DispatchOutcome::Accepted),
         Err(Error::AttemptNotFound(_))
     ));
     let stale = AgentActor {
@@ -131,8 +133,12 @@ fn a_turn_end_with_any_field_wrong_is_refused_and_changes_nothing() {
         ..ticket.clone()
     };
     assert!(matches!(
-        w.store.finish_turn(&alice, &actor, &malformed, DispatchOutcome::Accepted),
-        Err(Error::InvalidInput { field: "consumeToken", .. })
+        w.store
+            .finish_turn(&alice, &actor, &malformed, DispatchOutcome::Accepted),
+        Err(Error::InvalidInput {
+            field: "consumeToken",
+            ..
+        })
     ));
     assert!(w.bytes() == before);
     // Unknown first, then an accepted report for the same attempt: the exact token still
@@ -157,7 +163,12 @@ fn a_claim_given_back_is_pending_again_and_a_fenced_one_is_refused() {
     assert_eq!(released.value.state, AttemptState::Released);
     assert_eq!(wake_state(&mut w, &claim.wake.id), "pending");
     let before = w.bytes();
-    assert!(!w.store.release_claim(&alice, &actor, &claim.attempt.id).unwrap().state_changed);
+    assert!(
+        !w.store
+            .release_claim(&alice, &actor, &claim.attempt.id)
+            .unwrap()
+            .state_changed
+    );
     assert!(w.bytes() == before);
     // Claimed again at once, then fenced: no longer given back.
     let again = w.store.claim_wake(&alice, &actor, CLAIM).unwrap().unwrap();
@@ -204,7 +215,11 @@ fn the_carrier_settles_dispatched_and_accepted_attempts_no_turn_runs_for() {
     // Now the next wake goes through; settling again is a no-op.
     let claim = w.store.claim_wake(&alice, &actor, CLAIM).unwrap().unwrap();
     w.store.prepare_dispatch(&alice, &actor, &claim.attempt.id).unwrap();
-    assert_eq!(w.store.settle_unconfirmed_attempts(&alice, &actor).unwrap().len(), 1, "the dispatched one");
+    assert_eq!(
+        w.store.settle_unconfirmed_attempts(&alice, &actor).unwrap().len(),
+        1,
+        "the dispatched one"
+    );
     let before = w.bytes();
     assert!(w.store.settle_unconfirmed_attempts(&alice, &actor).unwrap().is_empty());
     assert!(w.bytes() == before);
