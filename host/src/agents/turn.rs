@@ -105,11 +105,9 @@ fn fresh(sandboxes: &Sandboxes, transfer: &str) -> Result<Sandbox, sandbox::Erro
         // Another turn of it is running.
         return Err(sandbox::Error::NoSandbox(transfer.to_owned()));
     }
-    let prepared = sandboxes
-        .db()
-        .transfer(transfer)
-        .map_err(sandbox::Error::from)
-        .and_then(|t| sandboxes.prepare(&t));
+    // The transfer is read in a statement of its own: `prepare` takes the database lock too.
+    let read = sandboxes.db().transfer(transfer);
+    let prepared = read.map_err(sandbox::Error::from).and_then(|t| sandboxes.prepare(&t));
     if prepared.is_err() {
         sandboxes.end_turn(transfer);
     }
