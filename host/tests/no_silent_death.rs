@@ -496,7 +496,7 @@ fn the_tick_schedules_only_agents_with_wakes() {
     w.agents().schedule_all();
     assert_eq!(
         w.agents().drain_queue(),
-        [busy.id.clone()],
+        std::slice::from_ref(&busy.id),
         "only the agent with a wake"
     );
     // Once it is answered, the tick queues nobody.
@@ -517,7 +517,7 @@ fn a_failed_first_bind_is_repaired_by_the_tick() {
     assert_eq!(w.sandboxes().db().transfer(&t).unwrap().agent_id, None);
     assert_eq!(w.sandboxes().live_count(), 0, "its sandbox is not kept unbound");
     // The next reaper tick binds it.
-    assert_eq!(w.agents().repair_bindings().unwrap(), [t.clone()]);
+    assert_eq!(w.agents().repair_bindings().unwrap(), std::slice::from_ref(&t));
     let a = w.conversation(&t);
     w.assert_carried(&a);
     w.assert_answers_the_next_message(&a, "one");
@@ -541,7 +541,7 @@ fn a_failed_registration_is_repaired_by_the_tick() {
         .expect("bound, not registered");
     assert!(w.agents().carrier(&agent).is_none());
     assert_eq!(w.sandboxes().live_count(), 0);
-    assert_eq!(w.agents().repair_bindings().unwrap(), [t.clone()]);
+    assert_eq!(w.agents().repair_bindings().unwrap(), std::slice::from_ref(&t));
     let a = w.conversation(&t);
     w.assert_answers_the_next_message(&a, "one");
 }
