@@ -4,8 +4,10 @@
 //! fails it with the reason, the transfer is back in `pushed` and a retry needs a fresh token.
 //!
 //! A resumed sandbox is kept live for the agent's later turns, and the caller ([`Host`]) then
-//! binds the transfer to its agent (see `agents`). The sandbox itself ([`Sandboxes::run`]) knows
-//! nothing of this lifecycle.
+//! binds the transfer to its agent (see `agents`); if that bind fails, the host drops the
+//! sandbox and the reaper tick's repair binds the transfer later (nothing here is undone: the
+//! transfer stays `active`). The sandbox itself ([`Sandboxes::run`]) knows nothing of this
+//! lifecycle.
 //!
 //! [`Host`]: crate::host::Host
 

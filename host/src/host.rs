@@ -126,17 +126,25 @@ impl Host {
 
     /// `activate` ([`activation::activate`]), then, once the transfer is `active`, binds it to
     /// its agent and registers this process as its carrier ([`Agents::bind`]). A binding that
-    /// fails is logged, not fatal: the transfer is active, and the next takeover re-binds it.
+    /// fails is logged, not fatal: the transfer is active (what the caller must see before it
+    /// stops its source loop), its sandbox is dropped rather than kept without a carrier, and
+    /// the repair of the next reaper tick (or takeover, [`Agents::repair_bindings`]) binds it;
+    /// its first turn then sets up a fresh sandbox, as after a restart. Until the bind, the
+    /// repair leaves the transfer to this activation ([`Agents::activating`]).
     ///
     /// # Errors
     ///
     /// As [`activation::activate`].
     pub fn activate(&self, transfer: &str, token: &str) -> Result<TurnReport, sandbox::Error> {
+        let _activating = self.agents.activating(transfer);
         let mut report = activation::activate(&self.sandboxes, transfer, token)?;
         if report.outcome.failure_reason().is_none() {
             match self.agents.bind(&report.transfer) {
                 Ok(b) => report.transfer.agent_id = Some(b.agent.id),
-                Err(e) => tracing::error!(%transfer, error = %e, "activated, but binding its agent failed"),
+                Err(e) => {
+                    tracing::error!(%transfer, error = %e, "activated, but binding its agent failed; the next tick binds it");
+                    self.sandboxes.drop_sandbox(transfer);
+                }
             }
         }
         Ok(report)

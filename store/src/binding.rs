@@ -259,9 +259,40 @@ impl Store {
         let rows = stmt.query_map((after.unwrap_or(""), limit as i64), |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
+
+    /// Host-side: the `active` transfers without a carrier — no attached, wake-capable endpoint
+    /// for their agent, or no agent at all (a binding that failed, or a process that died
+    /// between `complete_activation` and the bind) — as `(transfer id, agent id if bound)`
+    /// ordered by transfer id after the exclusive cursor `after`, at most `limit`: what a host
+    /// binds on its periodic repair and at takeover. A transfer whose component takes no turns
+    /// (built for `ahp:agent@0.1.0`) never gets a wake-capable endpoint, so it is listed while
+    /// it is active; the host tells it apart.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for a malformed cursor or a limit outside 1..=[`MAX_LIST_LIMIT`].
+    pub fn unbound_active_transfers(&self, after: Option<&str>, limit: usize) -> Result<Vec<(String, Option<String>)>> {
+        if limit == 0 || limit > MAX_LIST_LIMIT {
+            return Err(Error::invalid("limit", format!("must be 1 to {MAX_LIST_LIMIT}")));
+        }
+        if let Some(a) = after {
+            transfer::check_id(a)?;
+        }
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT t.id, t.agent_id FROM transfers t
+             WHERE t.status = 'active' AND t.id > ?1
+               AND NOT EXISTS (SELECT 1 FROM agent_endpoints e
+                               WHERE e.agent_id = t.agent_id AND e.state = 'attached' AND e.wake_capable = 1)
+             ORDER BY t.id LIMIT ?2",
+        )?;
+        let rows = stmt.query_map((after.unwrap_or(""), limit as i64), |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
 }
 
 #[cfg(test)]
 mod host_held_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod unbound_tests;

@@ -65,6 +65,7 @@ impl crate::db::Store {
     /// [`crate::Error::InvalidInput`] for a malformed id.
     pub fn budget(&self, transfer: &str) -> Result<Option<Budget>> {
         crate::transfer::check_id(transfer)?;
+        self.fault_point(crate::fault::FaultStep::BudgetRead)?;
         load(&self.conn, transfer)
     }
 }

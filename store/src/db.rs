@@ -71,6 +71,8 @@ pub struct Store {
     pub(crate) conn: Connection,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) token_key: Option<TokenKey>,
+    /// Faults a test armed ([`crate::fault`]); `None` unless one did.
+    pub(crate) faults: Option<Arc<crate::fault::FaultPlan>>,
 }
 
 impl Store {
@@ -108,6 +110,7 @@ impl Store {
             conn,
             clock: Arc::new(SystemClock),
             token_key: None,
+            faults: None,
         })
     }
 

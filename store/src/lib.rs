@@ -54,6 +54,8 @@ pub mod conversation;
 pub mod db;
 pub mod error;
 pub mod event;
+#[doc(hidden)]
+pub mod fault;
 pub mod id;
 pub mod lifecycle;
 pub mod overview;

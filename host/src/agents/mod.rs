@@ -13,10 +13,22 @@
 //! exact endpoint and generation (`claim_wake`), crosses the durable dispatch fence
 //! (`prepare_dispatch`), runs one `turn` in the sandbox under the tier's fuel and wall clock
 //! ([`turn`]), records the outcome (`finish_dispatch`), and only after the turn returned `ok`
-//! exact-consumes the wake — that consume is what proves the turn ran. A failure before the
-//! fence leaves the claim to lapse back to pending; an `err`, a trap or a ceiling after it is
-//! `delivery_unknown`, never redispatched. At most one turn per agent runs at a time; posts
-//! that arrive meanwhile coalesce into the agent's one pending wake and one more opportunity.
+//! exact-consumes the wake — that consume is what proves the turn ran. The budget is read
+//! before anything is claimed, and the end of a turn (outcome and consume) is one store
+//! transaction (`finish_turn`). A failure before the fence gives the claim back (the wake is
+//! pending again); an `err`, a trap or a ceiling after it is `delivery_unknown`, never
+//! redispatched. At most one turn per agent runs at a time; posts that arrive meanwhile
+//! coalesce into the agent's one pending wake and one more opportunity.
+//!
+//! **No silent death** ([`recovery`]). A carrier is dropped only when the store says its
+//! endpoint is really gone. A busy database, or a claim refused because an unresolved dispatch
+//! is in the way, reschedules the agent with bounded backoff instead; the end of a turn is
+//! retried in place and, if it still cannot be recorded, becomes `delivery_unknown` (or, if
+//! even that fails, is settled at the agent's next opportunity: never left `dispatched`). A
+//! transfer left without a carrier (its binding failed, or the process died between activation
+//! and the bind) is bound again by [`Agents::repair_bindings`], on every reaper tick and at
+//! takeover. The tick renews only leases less than half left ([`Agents::renew_leases`]) and
+//! schedules only agents with a wake to claim ([`Agents::schedule_all`]).
 //!
 //! **Money.** A turn's fuel is charged to the transfer's budget like activation's (the
 //! sandbox's meter), and so is the spend its guest reports. An insolvent transfer's endpoint is
@@ -24,22 +36,24 @@
 //! or expired one is detached by the store, and its carrier and sandbox dropped here
 //! ([`Agents::sweep`]).
 
+mod dispatch;
 mod queue;
+pub mod recovery;
 pub mod takeover;
 pub mod turn;
+mod upkeep;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ahp_store::conversation::{AgentActor, Caller, DispatchOutcome};
-use ahp_store::{AgentBinding, Transfer, TransferStatus};
+use ahp_store::conversation::{AgentActor, Caller};
+use ahp_store::{AgentBinding, Timestamp, Transfer};
 
 use self::queue::DispatchQueue;
 pub use self::turn::run_turn;
 use crate::carrier::Carriers;
-use crate::interfaces::TurnCtx;
-use crate::sandbox::{Call, Sandboxes, TurnOutcome};
+use crate::sandbox::Sandboxes;
 use crate::shared_store::StoreLock;
 
 /// How long an endpoint attached by a binding is leased; [`Agents::renew_leases`] renews it.
@@ -48,6 +62,9 @@ pub const CARRIER_LEASE: Duration = Duration::from_secs(3600);
 /// Turns one dispatch opportunity may run back to back before the agent goes to the back of
 /// the queue (fairness between agents).
 pub const MAX_TURNS_PER_OPPORTUNITY: u32 = 4;
+
+/// Transfers (or endpoints) read per page by the tick's repair and scheduling.
+const PAGE: usize = 200;
 
 /// A wake carrier this process holds: the live sandbox of `transfer`, through `endpoint` at
 /// `generation`, acting for the transfer's owner.
@@ -59,6 +76,8 @@ pub struct Carrier {
     pub actor: AgentActor,
     /// The transfer's owner, for whom the host acts.
     pub caller: Caller,
+    /// When the endpoint's lease runs out, as of its last registration or renewal here.
+    pub lease_expires_at: Timestamp,
 }
 
 /// How the controller is sized.
@@ -88,6 +107,9 @@ pub struct Drive {
     pub unknown: u32,
     /// Fuel the turns burnt (charged to the transfer's budget at its tier's rate).
     pub fuel_consumed: u64,
+    /// A step failed transiently (see [`recovery`]): the carrier is kept and the agent is
+    /// rescheduled with backoff.
+    pub retry: bool,
 }
 
 /// The agents this process carries, and its continuation controller. See the
@@ -98,6 +120,26 @@ pub struct Agents {
     queue: Mutex<DispatchQueue>,
     ready: tokio::sync::Notify,
     config: AgentsConfig,
+    /// Consecutive rescheduled opportunities per agent (see [`recovery`]).
+    retries: Mutex<HashMap<String, u32>>,
+    /// Agents whose last turn's end could not be recorded at all: settled at their next
+    /// opportunity, which the tick schedules.
+    unsettled: Mutex<HashSet<String>>,
+    /// Transfers this process is activating: the repair leaves them to their activation's bind.
+    activating: Mutex<HashSet<String>>,
+}
+
+/// Marks a transfer as being activated by this process until dropped ([`Agents::activating`]).
+#[derive(Debug)]
+pub struct Activating<'a> {
+    agents: &'a Agents,
+    transfer: String,
+}
+
+impl Drop for Activating<'_> {
+    fn drop(&mut self) {
+        self.agents.activating.locked().remove(&self.transfer);
+    }
 }
 
 impl std::fmt::Debug for Agents {
@@ -130,6 +172,9 @@ impl Agents {
             queue: Mutex::new(DispatchQueue::new(config.capacity.max(1))),
             ready: tokio::sync::Notify::new(),
             config,
+            retries: Mutex::new(HashMap::new()),
+            unsettled: Mutex::new(HashSet::new()),
+            activating: Mutex::new(HashSet::new()),
         }
     }
 
@@ -148,30 +193,50 @@ impl Agents {
         self.carriers.locked().get(agent).cloned()
     }
 
+    /// Takes every agent queued for a dispatch opportunity, in order, without running it: for
+    /// tests and diagnostics of a controller whose workers are not running.
+    #[doc(hidden)]
+    pub fn drain_queue(&self) -> Vec<String> {
+        self.queue.locked().drain()
+    }
+
     /// Binds the `active` transfer `t` to its agent (see the [module docs](self)), registers
     /// this process as the wake carrier if its component takes turns, and schedules the agent
     /// (deliveries may already wait for it).
     ///
     /// # Errors
     ///
-    /// The store's refusal (not active, …) or failure.
+    /// The store's refusal (not active, …) or failure. A failure leaves the transfer without a
+    /// carrier; [`repair_bindings`](Self::repair_bindings) binds it on the next tick.
     pub fn bind(&self, t: &Transfer) -> Result<AgentBinding, crate::sandbox::Error> {
         let binding = self.sandboxes.db().bind_transfer_agent(&t.id, CARRIER_LEASE)?;
         let takes_turns = self.sandboxes.takes_turns(t).unwrap_or(false);
         if takes_turns {
             let ep = &binding.endpoint;
-            self.sandboxes
+            let registered = self
+                .sandboxes
                 .db()
                 .register_wake_carrier(&ep.agent_id, &ep.id, ep.generation)?;
             let carrier = Carrier {
                 transfer: t.id.clone(),
-                actor: AgentActor::of(ep),
+                actor: AgentActor::of(&registered),
                 caller: t.owner()?.host_caller()?,
+                lease_expires_at: registered.lease_expires_at,
             };
             self.carriers.locked().insert(binding.agent.id.clone(), carrier);
             self.schedule(&binding.agent.id);
         }
         Ok(binding)
+    }
+
+    /// Marks `transfer` as being activated by this process until the guard is dropped:
+    /// [`repair_bindings`](Self::repair_bindings) leaves it to the activation's own bind.
+    pub fn activating(&self, transfer: &str) -> Activating<'_> {
+        self.activating.locked().insert(transfer.to_owned());
+        Activating {
+            agents: self,
+            transfer: transfer.to_owned(),
+        }
     }
 
     /// Schedules one dispatch opportunity for `agent` if this process holds its carrier.
@@ -198,15 +263,6 @@ impl Agents {
         }
     }
 
-    /// Schedules every agent this process carries (the safety net after a restart or for
-    /// posts another process committed; run on the reaper's tick).
-    pub fn schedule_all(&self) {
-        let agents: Vec<String> = self.carriers.locked().keys().cloned().collect();
-        for agent in agents {
-            self.schedule(&agent);
-        }
-    }
-
     /// Runs the workers until the task is dropped: each waits for a scheduled agent and drives
     /// it on a blocking thread.
     pub async fn run_workers(self: Arc<Self>) {
@@ -223,8 +279,11 @@ impl Agents {
                     let runner = me.clone();
                     let a = agent.clone();
                     match tokio::task::spawn_blocking(move || runner.drive(&a)).await {
-                        Ok(Ok(_)) => {}
-                        Ok(Err(e)) => tracing::warn!(%agent, error = %e, "dispatch failed"),
+                        Ok(Ok(d)) if d.retry => me.reschedule_later(&agent),
+                        Ok(Ok(_)) => {
+                            me.retries.locked().remove(&agent);
+                        }
+                        Ok(Err(e)) => tracing::warn!(%agent, error = %e, "dispatch failed; the next tick tries again"),
                         Err(e) => tracing::error!(%agent, error = %e, "dispatch task failed"),
                     }
                     if me.queue.locked().done(&agent) {
@@ -236,136 +295,24 @@ impl Agents {
         while workers.join_next().await.is_some() {}
     }
 
-    /// One dispatch opportunity for `agent` (blocking): up to [`MAX_TURNS_PER_OPPORTUNITY`]
-    /// turns, each for one claimed wake (see the [module docs](self)).
-    ///
-    /// # Errors
-    ///
-    /// A store failure; what was recorded before it stays recorded.
-    pub fn drive(&self, agent: &str) -> Result<Drive, crate::sandbox::Error> {
-        let mut drive = Drive::default();
-        for _ in 0..MAX_TURNS_PER_OPPORTUNITY {
-            let Some(carrier) = self.carrier(agent) else {
-                break;
-            };
-            let (caller, actor) = (&carrier.caller, &carrier.actor);
-            let t = self.sandboxes.db().transfer(&carrier.transfer)?;
-            if t.status != TransferStatus::Active {
-                self.release(agent);
-                break;
-            }
-            let lease = t
-                .tier
-                .map_or(Duration::from_secs(30), |tier| tier.limits().wall_clock_per_turn)
-                .saturating_add(Duration::from_secs(30))
-                .min(ahp_store::conversation::bounds::MAX_CLAIM_LEASE);
-            let claim = match self.sandboxes.db().claim_wake(caller, actor, lease) {
-                Ok(Some(c)) => c,
-                Ok(None) => break,
-                Err(e) => {
-                    // The endpoint was replaced, detached, expired or is no longer
-                    // wake-capable: this process no longer carries it.
-                    tracing::info!(%agent, error = %e, "cannot claim; dropping the carrier");
-                    self.release(agent);
-                    break;
-                }
-            };
-            // The durable dispatch fence: from here on this wake is never dispatched again.
-            let ticket = self.sandboxes.db().prepare_dispatch(caller, actor, &claim.attempt.id)?;
-            let ctx = TurnCtx {
-                caller: caller.clone(),
-                actor: actor.clone(),
-                queued: ticket.wake.delivery_count,
-                wake: ticket.wake.clone(),
-                replies: 0,
-            };
-            let outcome = match run_turn(&self.sandboxes, &carrier.transfer, Call::Turn(Box::new(ctx))) {
-                Ok(report) => {
-                    drive.fuel_consumed += report.fuel_consumed;
-                    report.outcome
-                }
-                Err(e) => {
-                    tracing::warn!(%agent, error = %e, "the turn could not run");
-                    TurnOutcome::Stopped(e.to_string())
-                }
-            };
-            let mut db = self.sandboxes.db();
-            if outcome == TurnOutcome::Resumed {
-                db.finish_dispatch(caller, actor, &ticket.attempt.id, DispatchOutcome::Accepted)?;
-                db.consume_wake(caller, actor, &ticket.wake.id, &ticket.consume_token)?;
-                drive.consumed += 1;
-            } else {
-                tracing::info!(%agent, wake = %ticket.wake.id, ?outcome, "turn did not succeed: delivery unknown");
-                // A turn that ended its transfer also detached its endpoint, which settled the
-                // attempt as `delivery_unknown` already: the endpoint is then gone.
-                if let Err(e) = db.finish_dispatch(caller, actor, &ticket.attempt.id, DispatchOutcome::Unknown) {
-                    tracing::info!(%agent, error = %e, "the attempt was settled with its endpoint");
-                }
-                drive.unknown += 1;
-                drop(db);
-                if self.sandboxes.db().transfer(&carrier.transfer)?.status != TransferStatus::Active {
-                    self.release(agent);
-                }
-                break;
-            }
-        }
-        Ok(drive)
-    }
-
-    /// Stops carrying `agent`: forgets its carrier and drops its sandbox.
+    /// Stops carrying `agent`: forgets its carrier and drops its sandbox (also one out for a
+    /// turn: it is dropped when the turn ends).
     pub fn release(&self, agent: &str) {
         if let Some(c) = self.carriers.locked().remove(agent) {
             self.sandboxes.drop_sandbox(&c.transfer);
         }
     }
 
-    /// Drops the carriers (and sandboxes) of transfers no longer `active`; returns their
-    /// transfer ids.
-    ///
-    /// # Errors
-    ///
-    /// A store failure while reading a transfer.
-    pub fn sweep(&self) -> Result<Vec<String>, crate::sandbox::Error> {
-        let held: Vec<(String, String)> = self
-            .carriers
-            .locked()
-            .iter()
-            .map(|(a, c)| (a.clone(), c.transfer.clone()))
-            .collect();
-        let mut ended = Vec::new();
-        for (agent, transfer) in held {
-            let active = match self.sandboxes.db().transfer(&transfer) {
-                Ok(t) => t.status == TransferStatus::Active,
-                Err(ahp_store::Error::TransferNotFound(_)) => false,
-                Err(e) => return Err(e.into()),
-            };
-            if !active {
-                self.release(&agent);
-                ended.push(transfer);
-            }
-        }
-        Ok(ended)
-    }
-
-    /// Renews the endpoint lease of every carrier this process holds.
-    pub fn renew_leases(&self) {
-        let held: Vec<(String, Carrier)> = self
-            .carriers
-            .locked()
-            .iter()
-            .map(|(a, c)| (a.clone(), c.clone()))
-            .collect();
-        for (agent, c) in held {
-            let renewed = self.sandboxes.db().renew_carrier_lease(
-                &c.actor.agent,
-                &c.actor.endpoint,
-                c.actor.generation,
-                CARRIER_LEASE,
-            );
-            if let Err(e) = renewed {
-                tracing::info!(%agent, error = %e, "cannot renew the carrier's lease; dropping it");
-                self.release(&agent);
-            }
+    /// Releases `c` if it is still the carrier held for its agent (not one a later bind put in
+    /// its place).
+    pub(super) fn release_carrier(&self, c: &Carrier) {
+        let removed = {
+            let mut carriers = self.carriers.locked();
+            let same = carriers.get(&c.actor.agent).is_some_and(|held| held.actor == c.actor);
+            same && carriers.remove(&c.actor.agent).is_some()
+        };
+        if removed {
+            self.sandboxes.drop_sandbox(&c.transfer);
         }
     }
 }

@@ -62,6 +62,17 @@ impl DispatchQueue {
         self.again.remove(agent) && self.push(agent)
     }
 
+    /// Takes every queued agent, in order, as if a worker ran each at once.
+    pub(crate) fn drain(&mut self) -> Vec<String> {
+        let mut taken = Vec::new();
+        while let Some(agent) = self.pop() {
+            self.running.remove(&agent);
+            self.again.remove(&agent);
+            taken.push(agent);
+        }
+        taken
+    }
+
     /// Agents queued or running.
     #[cfg(test)]
     fn len(&self) -> usize {

@@ -5,13 +5,17 @@
 //! wakes, activations and carriers belong to the process running their guests:
 //!
 //! 1. wake delivery is reconciled (`reconcile_takeover`): claims that had not crossed the
-//!    dispatch fence go back to pending (their turn runs once, here); attempts past the fence
-//!    become `delivery_unknown` (the old process may have run the turn: never again); every
-//!    endpoint loses `wake_capable`;
+//!    dispatch fence go back to pending (their turn runs once, here); attempts past the fence —
+//!    dispatched, or accepted and never consumed — become `delivery_unknown` (the old process
+//!    may have run the turn: never again); every endpoint loses `wake_capable`;
 //! 2. activations a crash left in progress fail, so they can be retried with a new token;
-//! 3. every transfer still `active` is re-bound: a new endpoint generation whose carrier this
-//!    process registers. Its sandbox is set up fresh at its next wake, and the agent resumes
-//!    from its checkpoint.
+//! 3. every transfer still `active` and bound to an agent is re-bound: a new endpoint
+//!    generation whose carrier this process registers. Its sandbox is set up fresh at its next
+//!    wake, and the agent resumes from its checkpoint;
+//! 4. the repair ([`Agents::repair_bindings`]) binds what is still without a carrier: a
+//!    transfer the old process activated but never bound (it died between
+//!    `complete_activation` and the bind, or the bind failed), and any re-bind of step 3 that
+//!    failed.
 
 use serde::Serialize;
 
@@ -31,6 +35,8 @@ pub struct TakeoverReport {
     pub interrupted: Vec<String>,
     /// Active transfers re-bound to a carrier of this process.
     pub rebound: usize,
+    /// Active transfers bound by the repair: never bound before, or whose re-bind failed.
+    pub repaired: Vec<String>,
 }
 
 impl Agents {
@@ -60,10 +66,12 @@ impl Agents {
                 break;
             }
         }
+        let repaired = self.repair_bindings()?;
         Ok(TakeoverReport {
             reconciled,
             interrupted,
             rebound,
+            repaired,
         })
     }
 }

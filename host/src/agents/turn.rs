@@ -13,10 +13,15 @@
 //!   `sandbox stopped: <what happened>`. A transfer that already left `active` is left as it is
 //!   (`insolvent` when the turn spent the last of the budget; the reaper ends it after its
 //!   grace). The check and the `terminate` happen under the database lock.
+//!
+//! A sandbox released while its turn ran ([`Sandboxes::drop_sandbox`], e.g. by the carrier
+//! sweep or a release of its agent) is dropped when the turn ends rather than kept: see
+//! [`Sandboxes::keep`].
 
 use ahp_store::{Transfer, TransferStatus};
 
-use crate::sandbox::{self, Call, Sandboxes, TurnOutcome, TurnReport, bounded};
+use crate::interfaces::TurnCtx;
+use crate::sandbox::{self, Call, Sandbox, Sandboxes, TurnOutcome, TurnReport, TurnRun, bounded};
 
 /// Runs one later turn of `transfer`'s sandbox (see the [module docs](self)).
 ///
@@ -27,18 +32,53 @@ use crate::sandbox::{self, Call, Sandboxes, TurnOutcome, TurnReport, bounded};
 /// the setup errors of [`Sandboxes::prepare`]; [`sandbox::Error::Store`] if the transfer can no
 /// longer be read or terminated.
 pub fn run_turn(sandboxes: &Sandboxes, transfer: &str, call: Call) -> Result<TurnReport, sandbox::Error> {
+    let (run, ended) = turn(sandboxes, transfer, call, None)?;
+    let t = match ended {
+        Some(t) => t?,
+        None => sandboxes.db().transfer(transfer)?,
+    };
+    Ok(run.report(t))
+}
+
+/// Runs the conversation turn `ctx` of `transfer` for the controller, which read the budget
+/// (`budget_read`, remaining micro-USD) before crossing the wake's dispatch fence (see
+/// [`Sandbox::read_budget_before`]). Once the guest ran, its run is returned whatever happened
+/// to the bookkeeping after it (a transfer that could not be terminated is logged: its next
+/// turn meets the same ceiling).
+///
+/// # Errors
+///
+/// As [`run_turn`], for a turn that could not start.
+pub(crate) fn run_dispatched(
+    sandboxes: &Sandboxes,
+    transfer: &str,
+    ctx: TurnCtx,
+    budget_read: u64,
+) -> Result<TurnRun, sandbox::Error> {
+    let (run, ended) = turn(sandboxes, transfer, Call::Turn(Box::new(ctx)), Some(budget_read))?;
+    if let Some(Err(e)) = ended {
+        tracing::error!(%transfer, error = %e, "the sandbox stopped, but its transfer could not be ended");
+    }
+    Ok(run)
+}
+
+/// The turn itself: its run, and — when the sandbox was dropped — the transfer as
+/// [`end_with_sandbox`] left it (or why it could not).
+type Ran = (TurnRun, Option<Result<Transfer, sandbox::Error>>);
+
+fn turn(sandboxes: &Sandboxes, transfer: &str, call: Call, budget_read: Option<u64>) -> Result<Ran, sandbox::Error> {
     let conversation = matches!(call, Call::Turn(_));
     let mut sandbox = match sandboxes.take(transfer) {
         Some(s) => s,
-        None if conversation => {
-            let t = sandboxes.db().transfer(transfer)?;
-            sandboxes.prepare(&t)?
-        }
+        None if conversation => fresh(sandboxes, transfer)?,
         None => return Err(sandbox::Error::NoSandbox(transfer.to_owned())),
     };
     if conversation && !sandbox.takes_turns() {
         sandboxes.keep(sandbox);
         return Err(sandbox::Error::NoTurns(transfer.to_owned()));
+    }
+    if let Some(remaining) = budget_read {
+        sandbox.read_budget_before(remaining);
     }
     let run = sandboxes.run(&mut sandbox, call);
     let keep = match &run.outcome {
@@ -47,15 +87,31 @@ pub fn run_turn(sandboxes: &Sandboxes, transfer: &str, call: Call) -> Result<Tur
         _ => false,
     };
     if keep {
-        let t = sandboxes.db().transfer(transfer)?;
         sandboxes.keep(sandbox);
-        return Ok(run.report(t));
+        return Ok((run, None));
     }
     let reason = run.outcome.failure_reason().unwrap_or_default();
     tracing::info!(%transfer, outcome = ?run.outcome, "dropping sandbox");
     drop(sandbox);
-    let t = end_with_sandbox(sandboxes, transfer, &reason)?;
-    Ok(run.report(t))
+    sandboxes.end_turn(transfer);
+    let ended = end_with_sandbox(sandboxes, transfer, &reason);
+    Ok((run, Some(ended)))
+}
+
+/// A sandbox set up fresh for a conversation turn of `transfer` (none is live: a host restart,
+/// or a sandbox dropped by a failed binding), marked as out for its turn.
+fn fresh(sandboxes: &Sandboxes, transfer: &str) -> Result<Sandbox, sandbox::Error> {
+    if !sandboxes.reserve(transfer) {
+        // Another turn of it is running.
+        return Err(sandbox::Error::NoSandbox(transfer.to_owned()));
+    }
+    // The transfer is read in a statement of its own: `prepare` takes the database lock too.
+    let read = sandboxes.db().transfer(transfer);
+    let prepared = read.map_err(sandbox::Error::from).and_then(|t| sandboxes.prepare(&t));
+    if prepared.is_err() {
+        sandboxes.end_turn(transfer);
+    }
+    prepared
 }
 
 /// After a turn dropped the sandbox of `transfer`: terminates the transfer with

@@ -141,12 +141,14 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
         released = takeover.reconciled.released_claims,
         unknown = takeover.reconciled.marked_unknown,
         rebound = takeover.rebound,
+        repaired = takeover.repaired.len(),
         "takeover reconciled"
     );
     runtime.block_on(async {
         let workers = tokio::spawn(agents.clone().run_workers());
-        // Deliveries may already wait for the re-bound agents.
-        agents.schedule_all();
+        // Deliveries may already wait for the re-bound agents (a store read: off the workers).
+        let scheduling = agents.clone();
+        tokio::task::spawn_blocking(move || scheduling.schedule_all()).await?;
         let reaper = tokio::spawn(reap_forever(
             store.clone(),
             agents.clone(),
@@ -215,9 +217,11 @@ async fn shutdown_signal() {
 }
 
 /// Sweeps both reapers every `every`, logging what they ended, then drops the carriers and live
-/// sandboxes of transfers that are no longer `active`, renews the leases of the carriers it
-/// keeps and schedules each (the safety net for posts another process committed). Errors are
-/// logged, not fatal: the next tick tries again.
+/// sandboxes of transfers that are no longer `active`, renews the carrier leases that are more
+/// than half spent, binds the active transfers left without a carrier (a failed bind), and
+/// schedules the agents with a wake to claim (the safety net for posts another process
+/// committed, and for agents whose retries ran out). Errors are logged, not fatal: the next
+/// tick tries again.
 async fn reap_forever(store: Arc<Mutex<Store>>, agents: Arc<Agents>, every: Duration, ttl: Duration, grace: Duration) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -235,17 +239,26 @@ async fn reap_forever(store: Arc<Mutex<Store>>, agents: Arc<Agents>, every: Dura
         let swept_agents = tokio::task::spawn_blocking(move || {
             let ended = a.sweep();
             a.renew_leases();
+            let repaired = a.repair_bindings();
             a.schedule_all();
-            ended
+            (ended, repaired)
         })
         .await;
         match swept_agents {
-            Ok(Ok(ended)) => {
-                for id in ended {
-                    tracing::info!(transfer = %id, "released its agent's carrier: the transfer is no longer active");
+            Ok((ended, repaired)) => {
+                match ended {
+                    Ok(ended) => {
+                        for id in ended {
+                            tracing::info!(transfer = %id, "released its agent's carrier: the transfer is no longer active");
+                        }
+                    }
+                    Err(e) => tracing::error!("carrier sweep failed: {e}"),
+                }
+                // Each transfer bound is logged by the repair itself.
+                if let Err(e) = repaired {
+                    tracing::error!("binding repair failed: {e}");
                 }
             }
-            Ok(Err(e)) => tracing::error!("carrier sweep failed: {e}"),
             Err(e) => tracing::error!("carrier sweep task failed: {e}"),
         }
         match tokio::task::spawn_blocking(move || sandboxes.drop_finished()).await {

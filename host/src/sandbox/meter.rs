@@ -21,6 +21,7 @@
 
 use wasmtime::StoreContextMut;
 
+use super::Sandbox;
 use super::state::SandboxState;
 
 /// Unsettled fuel that triggers a settlement at the next epoch tick: 0.1 CPU-second. Smaller
@@ -47,6 +48,9 @@ pub(crate) struct Meter {
     /// Set when the store refused to record spend (the transfer was terminated meanwhile):
     /// the guest is stopped.
     pub(crate) refused: Option<String>,
+    /// The remaining budget the controller read for this turn before its dispatch fence
+    /// ([`Sandbox::read_budget_before`]): what the turn starts from if its own read fails.
+    read_before: Option<u64>,
 }
 
 impl Meter {
@@ -59,6 +63,7 @@ impl Meter {
             charged_micro_usd: 0,
             remaining_micro_usd: 0,
             refused: None,
+            read_before: None,
         }
     }
 
@@ -73,15 +78,36 @@ impl Meter {
     }
 }
 
+impl Sandbox {
+    /// Records the remaining budget the controller read for the next turn before crossing its
+    /// dispatch fence — the read that decides whether the turn is dispatched at all, so a failed
+    /// read there leaves the wake pending. The turn still reads the budget itself when it starts
+    /// (the freshest figure); only if that read fails (a busy database) does it start from this
+    /// one, read moments before, instead of from nothing.
+    pub(crate) fn read_budget_before(&mut self, remaining_micro_usd: u64) {
+        self.store.data_mut().meter.read_before = Some(remaining_micro_usd);
+    }
+}
+
 /// Starts a turn: reads the budget and fuels the Store with what the turn may burn.
+///
+/// A budget that cannot be read is not an exhausted one: the turn starts from the figure the
+/// controller read before the dispatch fence ([`Sandbox::read_budget_before`]), and without one
+/// (an activation) the turn fails with the read's error — never `BudgetExhausted`, which would
+/// end a solvent transfer.
 pub(crate) fn start_turn(cx: &mut StoreContextMut<'_, SandboxState>) -> wasmtime::Result<u64> {
     let st = cx.data_mut();
     st.meter.turn_consumed = 0;
     st.turn_started = std::time::Instant::now();
-    let remaining = st
-        .agent
-        .db(|db| db.budget(&st.agent.transfer))
-        .map_or(0, |b| b.map_or(0, |b| b.remaining_micro_usd()));
+    let read_before = st.meter.read_before.take();
+    let remaining = match (st.agent.db(|db| db.budget(&st.agent.transfer)), read_before) {
+        (Ok(budget), _) => budget.map_or(0, |b| b.remaining_micro_usd()),
+        (Err(e), Some(before)) => {
+            tracing::warn!(transfer = %st.agent.transfer, error = %e, "cannot read the budget; starting the turn from the controller's read");
+            before
+        }
+        (Err(e), None) => return Err(wasmtime::format_err!("the budget could not be read: {e}")),
+    };
     st.meter.remaining_micro_usd = remaining;
     let fuel = st.limits.fuel_affordable(remaining).min(st.meter.turn_left());
     st.meter.level = fuel;

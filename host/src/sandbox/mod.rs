@@ -26,7 +26,9 @@
 //! transfer id ([`Sandboxes::keep`]), taken out for each later turn ([`Sandboxes::take`]) so no
 //! lock is held while guest code executes and a second concurrent turn of the same transfer
 //! finds none, and counted by [`Sandboxes::live_count`]. It is dropped by
-//! [`Sandboxes::drop_sandbox`], and by [`Sandboxes::drop_finished`] once its transfer left
+//! [`Sandboxes::drop_sandbox`] — also while it is out for a turn: the map remembers the release
+//! and the turn's `keep` then drops it instead of putting it back — and by
+//! [`Sandboxes::drop_finished`] once its transfer left
 //! `active` by a path the sandbox did not see (`ahp transfer terminate`, the reaper, an MCP
 //! `report_usage`): `ahp serve` sweeps on every reaper tick.
 
@@ -257,9 +259,19 @@ impl Sandbox {
     }
 }
 
+/// The live sandboxes of a host, and the transfers whose sandbox is out of the map for a turn.
+#[derive(Default)]
+struct Live {
+    /// Sandboxes waiting for their transfer's next turn, keyed by transfer id.
+    idle: HashMap<String, Sandbox>,
+    /// Transfers whose sandbox is out for a turn, and whether it was released meanwhile (then
+    /// it is dropped when the turn ends, not kept).
+    running: HashMap<String, bool>,
+}
+
 /// One host's sandboxes. See the [module docs](self).
 pub struct Sandboxes {
-    live: Mutex<HashMap<String, Sandbox>>,
+    live: Mutex<Live>,
     cache: ComponentCache,
     store: SharedStore,
     vault: Arc<dyn Vault>,
@@ -293,7 +305,7 @@ impl Sandboxes {
         let cache = ComponentCache::open(engine.clone(), Arc::new(linker), &config.data_dir)?;
         let ticker = EpochTicker::start(&engine, config.engine.epoch_tick);
         Ok(Self {
-            live: Mutex::new(HashMap::new()),
+            live: Mutex::new(Live::default()),
             cache,
             store,
             vault,
@@ -336,9 +348,10 @@ impl Sandboxes {
         self.cache.compiles()
     }
 
-    /// How many sandboxes are live (resumed and kept for later turns).
+    /// How many sandboxes are live (resumed and kept for later turns; a sandbox out for a turn
+    /// is not counted).
     pub fn live_count(&self) -> usize {
-        self.live().len()
+        self.live().idle.len()
     }
 
     /// Registers a component: stores its bytes under their digest, compiles and caches it, and
@@ -475,33 +488,74 @@ impl Sandboxes {
         Ok(self.cache.prepared(&record.digest)?.pre.takes_turns())
     }
 
-    /// Keeps `sandbox` live for later turns of its transfer (replacing any other of it).
-    pub fn keep(&self, sandbox: Sandbox) {
+    /// Keeps `sandbox` live for later turns of its transfer (replacing any other of it) —
+    /// unless it was taken out for a turn ([`take`](Self::take), [`reserve`](Self::reserve))
+    /// and released ([`drop_sandbox`](Self::drop_sandbox)) while that turn ran: then it is
+    /// dropped, so a release mid-turn is never undone. Returns whether it was kept.
+    pub fn keep(&self, sandbox: Sandbox) -> bool {
         let transfer = sandbox.transfer().to_owned();
-        self.live().insert(transfer, sandbox);
+        let mut live = self.live();
+        if live.running.remove(&transfer) == Some(true) {
+            drop(live);
+            tracing::info!(%transfer, "not keeping a sandbox released during its turn");
+            return false;
+        }
+        live.idle.insert(transfer, sandbox);
+        true
     }
 
     /// Takes the live sandbox of `transfer` out of the map for a turn (`None` if there is none,
-    /// or a turn of it is running).
+    /// or a turn of it is running). Until the turn ends with [`keep`](Self::keep) or
+    /// [`end_turn`](Self::end_turn), a [`drop_sandbox`](Self::drop_sandbox) of it is remembered.
     pub fn take(&self, transfer: &str) -> Option<Sandbox> {
-        self.live().remove(transfer)
+        let mut live = self.live();
+        let sandbox = live.idle.remove(transfer)?;
+        live.running.insert(transfer.to_owned(), false);
+        Some(sandbox)
     }
 
-    /// The live sandboxes, keyed by transfer id (a panic elsewhere leaves the map usable).
-    fn live(&self) -> MutexGuard<'_, HashMap<String, Sandbox>> {
+    /// Marks a turn of `transfer` as running in a sandbox set up fresh for it (none was live):
+    /// as [`take`](Self::take) does for a live one. Returns `false` if a sandbox of it is live
+    /// or out for a turn already.
+    pub fn reserve(&self, transfer: &str) -> bool {
+        let mut live = self.live();
+        if live.idle.contains_key(transfer) || live.running.contains_key(transfer) {
+            return false;
+        }
+        live.running.insert(transfer.to_owned(), false);
+        true
+    }
+
+    /// Ends a turn of `transfer` whose sandbox is not kept (it was dropped, or never set up).
+    pub fn end_turn(&self, transfer: &str) {
+        self.live().running.remove(transfer);
+    }
+
+    /// The live sandboxes (a panic elsewhere leaves the map usable).
+    fn live(&self) -> MutexGuard<'_, Live> {
         self.live.locked()
     }
 
-    /// Drops the live sandbox of `transfer` (its Store, instance and pool slot). Returns
-    /// whether there was one.
+    /// Drops the live sandbox of `transfer` (its Store, instance and pool slot); one out for a
+    /// turn is dropped when its turn ends instead of being kept. Returns whether there was one.
     pub fn drop_sandbox(&self, transfer: &str) -> bool {
-        self.live().remove(transfer).is_some()
+        let mut live = self.live();
+        if live.idle.remove(transfer).is_some() {
+            return true;
+        }
+        match live.running.get_mut(transfer) {
+            Some(released) => {
+                *released = true;
+                true
+            }
+            None => false,
+        }
     }
 
     /// What the live sandbox of `transfer` wrote to stdout and stderr (bounded by
     /// [`MAX_GUEST_LOG_BYTES`]).
     pub fn guest_log(&self, transfer: &str) -> Option<String> {
-        self.live().get(transfer).map(Sandbox::guest_log)
+        self.live().idle.get(transfer).map(Sandbox::guest_log)
     }
 
     /// Instantiates and resumes a sandbox for `transfer` without any activation bookkeeping,

@@ -19,7 +19,7 @@ impl Sandboxes {
     ///
     /// A store failure while reading a transfer; the sandboxes already checked stay swept.
     pub fn drop_finished(&self) -> Result<Vec<String>, super::Error> {
-        let ids: Vec<String> = self.live().keys().cloned().collect();
+        let ids: Vec<String> = self.live().idle.keys().cloned().collect();
         let mut finished = Vec::new();
         for id in ids {
             let still_active = match self.db().transfer(&id) {
@@ -41,7 +41,7 @@ impl Sandboxes {
     fn drop_all(&self, ids: &[String]) {
         let mut live = self.live();
         for id in ids {
-            live.remove(id);
+            live.idle.remove(id);
         }
     }
 }

@@ -7,7 +7,18 @@
 //!              │                                          │      └─finish─► delivery_unknown
 //!              └─ lease ran out / endpoint gone ─► released (wake pending again)
 //!                                        endpoint gone / takeover ─┘ ──────► delivery_unknown
+//!                    accepted ── endpoint gone / takeover / carrier settles ─► delivery_unknown
+//! dispatched | accepted | delivery_unknown ──consume──► consumed
 //! ```
+//!
+//! **`accepted` without a consume** means the carrier saw the host take the turn, but the
+//! agent never proved it ran by consuming the wake — and a wake can be consumed only through
+//! the endpoint and generation it was dispatched through. So once that endpoint stops being
+//! current (replaced, detached, expired, or a takeover), or its carrier declares that no turn
+//! of it is running ([`Store::settle_unconfirmed_attempts`]), an `accepted` attempt is settled
+//! exactly like a `dispatched` one: `delivery_unknown`, audited, never redispatched. A host
+//! carrier never leaves `accepted` behind itself: it records a turn's end, outcome and consume,
+//! in one transaction ([`Store::finish_turn`]).
 //!
 //! Before the fence, a failed or expired claim is *released* and the same wake is pending again.
 //! After the fence the carrier may have started a turn, so an unconfirmed outcome becomes
@@ -70,7 +81,9 @@ pub enum AttemptEvent {
     Release,
     /// The carrier reported the host accepted the turn.
     Accept,
-    /// The outcome after the fence cannot be confirmed (reported, or found at reconciliation).
+    /// The outcome after the fence cannot be confirmed: reported by the carrier for a
+    /// dispatched attempt, or found at reconciliation for a dispatched one or an accepted one
+    /// that was never consumed.
     Unknown,
     /// The agent consumed the wake through this attempt.
     Consume,
@@ -84,7 +97,7 @@ impl AttemptState {
             (Self::Claimed, AttemptEvent::Dispatch) => Some(Self::Dispatched),
             (Self::Claimed, AttemptEvent::Release) => Some(Self::Released),
             (Self::Dispatched, AttemptEvent::Accept) => Some(Self::Accepted),
-            (Self::Dispatched, AttemptEvent::Unknown) => Some(Self::DeliveryUnknown),
+            (Self::Dispatched | Self::Accepted, AttemptEvent::Unknown) => Some(Self::DeliveryUnknown),
             (Self::Dispatched | Self::Accepted | Self::DeliveryUnknown, AttemptEvent::Consume) => Some(Self::Consumed),
             _ => None,
         }
@@ -181,7 +194,7 @@ pub(super) fn attempt_from_row(r: &Row<'_>) -> Result<WakeAttempt> {
 }
 
 /// Loads `attempt` if it is bound to `endpoint`; otherwise [`Error::AttemptNotFound`].
-fn load_attempt_for(conn: &Connection, endpoint: &str, attempt: &str) -> Result<WakeAttempt> {
+pub(super) fn load_attempt_for(conn: &Connection, endpoint: &str, attempt: &str) -> Result<WakeAttempt> {
     let sql = format!("SELECT {ATTEMPT_COLUMNS} FROM wake_attempts WHERE id = ?1 AND endpoint_id = ?2");
     conn.prepare_cached(&sql)?
         .query_row((attempt, endpoint), |r| Ok(attempt_from_row(r)))
@@ -189,7 +202,7 @@ fn load_attempt_for(conn: &Connection, endpoint: &str, attempt: &str) -> Result<
         .unwrap_or_else(|| Err(Error::AttemptNotFound(attempt.to_owned())))
 }
 
-fn check_attempt_id(attempt: &str) -> Result<()> {
+pub(super) fn check_attempt_id(attempt: &str) -> Result<()> {
     bounds::id("attemptId", attempt, ATTEMPT_ID_PREFIX)
 }
 
@@ -206,7 +219,7 @@ fn digest_eq(a: &str, b: &str) -> bool {
 }
 
 /// Releases `attempt` (claimed, before the fence) and returns its wake to pending.
-fn release(tx: &Transaction<'_>, attempt: &str, wake: &str, now: Timestamp) -> Result<()> {
+pub(super) fn release(tx: &Transaction<'_>, attempt: &str, wake: &str, now: Timestamp) -> Result<()> {
     let changed = tx
         .prepare_cached(
             "UPDATE wake_attempts SET state = 'released', finished_at = ?2 WHERE id = ?1 AND state = 'claimed'",
@@ -228,13 +241,14 @@ fn release(tx: &Transaction<'_>, attempt: &str, wake: &str, now: Timestamp) -> R
     Ok(())
 }
 
-/// The attempts (bound to `endpoint`, or all) that are not known to be finished, parsed — so an
-/// attempt in a state this build does not know fails closed instead of being skipped by a
-/// filter on the known in-flight states.
+/// The attempts (bound to `endpoint`, or all) that are not known to be finished — claimed,
+/// dispatched, or accepted and not yet consumed — parsed, so an attempt in a state this build
+/// does not know fails closed instead of being skipped by a filter on the known in-flight
+/// states.
 fn unfinished(tx: &Transaction<'_>, endpoint: Option<&str>, agent: Option<&str>) -> Result<Vec<WakeAttempt>> {
     let sql = format!(
         "SELECT {ATTEMPT_COLUMNS} FROM wake_attempts
-         WHERE state NOT IN ('released', 'accepted', 'delivery_unknown', 'consumed')
+         WHERE state NOT IN ('released', 'delivery_unknown', 'consumed')
            AND (?1 IS NULL OR endpoint_id = ?1) AND (?2 IS NULL OR agent_id = ?2)"
     );
     tx.prepare_cached(&sql)?
@@ -245,7 +259,8 @@ fn unfinished(tx: &Transaction<'_>, endpoint: Option<&str>, agent: Option<&str>)
 }
 
 /// Reconciles the in-flight attempts bound to `endpoint`, or (with `None`) all of them: claimed
-/// ones are released, dispatched ones become `delivery_unknown`. Returns (released, unknown).
+/// ones are released; dispatched ones, and accepted ones never consumed, become
+/// `delivery_unknown` (see the [module docs](self)). Returns (released, unknown).
 fn reconcile_attempts(tx: &Transaction<'_>, endpoint: Option<&str>, now: Timestamp) -> Result<(u64, u64)> {
     let (mut released, mut unknown) = (0, 0);
     for a in unfinished(tx, endpoint, None)? {
@@ -254,27 +269,42 @@ fn reconcile_attempts(tx: &Transaction<'_>, endpoint: Option<&str>, now: Timesta
                 release(tx, &a.id, &a.wake_id, now)?;
                 released += 1;
             }
-            AttemptState::Dispatched => {
-                tx.prepare_cached(
-                    "UPDATE wake_attempts SET state = 'delivery_unknown', finished_at = ?2
-                     WHERE id = ?1 AND state = 'dispatched'",
-                )?
-                .execute((&a.id, now.as_micros()))?;
-                let w = load_wake(tx, &a.wake_id)?;
-                audit::record(
-                    tx,
-                    AuditKind::WakeDeliveryUnknown,
-                    Some(&w.agent_id),
-                    None,
-                    json!({ "wakeId": a.wake_id, "attemptId": a.id, "endpointId": a.endpoint_id }),
-                    now,
-                )?;
+            AttemptState::Dispatched | AttemptState::Accepted => {
+                mark_unknown(tx, &a, now)?;
                 unknown += 1;
             }
             _ => {}
         }
     }
     Ok((released, unknown))
+}
+
+/// Moves the post-fence attempt `a` (dispatched, or accepted and never consumed) to
+/// `delivery_unknown` and audits it.
+pub(super) fn mark_unknown(tx: &Transaction<'_>, a: &WakeAttempt, now: Timestamp) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE wake_attempts SET state = 'delivery_unknown', finished_at = ?2
+         WHERE id = ?1 AND state IN ('dispatched', 'accepted')",
+    )?
+    .execute((&a.id, now.as_micros()))?;
+    let w = load_wake(tx, &a.wake_id)?;
+    audit::record(
+        tx,
+        AuditKind::WakeDeliveryUnknown,
+        Some(&w.agent_id),
+        None,
+        json!({ "wakeId": a.wake_id, "attemptId": a.id, "endpointId": a.endpoint_id, "from": a.state.as_str() }),
+        now,
+    )
+}
+
+/// The post-fence attempts through `endpoint` not yet resolved: dispatched, or accepted and
+/// never consumed.
+pub(super) fn unconfirmed(tx: &Transaction<'_>, endpoint: &str) -> Result<Vec<WakeAttempt>> {
+    Ok(unfinished(tx, Some(endpoint), None)?
+        .into_iter()
+        .filter(|a| matches!(a.state, AttemptState::Dispatched | AttemptState::Accepted))
+        .collect())
 }
 
 /// Reconciles the attempts of an endpoint that stopped being current.
@@ -332,6 +362,125 @@ pub(super) fn check_unresolved(tx: &Transaction<'_>, agent: &str, endpoint: &str
         });
     }
     Ok(())
+}
+
+/// Checks a consume token's shape before any lookup.
+pub(super) fn check_consume_token(consume_token: &str) -> Result<()> {
+    let token_ok = consume_token
+        .strip_prefix(CONSUME_TOKEN_PREFIX)
+        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
+    if !token_ok {
+        return Err(Error::invalid(
+            "consumeToken",
+            format!("must be {CONSUME_TOKEN_PREFIX} followed by 64 lowercase hex digits"),
+        ));
+    }
+    Ok(())
+}
+
+/// Records the carrier's outcome `event` (accept or unknown) for the attempt `a` of `agent`,
+/// already admitted: see [`Store::finish_dispatch`]. Only a dispatched attempt takes a reported
+/// outcome; the same outcome again, or any after a consume, is a no-op.
+pub(super) fn finish(
+    tx: &Transaction<'_>,
+    agent: &str,
+    a: WakeAttempt,
+    event: AttemptEvent,
+    now: Timestamp,
+) -> Result<Mutation<WakeAttempt>> {
+    // Same outcome again, or the agent already consumed the wake (it ran): nothing to record.
+    if AttemptState::Dispatched.after(event) == Some(a.state) || a.state == AttemptState::Consumed {
+        return Ok(Mutation::unchanged(a));
+    }
+    // A reported outcome is final for the carrier (only reconciliation settles an accepted one).
+    let to = match a.state {
+        AttemptState::Dispatched => a.state.after(event),
+        _ => None,
+    };
+    let Some(to) = to else {
+        return Err(Error::InvalidAttemptState {
+            attempt: a.id,
+            operation: "finish",
+            state: a.state,
+        });
+    };
+    tx.prepare_cached("UPDATE wake_attempts SET state = ?2, finished_at = ?3 WHERE id = ?1 AND state = 'dispatched'")?
+        .execute((&a.id, to.as_str(), now.as_micros()))?;
+    let a = load_attempt(tx, &a.id)?;
+    if to == AttemptState::DeliveryUnknown {
+        audit::record(
+            tx,
+            AuditKind::WakeDeliveryUnknown,
+            Some(agent),
+            None,
+            json!({ "wakeId": a.wake_id, "attemptId": a.id, "endpointId": a.endpoint_id }),
+            now,
+        )?;
+    }
+    Ok(Mutation::changed(a))
+}
+
+/// Consumes `wake` for the already admitted `actor` with `consume_token`: see
+/// [`Store::consume_wake`].
+pub(super) fn consume(
+    tx: &Transaction<'_>,
+    actor: &AgentActor,
+    wake: &str,
+    consume_token: &str,
+    now: Timestamp,
+) -> Result<Mutation<Wake>> {
+    let w = load_for(tx, &actor.agent, wake)?;
+    if w.state != WakeState::Consumed && w.state.after(WakeEvent::Consume).is_none() {
+        return Err(Error::InvalidWakeState {
+            wake: w.id,
+            operation: "consume",
+            state: w.state,
+        });
+    }
+    let sql = format!(
+        "SELECT {ATTEMPT_COLUMNS}, consume_token_hash FROM wake_attempts
+         WHERE wake_id = ?1 AND consume_token_hash IS NOT NULL"
+    );
+    let (a, hash): (WakeAttempt, String) = tx
+        .prepare_cached(&sql)?
+        .query_row([&w.id], |r| Ok(attempt_from_row(r).map(|a| (a, r.get::<_, String>(9)))))
+        .optional()?
+        .ok_or_else(|| Error::corrupt("wakes", format!("{} is {} without a fenced attempt", w.id, w.state)))
+        .and_then(|r| {
+            let (a, h) = r?;
+            Ok((a, h?))
+        })?;
+    if a.endpoint_id != actor.endpoint || a.generation != actor.generation {
+        return Err(Error::ConsumeRefused {
+            wake: w.id,
+            reason: "it was dispatched through another endpoint or generation",
+        });
+    }
+    if !digest_eq(&hash, &token_hash(consume_token)) {
+        return Err(Error::ConsumeRefused {
+            wake: w.id,
+            reason: "the consume token does not match",
+        });
+    }
+    if w.state == WakeState::Consumed {
+        return Ok(Mutation::unchanged(w));
+    }
+    tx.prepare_cached("UPDATE wake_attempts SET state = 'consumed', finished_at = ?2 WHERE id = ?1")?
+        .execute((&a.id, now.as_micros()))?;
+    tx.prepare_cached(
+        "UPDATE wakes SET state = 'consumed', consumed_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'dispatched'",
+    )?
+    .execute((&w.id, now.as_micros()))?;
+    let w = load_wake(tx, &w.id)?;
+    audit::record(
+        tx,
+        AuditKind::WakeConsumed,
+        Some(&actor.agent),
+        None,
+        json!({ "wakeId": w.id, "attemptId": a.id, "endpointId": a.endpoint_id, "deliveryCount": w.delivery_count }),
+        now,
+    )?;
+    Ok(Mutation::changed(w))
 }
 
 pub(super) fn load_attempt(conn: &Connection, attempt: &str) -> Result<WakeAttempt> {
@@ -495,34 +644,9 @@ impl Store {
             let (tx, now) = s.begin_immediate()?;
             endpoint::admit(&tx, caller, actor, now)?;
             let a = load_attempt_for(&tx, &actor.endpoint, attempt)?;
-            // Same outcome again, or the agent already consumed the wake (it ran): nothing to record.
-            if AttemptState::Dispatched.after(event) == Some(a.state) || a.state == AttemptState::Consumed {
-                return Ok(Mutation::unchanged(a));
-            }
-            let Some(to) = a.state.after(event) else {
-                return Err(Error::InvalidAttemptState {
-                    attempt: a.id,
-                    operation: "finish",
-                    state: a.state,
-                });
-            };
-            tx.prepare_cached(
-                "UPDATE wake_attempts SET state = ?2, finished_at = ?3 WHERE id = ?1 AND state = 'dispatched'",
-            )?
-            .execute((&a.id, to.as_str(), now.as_micros()))?;
-            let a = load_attempt(&tx, &a.id)?;
-            if to == AttemptState::DeliveryUnknown {
-                audit::record(
-                    &tx,
-                    AuditKind::WakeDeliveryUnknown,
-                    Some(&actor.agent),
-                    None,
-                    json!({ "wakeId": a.wake_id, "attemptId": a.id, "endpointId": a.endpoint_id }),
-                    now,
-                )?;
-            }
+            let finished = finish(&tx, &actor.agent, a, event, now)?;
             tx.commit()?;
-            Ok(Mutation::changed(a))
+            Ok(finished)
         })
     }
 
@@ -545,71 +669,13 @@ impl Store {
         caller.require(Scope::Manage)?;
         actor.validate()?;
         check_wake_id(wake)?;
-        let token_ok = consume_token
-            .strip_prefix(CONSUME_TOKEN_PREFIX)
-            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
-        if !token_ok {
-            return Err(Error::invalid(
-                "consumeToken",
-                format!("must be {CONSUME_TOKEN_PREFIX} followed by 64 lowercase hex digits"),
-            ));
-        }
+        check_consume_token(consume_token)?;
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
             endpoint::admit(&tx, caller, actor, now)?;
-            let w = load_for(&tx, &actor.agent, wake)?;
-            if w.state != WakeState::Consumed && w.state.after(WakeEvent::Consume).is_none() {
-                return Err(Error::InvalidWakeState {
-                    wake: w.id,
-                    operation: "consume",
-                    state: w.state,
-                });
-            }
-            let sql = format!(
-                "SELECT {ATTEMPT_COLUMNS}, consume_token_hash FROM wake_attempts
-                 WHERE wake_id = ?1 AND consume_token_hash IS NOT NULL"
-            );
-            let (a, hash): (WakeAttempt, String) = tx
-                .prepare_cached(&sql)?
-                .query_row([&w.id], |r| Ok(attempt_from_row(r).map(|a| (a, r.get::<_, String>(9)))))
-                .optional()?
-                .ok_or_else(|| Error::corrupt("wakes", format!("{} is {} without a fenced attempt", w.id, w.state)))
-                .and_then(|r| {
-                    let (a, h) = r?;
-                    Ok((a, h?))
-                })?;
-            if a.endpoint_id != actor.endpoint || a.generation != actor.generation {
-                return Err(Error::ConsumeRefused {
-                    wake: w.id,
-                    reason: "it was dispatched through another endpoint or generation",
-                });
-            }
-            if !digest_eq(&hash, &token_hash(consume_token)) {
-                return Err(Error::ConsumeRefused {
-                    wake: w.id,
-                    reason: "the consume token does not match",
-                });
-            }
-            if w.state == WakeState::Consumed {
-                return Ok(Mutation::unchanged(w));
-            }
-            tx.prepare_cached("UPDATE wake_attempts SET state = 'consumed', finished_at = ?2 WHERE id = ?1")?
-                .execute((&a.id, now.as_micros()))?;
-            tx.prepare_cached(
-                "UPDATE wakes SET state = 'consumed', consumed_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'dispatched'",
-            )?
-            .execute((&w.id, now.as_micros()))?;
-            let w = load_wake(&tx, &w.id)?;
-            audit::record(
-                &tx,
-                AuditKind::WakeConsumed,
-                Some(&actor.agent),
-                None,
-                json!({ "wakeId": w.id, "attemptId": a.id, "endpointId": a.endpoint_id, "deliveryCount": w.delivery_count }),
-                now,
-            )?;
+            let consumed = consume(&tx, actor, wake, consume_token, now)?;
             tx.commit()?;
-            Ok(Mutation::changed(w))
+            Ok(consumed)
         })
     }
 
@@ -671,6 +737,7 @@ mod tests {
             (S::Claimed, E::Release, S::Released),
             (S::Dispatched, E::Accept, S::Accepted),
             (S::Dispatched, E::Unknown, S::DeliveryUnknown),
+            (S::Accepted, E::Unknown, S::DeliveryUnknown),
             (S::Dispatched, E::Consume, S::Consumed),
             (S::Accepted, E::Consume, S::Consumed),
             (S::DeliveryUnknown, E::Consume, S::Consumed),

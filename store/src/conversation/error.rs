@@ -182,6 +182,17 @@ pub enum ConversationError {
 }
 
 impl ConversationError {
+    /// Whether the failure is transient — the database was busy or locked — rather than a
+    /// refusal or a fault: nothing was changed, and the same call may succeed if made again
+    /// (as [`crate::Error::is_transient`]).
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Self::Sqlite(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    }
+
     /// An [`Error::InvalidInput`] for `field`.
     pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
         Self::InvalidInput {

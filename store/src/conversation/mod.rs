@@ -10,6 +10,7 @@
 //! - [`delivery`]: the per-recipient inbox;
 //! - [`wake`]: coalesced wake intents;
 //! - [`attempt`]: wake delivery attempts and the dispatch fence;
+//! - [`carrier`]: what a host carrier records around a turn (a turn's end in one transaction);
 //! - [`bootstrap`]: an agent turn's bounded bootstrap, and explicit activation of a wake;
 //! - [`reconcile`]: what a successor host runs at takeover;
 //! - [`audit`]: the domain's audit log, which never holds content, keys or tokens;
@@ -109,6 +110,7 @@ pub mod attempt;
 pub mod audit;
 pub mod bootstrap;
 pub mod bounds;
+pub mod carrier;
 // The domain is named after its central concept; `conversation::conversation` is that concept.
 #[allow(clippy::module_inception)]
 pub mod conversation;

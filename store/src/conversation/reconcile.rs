@@ -3,8 +3,9 @@
 //! Opening the database never declares a wake carrier dead. Only after a successor has acquired
 //! ownership of the database (its instance guard) does it call [`Store::reconcile_takeover`]:
 //! every claim that had not crossed the dispatch fence is released back to its pending wake;
-//! every dispatched attempt whose outcome was never reported becomes `delivery_unknown` (the
-//! old host may have started the turn, so it is never redispatched); every endpoint's
+//! every dispatched attempt whose outcome was never reported, and every accepted one whose wake
+//! was never consumed, becomes `delivery_unknown` (the old host may have started the turn, so
+//! it is never redispatched; and only the old endpoint could have consumed it); every endpoint's
 //! `wake_capable` is cleared, because the registry of carriers lived in the old process; and
 //! endpoints whose lease has passed are recorded as expired.
 
@@ -21,7 +22,8 @@ use crate::db::Store;
 pub struct ReconcileReport {
     /// Pre-fence claims released back to pending.
     pub released_claims: u64,
-    /// Post-fence attempts marked `delivery_unknown`.
+    /// Post-fence attempts (dispatched, or accepted and never consumed) marked
+    /// `delivery_unknown`.
     pub marked_unknown: u64,
     /// Endpoints whose elapsed lease was recorded as expired.
     pub expired_endpoints: u64,
@@ -44,7 +46,7 @@ impl Store {
                 r.get(0)
             })?;
         let before_dispatched: i64 = tx.query_row(
-            "SELECT count(*) FROM wake_attempts WHERE state = 'dispatched'",
+            "SELECT count(*) FROM wake_attempts WHERE state IN ('dispatched', 'accepted')",
             [],
             |r| r.get(0),
         )?;

@@ -12,11 +12,14 @@
 //! - `fixes`: the clock inside the write lock, whole-store bounds, idempotency retention, the
 //!   unresolved-dispatch bound, bounded attempt listing;
 //! - `audit`: the audit log's events, and that no event or `Debug` output carries content;
-//! - `activation`: bootstrap and explicit activation of a pending wake.
+//! - `activation`: bootstrap and explicit activation of a pending wake;
+//! - `carrier`: a turn's end in one transaction, claims given back, unconfirmed attempts
+//!   settled, the endpoints with a wake to claim.
 
 mod activation;
 mod agents;
 mod audit;
+mod carrier;
 mod concurrency;
 mod fail_closed;
 mod fixes;

@@ -76,7 +76,8 @@ struct AgentModel {
 }
 
 impl AgentModel {
-    /// What retiring the current endpoint does: pre-fence claims released, dispatches unknown.
+    /// What retiring the current endpoint does: pre-fence claims released, dispatches (and
+    /// accepted attempts never consumed) unknown.
     fn retire_endpoint(&mut self) {
         if let Some(actor) = self.actor.take() {
             self.reconcile_endpoint(&actor.endpoint);
@@ -88,7 +89,7 @@ impl AgentModel {
             o.claim = None;
         }
         for f in &mut self.fenced {
-            if f.endpoint == endpoint && f.state == AttemptState::Dispatched {
+            if f.endpoint == endpoint && matches!(f.state, AttemptState::Dispatched | AttemptState::Accepted) {
                 f.state = AttemptState::DeliveryUnknown;
             }
         }
@@ -305,7 +306,7 @@ impl Harness {
                         o.claim = None;
                     }
                     for f in &mut am.fenced {
-                        if f.state == AttemptState::Dispatched {
+                        if matches!(f.state, AttemptState::Dispatched | AttemptState::Accepted) {
                             f.state = AttemptState::DeliveryUnknown;
                         }
                     }

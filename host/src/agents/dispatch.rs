@@ -1,0 +1,234 @@
+//! One dispatch opportunity of an agent: the controller's loop of claim, fence, turn and the
+//! turn's end (see the [module docs](super) and [`recovery`](super::recovery) for what a
+//! failure at each step does).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ahp_store::TransferStatus;
+use ahp_store::conversation::{ConversationError, DispatchOutcome, DispatchTicket};
+
+use super::recovery::{self, Failure, retry};
+use super::{Agents, Carrier, Drive, MAX_TURNS_PER_OPPORTUNITY, turn};
+use crate::interfaces::TurnCtx;
+use crate::sandbox::TurnOutcome;
+use crate::shared_store::StoreLock;
+
+/// How one turn of a dispatch opportunity ended.
+enum Next {
+    /// Another turn may follow.
+    Again,
+    /// Nothing more to do now.
+    Idle,
+}
+
+impl Agents {
+    /// One dispatch opportunity for `agent` (blocking): up to [`MAX_TURNS_PER_OPPORTUNITY`]
+    /// turns, each for one claimed wake (see the [module docs](self)). A step that fails
+    /// transiently ends the opportunity with [`Drive::retry`] set and the carrier kept; only an
+    /// endpoint that is gone releases it.
+    ///
+    /// # Errors
+    ///
+    /// A store refusal that retrying does not fix (a bug, a corrupt row); the carrier is kept
+    /// and what was recorded before it stays recorded.
+    pub fn drive(&self, agent: &str) -> Result<Drive, crate::sandbox::Error> {
+        let mut drive = Drive::default();
+        for _ in 0..MAX_TURNS_PER_OPPORTUNITY {
+            let Some(carrier) = self.carrier(agent) else {
+                break;
+            };
+            match self.turn(&carrier, &mut drive) {
+                Ok(Next::Again) => {}
+                Ok(Next::Idle) => break,
+                Err(Failure::Gone(why)) => {
+                    tracing::info!(%agent, %why, "the endpoint is gone; dropping the carrier");
+                    self.release_carrier(&carrier);
+                    break;
+                }
+                Err(Failure::Transient(why)) => {
+                    tracing::info!(%agent, %why, "transient failure; rescheduling the agent");
+                    drive.retry = true;
+                    break;
+                }
+                Err(Failure::Refused(why)) => {
+                    return Err(crate::sandbox::Error::Store(ahp_store::Error::invalid("dispatch", why)));
+                }
+            }
+        }
+        Ok(drive)
+    }
+
+    /// One turn of `c`'s agent: settle what an earlier turn left, read the transfer and its
+    /// budget, claim, cross the fence, run the turn, record its end.
+    fn turn(&self, c: &Carrier, drive: &mut Drive) -> Result<Next, Failure> {
+        let agent = c.actor.agent.as_str();
+        let (caller, actor) = (&c.caller, &c.actor);
+        if self.unsettled.locked().contains(agent) {
+            self.settle(c)?;
+        }
+        // Before anything is claimed: the transfer still runs, and what its budget holds. A
+        // failed read here leaves the wake pending.
+        let (tier, budget) = {
+            let db = self.sandboxes.db();
+            let t = db.transfer(&c.transfer).map_err(|e| Failure::of_store(&e))?;
+            if t.status != TransferStatus::Active {
+                return Err(Failure::Gone(format!("transfer {} is {}", t.id, t.status)));
+            }
+            let budget = db.budget(&c.transfer).map_err(|e| Failure::of_store(&e))?;
+            (t.tier, budget.map_or(0, |b| b.remaining_micro_usd()))
+        };
+        let lease = tier
+            .map_or(Duration::from_secs(30), |tier| tier.limits().wall_clock_per_turn)
+            .saturating_add(Duration::from_secs(30))
+            .min(ahp_store::conversation::bounds::MAX_CLAIM_LEASE);
+        let claimed = self.sandboxes.db().claim_wake(caller, actor, lease);
+        let claim = match claimed {
+            Ok(Some(claim)) => claim,
+            Ok(None) => return Ok(Next::Idle),
+            // An unresolved dispatch of this endpoint is in the way, and no turn of it runs
+            // (this is the agent's only opportunity): an earlier turn's end was never recorded.
+            Err(ConversationError::LimitReached { .. }) => {
+                return if self.settle(c)? {
+                    Ok(Next::Again)
+                } else {
+                    Err(Failure::Transient(
+                        "the claim is refused by an unresolved dispatch".into(),
+                    ))
+                };
+            }
+            Err(e) => return Err(Failure::of(&e)),
+        };
+        // The durable dispatch fence: from here on this wake is never dispatched again.
+        let fenced = self.sandboxes.db().prepare_dispatch(caller, actor, &claim.attempt.id);
+        let ticket = match fenced {
+            Ok(ticket) => ticket,
+            // The claim lapsed; the wake is pending again.
+            Err(ConversationError::ClaimExpired(_)) => return Ok(Next::Again),
+            Err(e) => {
+                let failure = Failure::of(&e);
+                if !failure.is_gone() {
+                    self.give_back(c, &claim.attempt.id);
+                }
+                return Err(failure);
+            }
+        };
+        let ctx = TurnCtx {
+            caller: caller.clone(),
+            actor: actor.clone(),
+            queued: ticket.wake.delivery_count,
+            wake: ticket.wake.clone(),
+            replies: 0,
+        };
+        let outcome = match turn::run_dispatched(&self.sandboxes, &c.transfer, ctx, budget) {
+            Ok(run) => {
+                drive.fuel_consumed += run.fuel_consumed;
+                run.outcome
+            }
+            Err(e) => {
+                tracing::warn!(%agent, error = %e, "the turn could not run");
+                TurnOutcome::Stopped(e.to_string())
+            }
+        };
+        if outcome == TurnOutcome::Resumed
+            && self.finish(c, &ticket, DispatchOutcome::Accepted)? == DispatchOutcome::Accepted
+        {
+            drive.consumed += 1;
+            return Ok(Next::Again);
+        }
+        drive.unknown += 1;
+        if outcome != TurnOutcome::Resumed {
+            tracing::info!(%agent, wake = %ticket.wake.id, ?outcome, "turn did not succeed: delivery unknown");
+            // A turn that ended its transfer also detached its endpoint, which settled the
+            // attempt as `delivery_unknown` already: the endpoint is then gone.
+            self.finish(c, &ticket, DispatchOutcome::Unknown)?;
+        }
+        let status = self.sandboxes.db().transfer(&c.transfer).map(|t| t.status);
+        match status {
+            Ok(TransferStatus::Active) => Ok(Next::Idle),
+            Ok(status) => Err(Failure::Gone(format!("transfer {} is {status}", c.transfer))),
+            Err(e) => Err(Failure::of_store(&e)),
+        }
+    }
+
+    /// Records the end of a dispatched turn (one store transaction, retried in place) and
+    /// returns the outcome recorded. An accepted turn whose end cannot be recorded becomes
+    /// `delivery_unknown` instead; if even that cannot be recorded, the agent's next
+    /// opportunity settles it (see [`recovery`]).
+    fn finish(
+        &self,
+        c: &Carrier,
+        ticket: &DispatchTicket,
+        outcome: DispatchOutcome,
+    ) -> Result<DispatchOutcome, Failure> {
+        let (caller, actor) = (&c.caller, &c.actor);
+        let end = |outcome| retry(|| self.sandboxes.db().finish_turn(caller, actor, ticket, outcome));
+        let failure = match end(outcome) {
+            Ok(_) => return Ok(outcome),
+            Err(e) => Failure::of(&e),
+        };
+        if failure.is_gone() {
+            return Err(failure);
+        }
+        let agent = &actor.agent;
+        tracing::warn!(%agent, wake = %ticket.wake.id, ?failure, "cannot record the end of the turn");
+        if outcome == DispatchOutcome::Accepted {
+            match end(DispatchOutcome::Unknown) {
+                Ok(_) => {
+                    tracing::info!(%agent, wake = %ticket.wake.id, "the turn's end is recorded as delivery unknown");
+                    return Ok(DispatchOutcome::Unknown);
+                }
+                Err(e) if Failure::of(&e).is_gone() => return Err(Failure::of(&e)),
+                Err(_) => {}
+            }
+        }
+        self.unsettled.locked().insert(agent.clone());
+        Err(Failure::Transient(format!(
+            "the end of wake {} is not recorded yet",
+            ticket.wake.id
+        )))
+    }
+
+    /// Settles the post-fence attempts of `c`'s endpoint no turn is running for: they become
+    /// `delivery_unknown`. Returns whether there were any.
+    fn settle(&self, c: &Carrier) -> Result<bool, Failure> {
+        let settled = retry(|| self.sandboxes.db().settle_unconfirmed_attempts(&c.caller, &c.actor))
+            .map_err(|e| Failure::of(&e))?;
+        self.unsettled.locked().remove(&c.actor.agent);
+        for a in &settled {
+            tracing::info!(agent = %c.actor.agent, wake = %a.wake_id, "settled an unrecorded turn as delivery unknown");
+        }
+        Ok(!settled.is_empty())
+    }
+
+    /// Gives a claim back before the fence (best effort: a claim that cannot be given back
+    /// lapses by its lease).
+    fn give_back(&self, c: &Carrier, attempt: &str) {
+        if let Err(e) = retry(|| self.sandboxes.db().release_claim(&c.caller, &c.actor, attempt)) {
+            tracing::info!(agent = %c.actor.agent, %attempt, error = %e, "cannot give the claim back; it lapses with its lease");
+        }
+    }
+
+    /// Schedules `agent` again after a transient failure, later by the backoff of
+    /// [`recovery`]; past [`MAX_RESCHEDULES`](recovery::MAX_RESCHEDULES) in a row it is left
+    /// to the reaper tick. The delay is a timer task: no worker waits, nothing is held.
+    pub(super) fn reschedule_later(self: &Arc<Self>, agent: &str) {
+        let n = {
+            let mut retries = self.retries.locked();
+            let n = retries.entry(agent.to_owned()).or_insert(0);
+            *n += 1;
+            *n
+        };
+        let Some(delay) = recovery::reschedule_delay(n) else {
+            tracing::warn!(%agent, retries = n - 1, "still failing; leaving the agent to the next tick");
+            self.retries.locked().remove(agent);
+            return;
+        };
+        let me = self.clone();
+        let agent = agent.to_owned();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            me.schedule(&agent);
+        });
+    }
+}

@@ -1,0 +1,594 @@
+//! No silent death of an agent: a paid, `active` transferred agent keeps answering through
+//! every transient store fault at every step of its turns, a failed bind, a restart, a release
+//! mid-turn and a failed budget read — and a wake a fault met always ends in a state a person
+//! can see (pending again, `delivery_unknown`, or consumed), never `claimed` or `dispatched`
+//! forever.
+//!
+//! The faults are the store's test seam (`Store::inject_transient_fault`): a named step fails
+//! with SQLite's own `SQLITE_BUSY`, raised inside the real statement. Each test drives a
+//! `turn-prober` agent (it answers `echo: <body>` to every queued message) the way the
+//! controller's workers do, calling `Agents::drive` directly.
+//!
+//! - `claim`, `fence`, `reply`, `finish`, `finish_and_its_fallback`, `lease`, `budget_read`,
+//!   `budget_read_inside_the_turn`: one fault per step of a turn;
+//! - `an_unresolved_dispatch_in_the_way_is_settled`: a claim refused by a dispatch whose end
+//!   was never recorded;
+//! - `leases`: renewed only when less than half is left;
+//! - `the_tick_schedules_only_agents_with_wakes`;
+//! - `a_failed_first_bind_is_repaired_by_the_tick`, `…_by_a_restart`;
+//! - `a_sandbox_released_mid_turn_is_not_kept`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ahp_host::agents::{Agents, CARRIER_LEASE};
+use ahp_host::guests;
+use ahp_host::host::HostBuilder;
+use ahp_host::sandbox::{Sandboxes, TurnOutcome};
+use ahp_host::store::conversation::{Acting, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT};
+use ahp_host::store::fault::FaultStep;
+use ahp_host::store::{Clock, ManualClock, Store, Tier, Timestamp, TokenKey, TransferStatus};
+use ahp_host::testing;
+use serde_json::json;
+
+/// A host carrying turn-prober agents, on a manual clock (turns still run on real time).
+struct World {
+    dir: tempfile::TempDir,
+    key: TokenKey,
+    clock: ManualClock,
+    host: ahp_host::host::Host,
+    posts: std::cell::Cell<u32>,
+}
+
+/// One agent the world carries, and the operator's conversation with it.
+struct Agent {
+    transfer: String,
+    id: String,
+    cv: String,
+}
+
+fn operator() -> Caller {
+    Caller::full(OPERATOR_SUBJECT).unwrap()
+}
+
+/// A host over the database file `db` of `dir` (created if needed).
+fn host_over(dir: &Path, key: &TokenKey, clock: &ManualClock) -> ahp_host::host::Host {
+    let store = Store::open(dir.join("ahp.db"))
+        .unwrap()
+        .with_token_key(key.clone())
+        .with_clock(Arc::new(clock.clone()));
+    let data_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandbox-cache");
+    let host = HostBuilder::new(store, data_dir)
+        .engine(|e| e.max_live_sandboxes = 16)
+        .vault(Arc::new(ahp_host::vault::DirVault::open(dir.join("vault")).unwrap()))
+        .build()
+        .unwrap();
+    host.sandboxes()
+        .register_component_file(guests::TURN_PROBER, Some("turn-prober"))
+        .unwrap();
+    host
+}
+
+fn world() -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let key = TokenKey::random();
+    let clock = ManualClock::new(Timestamp::from_micros(1_800_000_000_000_000));
+    let host = host_over(dir.path(), &key, &clock);
+    World {
+        dir,
+        key,
+        clock,
+        host,
+        posts: std::cell::Cell::new(0),
+    }
+}
+
+impl World {
+    fn sandboxes(&self) -> &Arc<Sandboxes> {
+        self.host.sandboxes()
+    }
+
+    fn agents(&self) -> &Arc<Agents> {
+        self.host.agents()
+    }
+
+    /// Arms `step` on the host's store: `pass` calls through, then `fail` failures.
+    fn fault(&self, step: FaultStep, pass: u32, fail: u32) {
+        self.sandboxes().db().inject_transient_fault(step, pass, fail).unwrap();
+    }
+
+    fn fired(&self, step: FaultStep) -> u32 {
+        self.sandboxes().db().faults_fired(step)
+    }
+
+    /// A pushed turn-prober transfer with a roomy budget.
+    fn pushed(&self) -> String {
+        self.pushed_at(Tier::Nano)
+    }
+
+    fn pushed_at(&self, tier: Tier) -> String {
+        let snap = testing::snapshot(0, json!({}));
+        testing::pushed(
+            &mut self.sandboxes().db(),
+            &self.key,
+            &snap,
+            tier,
+            1_000_000,
+            "turn-prober",
+        )
+        .unwrap()
+    }
+
+    /// Activates `transfer` on this world's host; returns how it went.
+    fn activate(&self, transfer: &str) -> ahp_host::sandbox::TurnReport {
+        let tok = testing::activate_token(&self.sandboxes().db(), &self.key, transfer).unwrap();
+        self.host.activate(transfer, &tok).unwrap()
+    }
+
+    /// A conversation of the operator with the agent of the bound `transfer`.
+    fn conversation(&self, transfer: &str) -> Agent {
+        let id = self
+            .sandboxes()
+            .db()
+            .transfer(transfer)
+            .unwrap()
+            .agent_id
+            .expect("bound");
+        let new = NewConversation {
+            title: "questions".into(),
+            agents: vec![id.clone()],
+        };
+        let cv = self
+            .sandboxes()
+            .db()
+            .create_conversation(&operator(), &new, &format!("cv-{transfer}"))
+            .unwrap()
+            .value
+            .id;
+        Agent {
+            transfer: transfer.to_owned(),
+            id,
+            cv,
+        }
+    }
+
+    /// An active, carried turn-prober agent and a conversation with it.
+    fn agent(&self) -> Agent {
+        self.agent_at(Tier::Nano)
+    }
+
+    fn agent_at(&self, tier: Tier) -> Agent {
+        let t = self.pushed_at(tier);
+        assert_eq!(self.activate(&t).outcome, TurnOutcome::Resumed);
+        let a = self.conversation(&t);
+        assert!(self.agents().carrier(&a.id).is_some(), "carried from its activation");
+        a
+    }
+
+    /// Posts `body` to `a`'s conversation as the operator; returns the message id.
+    fn post(&self, a: &Agent, body: &str) -> String {
+        self.posts.set(self.posts.get() + 1);
+        let new = NewMessage {
+            conversation: a.cv.clone(),
+            acting: Acting::Human,
+            body: body.to_owned(),
+            reply_to: None,
+            idempotency: IdempotencyKey::Key(format!("post-{}", self.posts.get())),
+        };
+        self.sandboxes().db().post_message(&operator(), &new).unwrap().value.id
+    }
+
+    /// The bodies of the agent's messages in `a`'s conversation, in order.
+    fn replies(&self, a: &Agent) -> Vec<String> {
+        self.sandboxes()
+            .db()
+            .read_transcript(&operator(), &Acting::Human, &a.cv, 0, 200)
+            .unwrap()
+            .into_iter()
+            .filter(|m| m.body.starts_with("echo: ") || m.body == "replied")
+            .map(|m| m.body)
+            .collect()
+    }
+
+    /// Every wake of `a`'s agent, oldest first, with the states of its attempts.
+    fn wakes(&self, a: &Agent) -> Vec<(String, Vec<String>)> {
+        let mut db = self.sandboxes().db();
+        let conn = db.connection();
+        let wakes: Vec<(String, String)> = conn
+            .prepare("SELECT id, state FROM wakes WHERE agent_id = ?1 ORDER BY created_at, rowid")
+            .unwrap()
+            .query_map([&a.id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        wakes
+            .into_iter()
+            .map(|(id, state)| {
+                let attempts: Vec<String> = conn
+                    .prepare("SELECT state FROM wake_attempts WHERE wake_id = ?1 ORDER BY claimed_at, rowid")
+                    .unwrap()
+                    .query_map([&id], |r| r.get(0))
+                    .unwrap()
+                    .collect::<Result<_, _>>()
+                    .unwrap();
+                (state, attempts)
+            })
+            .collect()
+    }
+
+    /// No wake of `a`'s agent is stuck: each is pending, or consumed, or past the fence with
+    /// its outcome settled (`delivery_unknown`); none `claimed`, none with an attempt left
+    /// `claimed`, `dispatched` or `accepted`.
+    fn assert_no_stuck_wake(&self, a: &Agent) {
+        for (state, attempts) in self.wakes(a) {
+            assert_ne!(state, "claimed", "{:?}", self.wakes(a));
+            for at in &attempts {
+                assert!(
+                    ["released", "delivery_unknown", "consumed"].contains(&at.as_str()),
+                    "an attempt is left {at}: {:?}",
+                    self.wakes(a)
+                );
+            }
+        }
+    }
+
+    /// The agent is still carried and its transfer active.
+    fn assert_carried(&self, a: &Agent) {
+        assert!(self.agents().carrier(&a.id).is_some(), "the carrier is kept");
+        let t = self.sandboxes().db().transfer(&a.transfer).unwrap();
+        assert_eq!(t.status, TransferStatus::Active, "{:?}", t.status);
+    }
+
+    /// Drives `a` until an opportunity runs no more turns (at most a few), as the workers do
+    /// when they reschedule an agent after a transient failure.
+    fn drive_until_idle(&self, a: &Agent) {
+        for _ in 0..4 {
+            let d = self.agents().drive(&a.id).unwrap();
+            if d.consumed == 0 && d.unknown == 0 && !d.retry {
+                return;
+            }
+        }
+    }
+
+    /// The next message is answered: posts `echo <tag>` and drives; the reply is there.
+    fn assert_answers_the_next_message(&self, a: &Agent, tag: &str) {
+        self.post(a, &format!("echo {tag}"));
+        self.drive_until_idle(a);
+        let want = format!("echo: echo {tag}");
+        assert!(self.replies(a).contains(&want), "{want} not in {:?}", self.replies(a));
+        self.assert_no_stuck_wake(a);
+        self.assert_carried(a);
+    }
+}
+
+#[test]
+fn claim() {
+    let w = world();
+    let a = w.agent();
+    w.fault(FaultStep::ClaimWake, 0, 1);
+    w.post(&a, "echo one");
+    let d = w.agents().drive(&a.id).unwrap();
+    assert_eq!(w.fired(FaultStep::ClaimWake), 1);
+    assert!(d.retry && d.consumed == 0, "{d:?}");
+    w.assert_carried(&a);
+    assert_eq!(
+        w.wakes(&a),
+        [("pending".to_owned(), vec![])],
+        "the wake waits, unclaimed"
+    );
+    w.assert_answers_the_next_message(&a, "two");
+    assert_eq!(
+        w.replies(&a),
+        ["echo: echo one", "echo: echo two"],
+        "both answered once"
+    );
+}
+
+#[test]
+fn fence() {
+    let w = world();
+    let a = w.agent();
+    w.fault(FaultStep::Dispatch, 0, 1);
+    w.post(&a, "echo one");
+    let d = w.agents().drive(&a.id).unwrap();
+    assert_eq!(w.fired(FaultStep::Dispatch), 1);
+    assert!(d.retry, "{d:?}");
+    w.assert_carried(&a);
+    assert_eq!(
+        w.wakes(&a),
+        [("pending".to_owned(), vec!["released".to_owned()])],
+        "the claim is given back at once: the wake is pending again"
+    );
+    w.assert_answers_the_next_message(&a, "two");
+    assert_eq!(w.replies(&a), ["echo: echo one", "echo: echo two"]);
+}
+
+#[test]
+fn reply() {
+    let w = world();
+    let a = w.agent();
+    w.fault(FaultStep::AgentReply, 0, 1);
+    w.post(&a, "echo one");
+    let d = w.agents().drive(&a.id).unwrap();
+    assert_eq!(w.fired(FaultStep::AgentReply), 1);
+    assert_eq!(d.unknown, 1, "the guest's turn failed on its reply: {d:?}");
+    w.assert_carried(&a);
+    assert_eq!(
+        w.wakes(&a),
+        [("dispatched".to_owned(), vec!["delivery_unknown".to_owned()])]
+    );
+    // The unanswered message is still queued: the next turn answers both.
+    w.assert_answers_the_next_message(&a, "two");
+    assert_eq!(w.replies(&a), ["echo: echo one", "echo: echo two"]);
+}
+
+#[test]
+fn finish() {
+    let w = world();
+    let a = w.agent();
+    // Once: the end of the turn is retried in place and recorded.
+    w.fault(FaultStep::FinishTurn, 0, 1);
+    w.post(&a, "echo one");
+    let d = w.agents().drive(&a.id).unwrap();
+    assert_eq!(w.fired(FaultStep::FinishTurn), 1);
+    assert_eq!(d.consumed, 1, "{d:?}");
+    assert_eq!(w.wakes(&a), [("consumed".to_owned(), vec!["consumed".to_owned()])]);
+    // Every in-place retry: the turn ran (it replied) but its consume is not recorded, so the
+    // wake is `delivery_unknown` — never left dispatched.
+    w.fault(FaultStep::FinishTurn, 0, ahp_host::agents::recovery::IN_PLACE_ATTEMPTS);
+    w.post(&a, "echo two");
+    let d = w.agents().drive(&a.id).unwrap();
+    assert_eq!(
+        w.fired(FaultStep::FinishTurn),
+        1 + ahp_host::agents::recovery::IN_PLACE_ATTEMPTS
+    );
+    assert_eq!((d.consumed, d.retry), (0, false), "{d:?}");
+    assert_eq!(
+        w.wakes(&a)[1],
+        ("dispatched".to_owned(), vec!["delivery_unknown".to_owned()])
+    );
+    w.assert_no_stuck_wake(&a);
+    w.assert_answers_the_next_message(&a, "three");
+    assert_eq!(w.replies(&a), ["echo: echo one", "echo: echo two", "echo: echo three"]);
+}
+
+#[test]
+fn finish_and_its_fallback() {
+    let w = world();
+    let a = w.agent();
+    let n = ahp_host::agents::recovery::IN_PLACE_ATTEMPTS;
+    w.fault(FaultStep::FinishTurn, 0, n);
+    w.fault(FaultStep::MarkUnknown, 0, n);
+    w.post(&a, "echo one");
+    let d = w.agents().drive(&a.id).unwrap();
+    assert_eq!(
+        (w.fired(FaultStep::FinishTurn), w.fired(FaultStep::MarkUnknown)),
+        (n, n)
+    );
+    assert!(d.retry, "nothing could be recorded: the agent is rescheduled: {d:?}");
+    w.assert_carried(&a);
+    // The next opportunity (the reschedule, or the tick's) settles it first.
+    let d = w.agents().drive(&a.id).unwrap();
+    assert!(!d.retry, "{d:?}");
+    assert_eq!(
+        w.wakes(&a),
+        [("dispatched".to_owned(), vec!["delivery_unknown".to_owned()])]
+    );
+    w.assert_answers_the_next_message(&a, "two");
+}
+
+#[test]
+fn an_unresolved_dispatch_in_the_way_is_settled() {
+    let w = world();
+    let a = w.agent();
+    let c = w.agents().carrier(&a.id).unwrap();
+    // A dispatch through the agent's endpoint whose end was never recorded (as a process that
+    // lost it would leave it): the next claim is refused by the unresolved-dispatch bound.
+    w.post(&a, "echo one");
+    {
+        let mut db = w.sandboxes().db();
+        let claim = db
+            .claim_wake(&c.caller, &c.actor, Duration::from_secs(60))
+            .unwrap()
+            .unwrap();
+        db.prepare_dispatch(&c.caller, &c.actor, &claim.attempt.id).unwrap();
+    }
+    w.post(&a, "echo two");
+    w.drive_until_idle(&a);
+    w.assert_carried(&a);
+    let wakes = w.wakes(&a);
+    assert_eq!(
+        wakes[0],
+        ("dispatched".to_owned(), vec!["delivery_unknown".to_owned()]),
+        "{wakes:?}"
+    );
+    assert!(
+        w.replies(&a).contains(&"echo: echo two".to_owned()),
+        "{:?}",
+        w.replies(&a)
+    );
+    w.assert_answers_the_next_message(&a, "three");
+}
+
+#[test]
+fn leases() {
+    let w = world();
+    let a = w.agent();
+    let lease = |w: &World| {
+        let c = w.agents().carrier(&a.id).unwrap();
+        w.sandboxes()
+            .db()
+            .get_endpoint(&operator(), &a.id, &c.actor.endpoint)
+            .unwrap()
+            .lease_expires_at
+    };
+    let first = lease(&w);
+    // A lease with more than half left is not written again.
+    w.clock.advance(CARRIER_LEASE / 4);
+    w.agents().renew_leases();
+    assert_eq!(lease(&w), first);
+    // Less than half left: renewed from now.
+    w.clock.advance(CARRIER_LEASE / 4 + Duration::from_secs(1));
+    w.agents().renew_leases();
+    assert_eq!(lease(&w), w.clock.now().saturating_add(CARRIER_LEASE));
+    assert_eq!(w.agents().carrier(&a.id).unwrap().lease_expires_at, lease(&w));
+}
+
+#[test]
+fn lease() {
+    let w = world();
+    let a = w.agent();
+    w.clock.advance(CARRIER_LEASE / 2 + Duration::from_secs(60));
+    let before = w.agents().carrier(&a.id).unwrap().lease_expires_at;
+    w.fault(FaultStep::RenewLease, 0, 1);
+    w.agents().renew_leases();
+    assert_eq!(w.fired(FaultStep::RenewLease), 1);
+    w.assert_carried(&a);
+    w.assert_answers_the_next_message(&a, "one");
+    // The next tick renews it.
+    w.agents().renew_leases();
+    let after = w.agents().carrier(&a.id).unwrap().lease_expires_at;
+    assert!(after > before, "{after:?} > {before:?}");
+}
+
+#[test]
+fn budget_read() {
+    let w = world();
+    let a = w.agent();
+    w.fault(FaultStep::BudgetRead, 0, 1);
+    w.post(&a, "echo one");
+    let d = w.agents().drive(&a.id).unwrap();
+    assert_eq!(w.fired(FaultStep::BudgetRead), 1);
+    assert!(d.retry, "{d:?}");
+    w.assert_carried(&a);
+    assert_eq!(w.wakes(&a), [("pending".to_owned(), vec![])], "nothing was claimed");
+    w.assert_answers_the_next_message(&a, "two");
+    assert_eq!(w.replies(&a), ["echo: echo one", "echo: echo two"]);
+}
+
+#[test]
+fn budget_read_inside_the_turn() {
+    let w = world();
+    let a = w.agent();
+    // The controller's read passes; the turn's own read fails: it starts from the controller's.
+    w.fault(FaultStep::BudgetRead, 1, 1);
+    w.post(&a, "echo one");
+    let d = w.agents().drive(&a.id).unwrap();
+    assert_eq!(w.fired(FaultStep::BudgetRead), 1);
+    assert_eq!(d.consumed, 1, "{d:?}");
+    w.assert_carried(&a);
+    assert_eq!(w.replies(&a), ["echo: echo one"]);
+}
+
+#[test]
+fn the_tick_schedules_only_agents_with_wakes() {
+    let w = world();
+    let quiet = w.agent();
+    let busy = w.agent();
+    // No workers run here: the activations queued both; take them.
+    let mut queued = w.agents().drain_queue();
+    queued.sort();
+    let mut both = vec![quiet.id.clone(), busy.id.clone()];
+    both.sort();
+    assert_eq!(queued, both);
+    w.post(&busy, "echo one");
+    w.agents().schedule_all();
+    assert_eq!(
+        w.agents().drain_queue(),
+        std::slice::from_ref(&busy.id),
+        "only the agent with a wake"
+    );
+    // Once it is answered, the tick queues nobody.
+    w.agents().drive(&busy.id).unwrap();
+    w.agents().schedule_all();
+    assert!(w.agents().drain_queue().is_empty());
+}
+
+#[test]
+fn a_failed_first_bind_is_repaired_by_the_tick() {
+    let w = world();
+    let t = w.pushed();
+    // Every attempt of the bind's write fails: the transfer is active with no agent.
+    w.fault(FaultStep::AttachEndpoint, 0, ahp_host::store::MAX_WRITE_ATTEMPTS);
+    let report = w.activate(&t);
+    assert_eq!(report.outcome, TurnOutcome::Resumed);
+    assert_eq!(report.transfer.status, TransferStatus::Active);
+    assert_eq!(w.sandboxes().db().transfer(&t).unwrap().agent_id, None);
+    assert_eq!(w.sandboxes().live_count(), 0, "its sandbox is not kept unbound");
+    // The next reaper tick binds it.
+    assert_eq!(w.agents().repair_bindings().unwrap(), std::slice::from_ref(&t));
+    let a = w.conversation(&t);
+    w.assert_carried(&a);
+    w.assert_answers_the_next_message(&a, "one");
+    // Nothing left to repair.
+    assert!(w.agents().repair_bindings().unwrap().is_empty());
+}
+
+#[test]
+fn a_failed_registration_is_repaired_by_the_tick() {
+    let w = world();
+    let t = w.pushed();
+    w.fault(FaultStep::RegisterCarrier, 0, 1);
+    let report = w.activate(&t);
+    assert_eq!(report.transfer.status, TransferStatus::Active);
+    let agent = w
+        .sandboxes()
+        .db()
+        .transfer(&t)
+        .unwrap()
+        .agent_id
+        .expect("bound, not registered");
+    assert!(w.agents().carrier(&agent).is_none());
+    assert_eq!(w.sandboxes().live_count(), 0);
+    assert_eq!(w.agents().repair_bindings().unwrap(), std::slice::from_ref(&t));
+    let a = w.conversation(&t);
+    w.assert_answers_the_next_message(&a, "one");
+}
+
+#[test]
+fn a_failed_first_bind_is_repaired_by_a_restart() {
+    let w = world();
+    let t = w.pushed();
+    w.fault(FaultStep::AttachEndpoint, 0, ahp_host::store::MAX_WRITE_ATTEMPTS);
+    assert_eq!(w.activate(&t).transfer.status, TransferStatus::Active);
+    assert_eq!(w.sandboxes().db().transfer(&t).unwrap().agent_id, None);
+    // A successor process over the same database takes over.
+    let successor = host_over(w.dir.path(), &w.key, &w.clock);
+    successor.agents().take_over("interrupted").unwrap();
+    let agent = successor
+        .sandboxes()
+        .db()
+        .transfer(&t)
+        .unwrap()
+        .agent_id
+        .expect("bound at takeover");
+    assert!(successor.agents().carrier(&agent).is_some());
+    drop(w.host);
+    let w = World { host: successor, ..w };
+    let a = w.conversation(&t);
+    w.assert_answers_the_next_message(&a, "one");
+}
+
+#[test]
+fn a_sandbox_released_mid_turn_is_not_kept() {
+    let w = world();
+    // The small tier's wall clock leaves the sleeping turn room on a loaded machine.
+    let a = w.agent_at(Tier::Small);
+    assert_eq!(w.sandboxes().live_count(), 1);
+    w.post(&a, "reply-then-sleep 1500");
+    let agents = w.agents().clone();
+    let id = a.id.clone();
+    let turn = std::thread::spawn(move || agents.drive(&id).unwrap());
+    // Once the turn replied (it is now sleeping), release the agent.
+    let started = Instant::now();
+    while !w.replies(&a).contains(&"replied".to_owned()) {
+        assert!(started.elapsed() < Duration::from_secs(30), "the turn never replied");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    w.agents().release(&a.id);
+    let d = turn.join().unwrap();
+    assert_eq!(d.consumed, 1, "{d:?}");
+    assert_eq!(w.sandboxes().live_count(), 0, "the released sandbox was not put back");
+    assert!(w.agents().carrier(&a.id).is_none());
+}

@@ -1,0 +1,214 @@
+//! The wake carrier's side of wake delivery: what a host that carries agents records around a
+//! turn, so that no step of it can leave a wake stuck.
+//!
+//! A carrier claims a wake and crosses the fence with [`Store::claim_wake`] and
+//! [`Store::prepare_dispatch`] ([`attempt`](super::attempt)). Around that:
+//!
+//! - a claim it cannot take to the fence (a step before it failed) is given back at once with
+//!   [`Store::release_claim`]: the wake is pending again, not held until the claim lapses;
+//! - the end of a turn — its outcome and, for a turn that succeeded, the exact consume of its
+//!   wake — is **one** transaction, [`Store::finish_turn`]: the attempt goes from `dispatched`
+//!   straight to `consumed` (or to `delivery_unknown`), never to an `accepted` that waits for a
+//!   consume that may never come;
+//! - when the carrier knows no turn of it is running (its own turn's end could not be
+//!   recorded, or a claim found an unresolved dispatch in the way), it settles what is left
+//!   with [`Store::settle_unconfirmed_attempts`]: every dispatched or accepted attempt through
+//!   its endpoint becomes `delivery_unknown` — the same settlement reconciliation applies, and
+//!   never a redispatch;
+//! - [`Store::wake_ready_endpoints`] says which wake-capable endpoints have a wake to claim, so
+//!   a host's periodic safety net schedules only agents with work.
+
+use rusqlite::Transaction;
+
+use super::attempt::{
+    self, AttemptEvent, AttemptState, DispatchOutcome, DispatchTicket, WakeAttempt, check_attempt_id,
+    check_consume_token, load_attempt, load_attempt_for,
+};
+use super::endpoint::{self, AgentActor};
+use super::error::{ConversationError as Error, ConversationResult as Result};
+use super::idempotency::Mutation;
+use super::principal::{Caller, Scope};
+use super::wake::check_wake_id;
+use crate::clock::Timestamp;
+use crate::db::Store;
+
+/// Most endpoints [`Store::wake_ready_endpoints`] returns per page.
+pub const MAX_READY_PAGE: usize = 1000;
+
+/// Finishes the admitted attempt `a` of `actor` with `outcome`, consuming `wake` with
+/// `consume_token` for an accepted turn.
+fn finish_in(
+    tx: &Transaction<'_>,
+    actor: &AgentActor,
+    a: WakeAttempt,
+    wake: &str,
+    consume_token: &str,
+    outcome: DispatchOutcome,
+    now: Timestamp,
+) -> Result<Mutation<WakeAttempt>> {
+    if a.wake_id != wake {
+        // The attempt is the actor's, but not for this wake: the ticket was not minted for it.
+        return Err(Error::AttemptNotFound(a.id));
+    }
+    match outcome {
+        DispatchOutcome::Unknown => attempt::finish(tx, &actor.agent, a, AttemptEvent::Unknown, now),
+        DispatchOutcome::Accepted => {
+            if a.state.after(AttemptEvent::Consume).is_none() && a.state != AttemptState::Consumed {
+                return Err(Error::InvalidAttemptState {
+                    attempt: a.id,
+                    operation: "finish the turn of",
+                    state: a.state,
+                });
+            }
+            let consumed = attempt::consume(tx, actor, wake, consume_token, now)?;
+            let after = load_attempt(tx, &a.id)?;
+            Ok(if consumed.state_changed {
+                Mutation::changed(after)
+            } else {
+                Mutation::unchanged(after)
+            })
+        }
+    }
+}
+
+impl Store {
+    /// Records the end of a dispatched turn in one transaction: for
+    /// [`DispatchOutcome::Accepted`] (the turn succeeded) the exact consume of the ticket's wake
+    /// (as [`Store::consume_wake`]: wake, agent, current endpoint, generation and consume token
+    /// must all match), which takes the attempt from `dispatched` to `consumed`; for
+    /// [`DispatchOutcome::Unknown`] the attempt becomes `delivery_unknown`. Either commits
+    /// whole or not at all, so a failure leaves the attempt `dispatched` and the same call may
+    /// be made again; an exact retry after success is a no-op (`state_changed` false). Returns
+    /// the attempt as it now stands.
+    ///
+    /// # Errors
+    ///
+    /// The endpoint admission errors; [`Error::AttemptNotFound`] for an attempt not bound to
+    /// this endpoint or not for the ticket's wake; [`Error::InvalidAttemptState`] for an attempt
+    /// that can no longer take this outcome (e.g. already `delivery_unknown` when the turn is
+    /// reported accepted); [`Error::ConsumeRefused`] naming the field that did not match;
+    /// [`Error::InvalidInput`] for malformed ids or token; [`Error::MissingScope`].
+    pub fn finish_turn(
+        &mut self,
+        caller: &Caller,
+        actor: &AgentActor,
+        ticket: &DispatchTicket,
+        outcome: DispatchOutcome,
+    ) -> Result<Mutation<WakeAttempt>> {
+        caller.require(Scope::Manage)?;
+        actor.validate()?;
+        check_attempt_id(&ticket.attempt.id)?;
+        check_wake_id(&ticket.wake.id)?;
+        check_consume_token(&ticket.consume_token)?;
+        self.admitted(|s| {
+            let (tx, now) = s.begin_immediate()?;
+            endpoint::admit(&tx, caller, actor, now)?;
+            let a = load_attempt_for(&tx, &actor.endpoint, &ticket.attempt.id)?;
+            let finished = finish_in(&tx, actor, a, &ticket.wake.id, &ticket.consume_token, outcome, now)?;
+            tx.commit()?;
+            Ok(finished)
+        })
+    }
+
+    /// Gives back a claim the carrier will not take to the dispatch fence: the attempt becomes
+    /// `released` and its wake is pending again (audited as `wake_released`). Releasing an
+    /// attempt already released is a no-op.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidAttemptState`] for an attempt past the fence (finish it instead);
+    /// [`Error::AttemptNotFound`] for one not bound to this endpoint; the endpoint admission
+    /// errors; [`Error::InvalidInput`]; [`Error::MissingScope`].
+    pub fn release_claim(
+        &mut self,
+        caller: &Caller,
+        actor: &AgentActor,
+        attempt: &str,
+    ) -> Result<Mutation<WakeAttempt>> {
+        caller.require(Scope::Manage)?;
+        actor.validate()?;
+        check_attempt_id(attempt)?;
+        self.admitted(|s| {
+            let (tx, now) = s.begin_immediate()?;
+            endpoint::admit(&tx, caller, actor, now)?;
+            let a = load_attempt_for(&tx, &actor.endpoint, attempt)?;
+            match a.state {
+                AttemptState::Released => Ok(Mutation::unchanged(a)),
+                AttemptState::Claimed => {
+                    attempt::release(&tx, &a.id, &a.wake_id, now)?;
+                    let a = load_attempt(&tx, &a.id)?;
+                    tx.commit()?;
+                    Ok(Mutation::changed(a))
+                }
+                state => Err(Error::InvalidAttemptState {
+                    attempt: a.id,
+                    operation: "release",
+                    state,
+                }),
+            }
+        })
+    }
+
+    /// The carrier declares that no turn of the acting endpoint is running: every attempt
+    /// through it past the dispatch fence and not consumed — dispatched, or accepted — becomes
+    /// `delivery_unknown` (audited), exactly as reconciliation settles them; its wake is never
+    /// redispatched. Returns the attempts settled (none: a no-op).
+    ///
+    /// # Errors
+    ///
+    /// The endpoint admission errors; [`Error::MissingScope`].
+    pub fn settle_unconfirmed_attempts(&mut self, caller: &Caller, actor: &AgentActor) -> Result<Vec<WakeAttempt>> {
+        caller.require(Scope::Manage)?;
+        actor.validate()?;
+        self.admitted(|s| {
+            let (tx, now) = s.begin_immediate()?;
+            endpoint::admit(&tx, caller, actor, now)?;
+            let open = attempt::unconfirmed(&tx, &actor.endpoint)?;
+            let mut settled = Vec::with_capacity(open.len());
+            for a in open {
+                attempt::mark_unknown(&tx, &a, now)?;
+                settled.push(load_attempt(&tx, &a.id)?);
+            }
+            tx.commit()?;
+            Ok(settled)
+        })
+    }
+
+    /// Host-side: the attached, wake-capable endpoints whose agent has a wake not yet past the
+    /// dispatch fence (pending, or claimed), as the actor each was registered for, ordered by
+    /// endpoint id after the exclusive cursor `after`, at most `limit` — what a host carrying
+    /// agents schedules on its periodic safety net, matching them against the carriers it holds.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for a malformed cursor or a limit outside
+    /// 1..=[`MAX_READY_PAGE`]; [`Error::CorruptRow`] for a negative generation.
+    pub fn wake_ready_endpoints(&self, after: Option<&str>, limit: usize) -> Result<Vec<AgentActor>> {
+        if limit == 0 || limit > MAX_READY_PAGE {
+            return Err(Error::invalid("limit", format!("must be 1 to {MAX_READY_PAGE}")));
+        }
+        if let Some(a) = after {
+            endpoint::check_id(a)?;
+        }
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT e.id, e.agent_id, e.generation FROM agent_endpoints e
+             WHERE e.state = 'attached' AND e.wake_capable = 1 AND e.id > ?1
+               AND EXISTS (SELECT 1 FROM wakes w WHERE w.agent_id = e.agent_id AND w.state IN ('pending', 'claimed'))
+             ORDER BY e.id LIMIT ?2",
+        )?;
+        let rows = stmt.query_map((after.unwrap_or(""), limit as i64), |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?))
+        })?;
+        rows.map(|r| {
+            let (endpoint, agent, generation) = r?;
+            let generation = u64::try_from(generation)
+                .map_err(|_| Error::corrupt("agent_endpoints", format!("{endpoint}: generation")))?;
+            Ok(AgentActor {
+                agent,
+                endpoint,
+                generation,
+            })
+        })
+        .collect()
+    }
+}

@@ -1,0 +1,244 @@
+//! Injected transient faults: a test seam for the store's callers, so that a test can make one
+//! named step of the store's work fail exactly as a busy database makes it fail, and prove the
+//! caller recovers (the host's continuation controller, which must never lose an agent to a
+//! transient error).
+//!
+//! Not part of the store's API (hidden from its docs, and never armed by ahp itself): nothing
+//! happens unless a test calls [`Store::inject_transient_fault`]. An armed step fails with
+//! SQLite's own `SQLITE_BUSY` ("database is locked"), raised *inside* the real statement: a
+//! write step through a `TEMP` trigger on the table it writes (the trigger calls the function
+//! `ahp_fault`, which this seam registers on the connection), so the transaction rolls back
+//! exactly as it would under a competing writer, and the error is one
+//! [`Error::is_transient`](crate::Error::is_transient) (and
+//! [`ConversationError::is_transient`](crate::conversation::ConversationError::is_transient))
+//! recognise; the one read step ([`FaultStep::BudgetRead`]) from the read itself. Temp triggers
+//! live only on this connection and never reach the database file.
+//!
+//! Each armed step lets `pass` calls through, then fails the next `fail` calls, then passes
+//! again; [`Store::faults_fired`] says how many times it failed, so a test can assert that its
+//! fault was really met.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rusqlite::functions::FunctionFlags;
+
+use crate::db::Store;
+use crate::error::Result;
+
+/// A step of the store's work a test can make fail (see the [module docs](self)).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FaultStep {
+    /// `claim_wake` inserting its attempt.
+    ClaimWake,
+    /// `prepare_dispatch`: an attempt crossing the dispatch fence.
+    Dispatch,
+    /// A message authored by an agent (an agent's reply inside a turn) being appended.
+    AgentReply,
+    /// The end of a turn being recorded: an attempt becoming `accepted` or `consumed`.
+    FinishTurn,
+    /// An attempt becoming `delivery_unknown` (a reported or settled unknown outcome).
+    MarkUnknown,
+    /// An attached endpoint's lease being extended (`renew_carrier_lease`, `renew_endpoint`).
+    RenewLease,
+    /// A transfer's budget being read (`Store::budget`).
+    BudgetRead,
+    /// A new endpoint being attached (`bind_transfer_agent`, `attach_endpoint`).
+    AttachEndpoint,
+    /// An endpoint being registered as wake-capable (`register_wake_carrier`).
+    RegisterCarrier,
+}
+
+impl FaultStep {
+    /// Every step.
+    pub const ALL: &'static [FaultStep] = &[
+        Self::ClaimWake,
+        Self::Dispatch,
+        Self::AgentReply,
+        Self::FinishTurn,
+        Self::MarkUnknown,
+        Self::RenewLease,
+        Self::BudgetRead,
+        Self::AttachEndpoint,
+        Self::RegisterCarrier,
+    ];
+
+    /// The step's name (the `ahp_fault` argument, and its trigger's suffix).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::ClaimWake => "claim_wake",
+            Self::Dispatch => "dispatch",
+            Self::AgentReply => "agent_reply",
+            Self::FinishTurn => "finish_turn",
+            Self::MarkUnknown => "mark_unknown",
+            Self::RenewLease => "renew_lease",
+            Self::BudgetRead => "budget_read",
+            Self::AttachEndpoint => "attach_endpoint",
+            Self::RegisterCarrier => "register_carrier",
+        }
+    }
+
+    /// The `TEMP` trigger that raises the fault inside the step's write, or `None` for a read
+    /// step (checked by the read itself).
+    fn trigger(self) -> Option<&'static str> {
+        Some(match self {
+            Self::ClaimWake => "BEFORE INSERT ON main.wake_attempts",
+            Self::Dispatch => "BEFORE UPDATE ON main.wake_attempts WHEN NEW.state = 'dispatched'",
+            Self::AgentReply => "BEFORE INSERT ON main.messages WHEN NEW.author_kind = 'agent'",
+            Self::FinishTurn => "BEFORE UPDATE ON main.wake_attempts WHEN NEW.state IN ('accepted', 'consumed')",
+            Self::MarkUnknown => "BEFORE UPDATE ON main.wake_attempts WHEN NEW.state = 'delivery_unknown'",
+            Self::RenewLease => {
+                "BEFORE UPDATE OF lease_expires_at ON main.agent_endpoints
+                 WHEN NEW.state = 'attached' AND NEW.lease_expires_at <> OLD.lease_expires_at"
+            }
+            Self::AttachEndpoint => "BEFORE INSERT ON main.agent_endpoints",
+            Self::RegisterCarrier => "BEFORE UPDATE OF wake_capable ON main.agent_endpoints WHEN NEW.wake_capable = 1",
+            Self::BudgetRead => return None,
+        })
+    }
+
+    fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|s| s.name() == name)
+    }
+}
+
+/// How one armed step behaves.
+#[derive(Debug, Clone, Copy, Default)]
+struct Arm {
+    pass: u32,
+    fail: u32,
+    fired: u32,
+}
+
+/// The armed steps of one connection.
+#[derive(Debug, Default)]
+pub(crate) struct FaultPlan(Mutex<HashMap<FaultStep, Arm>>);
+
+impl FaultPlan {
+    /// Whether `step` fails now (counting the call).
+    fn hit(&self, step: FaultStep) -> bool {
+        let mut arms = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(arm) = arms.get_mut(&step) else {
+            return false;
+        };
+        if arm.pass > 0 {
+            arm.pass -= 1;
+            return false;
+        }
+        if arm.fail > 0 {
+            arm.fail -= 1;
+            arm.fired += 1;
+            return true;
+        }
+        false
+    }
+}
+
+/// The error a busy database gives: `SQLITE_BUSY`, "database is locked".
+fn busy() -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY), None)
+}
+
+impl Store {
+    /// Test seam (see the [module docs](self)): lets the next `pass` calls of `step` through,
+    /// then makes the `fail` calls after them fail with `SQLITE_BUSY`. Arming a step again
+    /// replaces its counts (and keeps how often it fired).
+    ///
+    /// # Errors
+    ///
+    /// Only if SQLite refuses the function or the trigger.
+    #[doc(hidden)]
+    pub fn inject_transient_fault(&mut self, step: FaultStep, pass: u32, fail: u32) -> Result<()> {
+        let plan = match &self.faults {
+            Some(p) => p.clone(),
+            None => {
+                let plan = Arc::new(FaultPlan::default());
+                let in_sql = plan.clone();
+                self.conn
+                    .create_scalar_function("ahp_fault", 1, FunctionFlags::SQLITE_UTF8, move |cx| {
+                        let name: String = cx.get(0)?;
+                        match FaultStep::from_name(&name) {
+                            Some(step) if in_sql.hit(step) => Err(busy()),
+                            _ => Ok(0_i64),
+                        }
+                    })?;
+                self.faults = Some(plan.clone());
+                plan
+            }
+        };
+        {
+            let mut arms = plan.0.lock().unwrap_or_else(PoisonError::into_inner);
+            let arm = arms.entry(step).or_default();
+            arm.pass = pass;
+            arm.fail = fail;
+        }
+        if let Some(when) = step.trigger() {
+            let name = step.name();
+            self.conn.execute_batch(&format!(
+                "CREATE TEMP TRIGGER IF NOT EXISTS ahp_fault_{name} {when}
+                 BEGIN SELECT ahp_fault('{name}'); END;"
+            ))?;
+        }
+        Ok(())
+    }
+
+    /// Test seam: how many times `step` has failed since it was first armed.
+    #[doc(hidden)]
+    pub fn faults_fired(&self, step: FaultStep) -> u32 {
+        self.faults.as_ref().map_or(0, |p| {
+            let arms = p.0.lock().unwrap_or_else(PoisonError::into_inner);
+            arms.get(&step).map_or(0, |a| a.fired)
+        })
+    }
+
+    /// Fails a read step if a test armed it (a no-op check otherwise).
+    pub(crate) fn fault_point(&self, step: FaultStep) -> Result<()> {
+        match &self.faults {
+            Some(p) if p.hit(step) => Err(busy().into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_armed_step_fails_as_a_busy_database_then_passes() {
+        let mut store = Store::open_in_memory().unwrap();
+        store.inject_transient_fault(FaultStep::BudgetRead, 1, 2).unwrap();
+        let read = |s: &Store| s.budget("tr_000000000000000000000001");
+        assert!(read(&store).is_ok(), "the first call passes");
+        for _ in 0..2 {
+            let e = read(&store).unwrap_err();
+            assert!(e.is_transient(), "{e}");
+        }
+        assert!(read(&store).is_ok(), "then it passes again");
+        assert_eq!(store.faults_fired(FaultStep::BudgetRead), 2);
+        assert_eq!(store.faults_fired(FaultStep::ClaimWake), 0);
+    }
+
+    #[test]
+    fn a_write_step_fails_inside_its_statement_and_rolls_back() {
+        let mut store = Store::open_in_memory().unwrap();
+        store.inject_transient_fault(FaultStep::AttachEndpoint, 0, 1).unwrap();
+        let caller = crate::conversation::Caller::full("account:alice").unwrap();
+        let card = crate::conversation::AgentCard {
+            handle: "a".into(),
+            display_name: "A".into(),
+            description: String::new(),
+            specialties: vec![],
+        };
+        let agent = store.create_agent(&caller, &card, "k").unwrap().value;
+        let before = store.connection().serialize(rusqlite::MAIN_DB).unwrap().to_vec();
+        let lease = std::time::Duration::from_secs(60);
+        let e = store.attach_endpoint(&caller, &agent.id, lease, "a1").unwrap_err();
+        assert!(e.is_transient(), "{e}");
+        let after = store.connection().serialize(rusqlite::MAIN_DB).unwrap().to_vec();
+        assert_eq!(before, after, "the failed step changed nothing");
+        assert_eq!(store.faults_fired(FaultStep::AttachEndpoint), 1);
+        assert!(store.attach_endpoint(&caller, &agent.id, lease, "a1").is_ok());
+    }
+}
