@@ -6,13 +6,14 @@
 //! interface that needs the Store's fuel), never the other way round.
 
 use std::cell::Cell;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use ahp_store::SnapshotInput;
 use ahp_store::conversation::{AgentActor, Caller, Wake};
 use wasmtime::StoreContextMut;
 
+use crate::carrier::Carriers;
 use crate::policy::Grants;
 use crate::shared_store::{SharedStore, StoreLock};
 use crate::vault::Vault;
@@ -25,6 +26,16 @@ pub const MAX_REPORTS_PER_TURN: u32 = 256;
 pub const MAX_SAVES_PER_TURN: u32 = 64;
 /// Inbox and transcript reads one turn may make.
 pub const MAX_READS_PER_TURN: u32 = 1024;
+/// `checkpoint.load` calls one turn may make: like saves, a turn loads its working memory once
+/// or a few times, and each load copies up to the tier's checkpoint ceiling out of the database.
+pub const MAX_LOADS_PER_TURN: u32 = 64;
+/// `metering.budget` calls one turn may make: like reports, since each settles the CPU meter
+/// first (a durable write whenever fuel was burnt since the last settlement) and then reads
+/// the budget.
+pub const MAX_BUDGET_CALLS_PER_TURN: u32 = 256;
+/// `conversations.consume` calls one turn may make: four inbox pages' worth. A consume that
+/// has something to do is a durable write; deliveries a turn cannot consume stay queued.
+pub const MAX_CONSUMES_PER_TURN: u32 = 256;
 
 /// Per-turn counts of the host calls that are bounded per turn, so a guest cannot turn cheap
 /// calls into an unbounded stream of durable writes (each is an fsync) or database reads.
@@ -38,6 +49,12 @@ pub struct TurnCalls {
     pub saves: u32,
     /// `conversations.inbox` and `conversations.transcript` calls.
     pub reads: u32,
+    /// `checkpoint.load` calls.
+    pub loads: u32,
+    /// `metering.budget` calls.
+    pub budgets: u32,
+    /// `conversations.consume` calls.
+    pub consumes: u32,
 }
 
 /// The conversation turn a sandbox is running: set by the controller for `turn`, absent for
@@ -76,6 +93,9 @@ pub struct AgentCtx {
     pub turn: Option<TurnCtx>,
     /// Time this turn spent in the database (reads and commits, lock waits included).
     pub store_time: Cell<Duration>,
+    /// The process's carriers, told whom the agent's replies woke (weak: the controller owns
+    /// the sandboxes, not the other way round; a dangling handle schedules nobody).
+    pub carriers: Weak<dyn Carriers>,
 }
 
 impl AgentCtx {
@@ -174,6 +194,7 @@ pub(crate) mod test_support {
             calls: TurnCalls::default(),
             turn: None,
             store_time: Cell::new(Duration::ZERO),
+            carriers: Weak::<crate::carrier::NoCarriers>::new(),
         };
         (state, dir)
     }

@@ -51,6 +51,7 @@ impl RawRunner {
                 grants.clone(),
                 db.clone(),
                 vault.clone(),
+                std::sync::Weak::<crate::carrier::NoCarriers>::new(),
             )
         });
         Ok(Self {

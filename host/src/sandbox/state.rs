@@ -3,7 +3,7 @@
 //! (its transfer's snapshot and allow-lists, handles to the database and vault).
 
 use std::cell::Cell;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use ahp_store::{SnapshotInput, TierLimits};
@@ -18,6 +18,7 @@ use super::egress::{CredentialSource, EgressHooks, EgressMeter};
 use super::host_resources;
 use super::limits::{Ceilings, Limiter};
 use super::meter::{self, Meter};
+use crate::carrier::Carriers;
 use crate::interfaces::{AgentCtx, AgentView, Metered, TurnCalls};
 use crate::policy::Grants;
 use crate::shared_store::SharedStore;
@@ -53,6 +54,7 @@ impl SandboxState {
         grants: Arc<Grants>,
         db: SharedStore,
         vault: Arc<dyn Vault>,
+        carriers: Weak<dyn Carriers>,
     ) -> Self {
         let log = MemoryOutputPipe::new(MAX_GUEST_LOG_BYTES);
         // Defaults of WasiCtxBuilder: no args, no environment, no preopens, stdin empty. The
@@ -100,6 +102,7 @@ impl SandboxState {
                 calls: TurnCalls::default(),
                 turn: None,
                 store_time: Cell::new(Duration::ZERO),
+                carriers,
             },
             meter: Meter::new(ceilings.fuel_per_turn),
             turn_started: Instant::now(),
