@@ -98,7 +98,7 @@ impl Host {
             acting: Acting::Human,
             body: body.to_owned(),
             reply_to: None,
-            idempotency: IdempotencyKey::Key(body.to_owned()),
+            idempotency: IdempotencyKey::Key(body.replace(' ', "_")),
         };
         self.sandboxes.db().post_message(&self.operator, &new).unwrap().value.id
     }
