@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ahp_host::agents::AgentsConfig;
 use ahp_host::guests;
 use ahp_host::host::HostBuilder;
 use ahp_host::sandbox::{
@@ -32,11 +33,20 @@ struct Host {
 }
 
 fn host_with(cap: CeilingCap) -> Host {
+    host_with_workers(cap, AgentsConfig::default().workers)
+}
+
+/// A host whose controller runs `workers` turns at once.
+fn host_with_workers(cap: CeilingCap, workers: usize) -> Host {
     let dir = tempfile::tempdir().unwrap();
     let key = TokenKey::random();
     let db = Store::open_in_memory().unwrap().with_token_key(key.clone());
     let host = HostBuilder::new(db, PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandbox-cache"))
         .cap(cap)
+        .agents(AgentsConfig {
+            workers,
+            ..AgentsConfig::default()
+        })
         .vault(Arc::new(ahp_host::vault::DirVault::open(dir.path().join("vault")).unwrap()))
         .build()
         .unwrap();
@@ -138,8 +148,10 @@ mod replies {
 
     #[test]
     fn an_agent_to_agent_reply_schedules_the_other_agent_within_one_commit() {
-        let h = host_with(CeilingCap::default());
-        let ((_, a), (_, b)) = (h.prober(), h.prober());
+        // One worker, so the controller's order is deterministic: the opportunities the two
+        // bindings scheduled run B first, then A.
+        let h = host_with_workers(CeilingCap::default(), 1);
+        let ((_, b), (_, a)) = (h.prober(), h.prober());
         let cv = h.conversation(&[&a, &b]);
         h.post(&cv, &format!("ask {a} echo ping"));
         // B handles the human's message first, alone: it is not asked, says nothing, and has
@@ -147,8 +159,8 @@ mod replies {
         assert_eq!(h.host.agents().drive(&b).unwrap().consumed, 1);
         assert_eq!(h.transcript(&cv).len(), 1);
 
-        // The controller runs; nothing ticks (no reaper): A answers the human, and B must
-        // answer A because A's reply scheduled it.
+        // The controller runs; nothing ticks (no reaper): B's opportunity finds nothing to do,
+        // A answers the human, and B must answer A because A's reply scheduled it.
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let started = Instant::now();
         runtime.spawn(h.host.agents().clone().run_workers());
