@@ -37,6 +37,12 @@ pub const MAX_BUDGET_CALLS_PER_TURN: u32 = 256;
 /// has something to do is a durable write; deliveries a turn cannot consume stay queued.
 pub const MAX_CONSUMES_PER_TURN: u32 = 256;
 
+/// The queue guests take the database lock through, one guest at a time (see
+/// [`AgentCtx::db`]); the host's other clients (tools, console, controller) take the lock
+/// directly and so compete with at most one guest. Process-wide: guests of every host in the
+/// process queue together, which only serializes them more.
+static GUEST_GATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Per-turn counts of the host calls that are bounded per turn, so a guest cannot turn cheap
 /// calls into an unbounded stream of durable writes (each is an fsync) or database reads.
 #[derive(Debug, Default, Clone, Copy)]
@@ -99,11 +105,29 @@ pub struct AgentCtx {
 }
 
 impl AgentCtx {
-    /// Runs `f` on the database under the host's lock policy, adding the time spent (lock wait
-    /// included) to [`store_time`](Self::store_time).
+    /// Runs `f` on the database under the host's lock policy, then waits as long as it held
+    /// the lock, adding the time spent (lock wait and that pause included) to
+    /// [`store_time`](Self::store_time).
+    ///
+    /// This is the guests' fair share of the one database lock. The lock is not FIFO: a guest
+    /// looping on a host call releases it and takes it straight back (or another looping guest
+    /// does) before the thread it woke runs, starving every other client — measured: one
+    /// `get_status` waiting 0.3 to 0.9 s behind sixteen guests looping on `inbox` and the like.
+    /// So guests queue for the lock one at a time ([`GUEST_GATE`]): whoever else waits competes
+    /// with one guest, not all of them; and each guest then pauses as long as it held the lock,
+    /// so it holds it at most half of its time in host calls and a woken waiter gets it
+    /// meanwhile. The pause counts against the turn's wall clock like any host work; an honest
+    /// call pays microseconds.
     pub fn db<R>(&self, f: impl FnOnce(&mut ahp_store::Store) -> R) -> R {
         let started = Instant::now();
-        let result = f(&mut self.db.locked());
+        let (result, held) = {
+            let _turn = GUEST_GATE.locked();
+            let mut db = self.db.locked();
+            let acquired = Instant::now();
+            let result = f(&mut db);
+            (result, acquired.elapsed())
+        };
+        std::thread::sleep(held);
         self.store_time.set(self.store_time.get() + started.elapsed());
         result
     }
