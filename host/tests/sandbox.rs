@@ -1049,7 +1049,16 @@ const HOSTILE: &[(&str, &str)] = &[
 /// The host calls the stress test's looping guests hammer (turn-prober `hammer <call>`, one
 /// conversation turn each, looping on the call for as long as the turn lasts): every call the
 /// `ahp:agent` interfaces serve from the database, and the in-memory snapshot read.
-const HAMMERED: &[&str] = &["load", "save", "budget", "report", "consume", "inbox", "transcript", "messages"];
+const HAMMERED: &[&str] = &[
+    "load",
+    "save",
+    "budget",
+    "report",
+    "consume",
+    "inbox",
+    "transcript",
+    "messages",
+];
 
 /// Documented bound of the stress test: each of the 50 hostile `nano` guests may make the host
 /// hold at most its linear memory ceiling plus its host-resource bound; 64 MiB more for the
@@ -1093,7 +1102,8 @@ fn stress_probe() {
         .collect();
     // Agents whose turn loops on one host call, two per call, each told so in its own
     // conversation (activated and posted to before the run starts).
-    let operator = ahp_host::store::conversation::Caller::full(ahp_host::store::conversation::OPERATOR_SUBJECT).unwrap();
+    let operator =
+        ahp_host::store::conversation::Caller::full(ahp_host::store::conversation::OPERATOR_SUBJECT).unwrap();
     let hammering: Vec<(String, &str)> = HAMMERED
         .iter()
         .chain(HAMMERED)
@@ -1104,7 +1114,12 @@ fn stress_probe() {
                 title: "hammer".into(),
                 agents: vec![agent.clone()],
             };
-            let cv = sandboxes.db().create_conversation(&operator, &new, &id).unwrap().value.id;
+            let cv = sandboxes
+                .db()
+                .create_conversation(&operator, &new, &id)
+                .unwrap()
+                .value
+                .id;
             let ask = ahp_host::store::conversation::NewMessage {
                 conversation: cv,
                 acting: ahp_host::store::conversation::Acting::Human,

@@ -47,7 +47,9 @@ fn host_with_workers(cap: CeilingCap, workers: usize) -> Host {
             workers,
             ..AgentsConfig::default()
         })
-        .vault(Arc::new(ahp_host::vault::DirVault::open(dir.path().join("vault")).unwrap()))
+        .vault(Arc::new(
+            ahp_host::vault::DirVault::open(dir.path().join("vault")).unwrap(),
+        ))
         .build()
         .unwrap();
     let sandboxes = host.sandboxes().clone();
@@ -166,7 +168,10 @@ mod replies {
         runtime.spawn(h.host.agents().clone().run_workers());
         let answer = loop {
             let t = h.transcript(&cv);
-            if let Some(m) = t.iter().find(|m| matches!(&m.author, Author::Agent { agent_id, .. } if *agent_id == b)) {
+            if let Some(m) = t
+                .iter()
+                .find(|m| matches!(&m.author, Author::Agent { agent_id, .. } if *agent_id == b))
+            {
                 break (t.clone(), m.clone());
             }
             assert!(

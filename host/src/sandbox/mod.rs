@@ -64,8 +64,8 @@ use self::state::SandboxState;
 use crate::carrier::{Carriers, NoCarriers};
 use crate::interfaces::TurnCtx;
 pub use crate::interfaces::context::{
-    MAX_BUDGET_CALLS_PER_TURN, MAX_CONSUMES_PER_TURN, MAX_LOADS_PER_TURN, MAX_READS_PER_TURN,
-    MAX_REPORTS_PER_TURN, MAX_RESOLUTIONS_PER_TURN, MAX_SAVES_PER_TURN,
+    MAX_BUDGET_CALLS_PER_TURN, MAX_CONSUMES_PER_TURN, MAX_LOADS_PER_TURN, MAX_READS_PER_TURN, MAX_REPORTS_PER_TURN,
+    MAX_RESOLUTIONS_PER_TURN, MAX_SAVES_PER_TURN,
 };
 use crate::policy::Policy;
 use crate::shared_store::{SharedStore, StoreLock};
@@ -432,7 +432,10 @@ impl Sandboxes {
             grants,
             self.store.clone(),
             self.vault.clone(),
-            self.carriers.get().cloned().unwrap_or_else(|| Weak::<NoCarriers>::new()),
+            self.carriers
+                .get()
+                .cloned()
+                .unwrap_or_else(|| Weak::<NoCarriers>::new()),
         );
         let mut store = wasmtime::Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
