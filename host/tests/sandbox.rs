@@ -424,9 +424,8 @@ fn metering_ticks_while_the_guest_runs() {
         .map(|u| u["amountMicroUsd"].as_u64().unwrap())
         .collect();
     // 0.25 CPU-s at 20 micro-USD per CPU-s is 5 micro-USD, charged by the host without the
-    // guest reporting anything. (A call-free loop is settled at the end of the turn: wasmtime
-    // only writes the fuel counter back to the Store at calls, so an epoch tick inside such a
-    // loop sees no fuel burnt. Guests that make calls are settled at ticks too.)
+    // guest reporting anything, at ticks as the loop runs: fuel is handed out an interval at
+    // a time (`FUEL_FLUSH_INTERVAL`), so even a call-free loop's fuel reaches the meter.
     assert!(!compute.is_empty(), "{compute:?}");
     assert_eq!(compute.iter().sum::<u64>(), 5);
     assert_eq!(report.compute_micro_usd, 5);
