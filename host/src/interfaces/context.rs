@@ -43,6 +43,12 @@ pub const MAX_CONSUMES_PER_TURN: u32 = 256;
 /// process queue together, which only serializes them more.
 static GUEST_GATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Database calls a turn makes before each further one pauses as long as it held the lock
+/// (see [`AgentCtx::db`]): more than an honest turn makes — 64 replies, their consumes, a few
+/// pages of inbox and transcript, checkpoint and metering — and far fewer than a guest looping
+/// on a host call reaches.
+pub const UNPACED_STORE_CALLS_PER_TURN: u32 = 160;
+
 /// Per-turn counts of the host calls that are bounded per turn, so a guest cannot turn cheap
 /// calls into an unbounded stream of durable writes (each is an fsync) or database reads.
 #[derive(Debug, Default, Clone, Copy)]
@@ -99,6 +105,8 @@ pub struct AgentCtx {
     pub turn: Option<TurnCtx>,
     /// Time this turn spent in the database (reads and commits, lock waits included).
     pub store_time: Cell<Duration>,
+    /// Database calls this turn made (see [`db`](Self::db)).
+    pub store_calls: Cell<u32>,
     /// The process's carriers, told whom the agent's replies woke (weak: the controller owns
     /// the sandboxes, not the other way round; a dangling handle schedules nobody).
     pub carriers: Weak<dyn Carriers>,
@@ -116,8 +124,10 @@ impl AgentCtx {
     /// So guests queue for the lock one at a time ([`GUEST_GATE`]): whoever else waits competes
     /// with one guest, not all of them; and each guest then pauses as long as it held the lock,
     /// so it holds it at most half of its time in host calls and a woken waiter gets it
-    /// meanwhile. The pause counts against the turn's wall clock like any host work; an honest
-    /// call pays microseconds.
+    /// meanwhile. The pause counts against the turn's wall clock like any host work. A turn's
+    /// first [`UNPACED_STORE_CALLS_PER_TURN`] calls do not pause, so an honest turn (a burst of
+    /// 64 replies and their consumes) runs at full speed; only a guest looping past that is
+    /// paced.
     pub fn db<R>(&self, f: impl FnOnce(&mut ahp_store::Store) -> R) -> R {
         let started = Instant::now();
         let (result, held) = {
@@ -127,7 +137,11 @@ impl AgentCtx {
             let result = f(&mut db);
             (result, acquired.elapsed())
         };
-        std::thread::sleep(held);
+        let calls = self.store_calls.get().saturating_add(1);
+        self.store_calls.set(calls);
+        if calls > UNPACED_STORE_CALLS_PER_TURN {
+            std::thread::sleep(held);
+        }
         self.store_time.set(self.store_time.get() + started.elapsed());
         result
     }
@@ -136,6 +150,7 @@ impl AgentCtx {
     pub fn start_turn(&mut self, turn: Option<TurnCtx>) {
         self.calls = TurnCalls::default();
         self.store_time.set(Duration::ZERO);
+        self.store_calls.set(0);
         self.turn = turn;
     }
 }
@@ -218,6 +233,7 @@ pub(crate) mod test_support {
             calls: TurnCalls::default(),
             turn: None,
             store_time: Cell::new(Duration::ZERO),
+            store_calls: Cell::new(0),
             carriers: Weak::<crate::carrier::NoCarriers>::new(),
         };
         (state, dir)

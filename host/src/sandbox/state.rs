@@ -102,6 +102,7 @@ impl SandboxState {
                 calls: TurnCalls::default(),
                 turn: None,
                 store_time: Cell::new(Duration::ZERO),
+                store_calls: Cell::new(0),
                 carriers,
             },
             meter: Meter::new(ceilings.fuel_per_turn),
