@@ -51,7 +51,6 @@ impl RawRunner {
                 grants.clone(),
                 db.clone(),
                 vault.clone(),
-                std::sync::Weak::<crate::carrier::NoCarriers>::new(),
             )
         });
         Ok(Self {

@@ -61,7 +61,7 @@ pub use self::limits::{Ceiling, CeilingCap, Ceilings};
 pub use self::meter::{COMPUTE_KIND, FUEL_FLUSH_INTERVAL, METER_QUANTUM_FUEL};
 pub use self::state::MAX_GUEST_LOG_BYTES;
 use self::state::SandboxState;
-use crate::carrier::{Carriers, NoCarriers};
+use crate::carrier::Carriers;
 use crate::interfaces::TurnCtx;
 pub use crate::interfaces::context::{
     MAX_BUDGET_CALLS_PER_TURN, MAX_CONSUMES_PER_TURN, MAX_LOADS_PER_TURN, MAX_READS_PER_TURN, MAX_REPORTS_PER_TURN,
@@ -424,7 +424,7 @@ impl Sandboxes {
         let limits = tier.limits();
         let ceilings = self.cap.tighten(limits);
         let grants = Arc::new(self.policy().grants(&snapshot.mcp_config));
-        let state = SandboxState::new(
+        let mut state = SandboxState::new(
             t.id.clone(),
             Arc::new(snapshot),
             limits,
@@ -432,11 +432,10 @@ impl Sandboxes {
             grants,
             self.store.clone(),
             self.vault.clone(),
-            self.carriers
-                .get()
-                .cloned()
-                .unwrap_or_else(|| Weak::<NoCarriers>::new()),
         );
+        if let Some(carriers) = self.carriers.get() {
+            state.agent.carriers = carriers.clone();
+        }
         let mut store = wasmtime::Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         // Hand fuel out an interval at a time, so that the fuel burnt reaches the Store even in

@@ -18,7 +18,7 @@ use super::egress::{CredentialSource, EgressHooks, EgressMeter};
 use super::host_resources;
 use super::limits::{Ceilings, Limiter};
 use super::meter::{self, Meter};
-use crate::carrier::Carriers;
+use crate::carrier::NoCarriers;
 use crate::interfaces::{AgentCtx, AgentView, Metered, TurnCalls};
 use crate::policy::Grants;
 use crate::shared_store::SharedStore;
@@ -54,7 +54,6 @@ impl SandboxState {
         grants: Arc<Grants>,
         db: SharedStore,
         vault: Arc<dyn Vault>,
-        carriers: Weak<dyn Carriers>,
     ) -> Self {
         let log = MemoryOutputPipe::new(MAX_GUEST_LOG_BYTES);
         // Defaults of WasiCtxBuilder: no args, no environment, no preopens, stdin empty. The
@@ -103,7 +102,8 @@ impl SandboxState {
                 turn: None,
                 store_time: Cell::new(Duration::ZERO),
                 store_calls: Cell::new(0),
-                carriers,
+                // Nobody until the host's controller is set (`Sandboxes::prepare`).
+                carriers: Weak::<NoCarriers>::new(),
             },
             meter: Meter::new(ceilings.fuel_per_turn),
             turn_started: Instant::now(),
