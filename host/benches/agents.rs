@@ -300,11 +300,13 @@ fn thousand() {
     let workers = runtime.spawn(agents.clone().run_workers());
     let started = Instant::now();
     for (i, cv) in conversations.iter().enumerate() {
-        host.sandboxes()
-            .db()
-            .post_message(&operator, &message(cv, "echo hello", &format!("m{i}")))
-            .unwrap();
-        ahp_host::carrier::Carriers::message_posted(agents.as_ref(), cv);
+        ahp_host::posting::post(
+            &mut host.sandboxes().db(),
+            agents.as_ref(),
+            &operator,
+            &message(cv, "echo hello", &format!("m{i}")),
+        )
+        .unwrap();
     }
     let posted = started.elapsed();
     let replied = loop {

@@ -1,19 +1,23 @@
-//! The readiness flag: whether this process holds the live wake carrier of an endpoint.
+//! The readiness flag, and the scheduler: whether this process holds the live wake carrier of an
+//! endpoint, and how a committed post tells it whom to run.
 //!
 //! A transferred agent's endpoint is wake-capable because its sandbox lives in some `ahp serve`
 //! process; the store records the endpoint and its generation, but only the process knows
 //! whether it still holds the sandbox. Every surface that shows an agent's readiness
 //! (`productionAutoResumeAvailable` in `list_agent_identities`, the console's agent cards)
-//! asks a [`Carriers`].
+//! asks a [`Carriers`]; every surface that posts ([`crate::posting`]) hands it the agents the
+//! post woke.
 
 /// What this process knows about the wake carriers it holds.
 pub trait Carriers: Send + Sync + 'static {
     /// Whether this process holds the live carrier for `endpoint` at controller `generation`.
     fn holds(&self, endpoint: &str, generation: u64) -> bool;
 
-    /// A message was committed to `conversation`: schedule a dispatch opportunity for every
-    /// agent of it this process carries. Nothing by default.
-    fn message_posted(&self, _conversation: &str) {}
+    /// A committed post woke `agents` (`agt_…`, what the store's `post_message` returned):
+    /// schedule a dispatch opportunity for each this process carries. It must not read the
+    /// store (it runs on whatever thread posted, possibly with the store locked). Nothing by
+    /// default.
+    fn schedule_woken(&self, _agents: &[String]) {}
 }
 
 /// A process that holds no carriers (the CLI, a surface without a controller, tests).

@@ -100,6 +100,9 @@ impl HostBuilder {
         let store = share(self.store);
         let sandboxes = Arc::new(Sandboxes::open(&self.sandbox, store.clone(), vault)?);
         let agents = Arc::new(Agents::new(sandboxes.clone(), self.agents));
+        // The controller schedules the agents an agent's reply woke (weak: it owns the sandboxes).
+        let carriers: std::sync::Weak<dyn crate::carrier::Carriers> = Arc::downgrade(&agents) as _;
+        sandboxes.schedule_through(carriers);
         Ok(Host {
             store,
             sandboxes,

@@ -8,7 +8,8 @@
 //! - [`sandbox`]: the turn executor — wasmtime sandboxes under tier ceilings, metered against
 //!   the budget.
 //! - [`interfaces`]: the host side of each `ahp:agent` WIT interface, through [`interfaces::AgentCtx`].
-//! - [`carrier`]: the readiness flag (which wake carriers this process holds).
+//! - [`carrier`]: the readiness flag (which wake carriers this process holds) and the scheduler.
+//! - [`posting`]: the one post path every surface takes, which schedules the agents a post woke.
 //! - [`shared_store`]: the one database handle and its lock policy.
 //! - [`vault`]: credential references to secrets.
 //! - [`policy`]: the operator's credential and egress policy, which snapshots can only narrow.
@@ -28,6 +29,7 @@ pub mod host;
 pub mod interfaces;
 pub mod mcp;
 pub mod policy;
+pub mod posting;
 pub mod sandbox;
 pub mod shared_store;
 #[doc(hidden)]

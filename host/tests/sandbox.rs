@@ -424,9 +424,8 @@ fn metering_ticks_while_the_guest_runs() {
         .map(|u| u["amountMicroUsd"].as_u64().unwrap())
         .collect();
     // 0.25 CPU-s at 20 micro-USD per CPU-s is 5 micro-USD, charged by the host without the
-    // guest reporting anything. (A call-free loop is settled at the end of the turn: wasmtime
-    // only writes the fuel counter back to the Store at calls, so an epoch tick inside such a
-    // loop sees no fuel burnt. Guests that make calls are settled at ticks too.)
+    // guest reporting anything, at ticks as the loop runs: fuel is handed out an interval at
+    // a time (`FUEL_FLUSH_INTERVAL`), so even a call-free loop's fuel reaches the meter.
     assert!(!compute.is_empty(), "{compute:?}");
     assert_eq!(compute.iter().sum::<u64>(), 5);
     assert_eq!(report.compute_micro_usd, 5);
@@ -1046,6 +1045,20 @@ const HOSTILE: &[(&str, &str)] = &[
     ("deep-recursion", "{}"),
 ];
 
+/// The host calls the stress test's looping guests hammer (turn-prober `hammer <call>`, one
+/// conversation turn each, looping on the call for as long as the turn lasts): every call the
+/// `ahp:agent` interfaces serve from the database, and the in-memory snapshot read.
+const HAMMERED: &[&str] = &[
+    "load",
+    "save",
+    "budget",
+    "report",
+    "consume",
+    "inbox",
+    "transcript",
+    "messages",
+];
+
 /// Documented bound of the stress test: each of the 50 hostile `nano` guests may make the host
 /// hold at most its linear memory ceiling plus its host-resource bound; 64 MiB more for the
 /// honest activations, the audit rows and the allocator.
@@ -1086,6 +1099,37 @@ fn stress_probe() {
             (id, tok, component)
         })
         .collect();
+    // Agents whose turn loops on one host call, two per call, each told so in its own
+    // conversation (activated and posted to before the run starts).
+    let operator =
+        ahp_host::store::conversation::Caller::full(ahp_host::store::conversation::OPERATOR_SUBJECT).unwrap();
+    let hammering: Vec<(String, &str)> = HAMMERED
+        .iter()
+        .chain(HAMMERED)
+        .map(|&call| {
+            let (id, tok) = pushed("{}", Tier::Nano, "turn-prober");
+            let agent = host.activate(&id, &tok).unwrap().transfer.agent_id.unwrap();
+            let new = ahp_host::store::conversation::NewConversation {
+                title: "hammer".into(),
+                agents: vec![agent.clone()],
+            };
+            let cv = sandboxes
+                .db()
+                .create_conversation(&operator, &new, &id)
+                .unwrap()
+                .value
+                .id;
+            let ask = ahp_host::store::conversation::NewMessage {
+                conversation: cv,
+                acting: ahp_host::store::conversation::Acting::Human,
+                body: format!("hammer {call}"),
+                reply_to: None,
+                idempotency: ahp_host::store::conversation::IdempotencyKey::Key(id.clone()),
+            };
+            sandboxes.db().post_message(&operator, &ask).unwrap();
+            (agent, call)
+        })
+        .collect();
     let inventory = serde_json::to_string(&inventory()).unwrap();
     std::fs::write("/proc/self/clear_refs", "5").unwrap();
     let before = proc_status_bytes("VmRSS:");
@@ -1095,6 +1139,13 @@ fn stress_probe() {
         .map(|(id, tok, component)| {
             let s = host.clone();
             std::thread::spawn(move || (component, s.activate(&id, &tok).unwrap().outcome))
+        })
+        .collect();
+    let hammers: Vec<_> = hammering
+        .into_iter()
+        .map(|(agent, call)| {
+            let agents = host.agents().clone();
+            std::thread::spawn(move || (call, agents.drive(&agent).unwrap()))
         })
         .collect();
     // Honest activations (small tier: 15 s of wall clock on a shared 2-core machine) while the
@@ -1147,6 +1198,10 @@ fn stress_probe() {
             "{component} was not stopped by a ceiling: {outcome:?}"
         );
     }
+    for t in hammers {
+        let (call, drive) = t.join().unwrap();
+        assert_eq!(drive.unknown, 1, "the turn hammering {call} was not stopped: {drive:?}");
+    }
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut latencies = poller.join().unwrap();
     latencies.sort();
@@ -1186,7 +1241,7 @@ fn fifty_hostile_guests_beside_honest_activations() {
     let bound = stress_rss_bound(50);
     assert!(growth <= bound, "peak RSS grew {growth} bytes; the bound is {bound}");
     eprintln!(
-        "stress: 50 hostile + 10 honest in {} ms, peak RSS growth {} MiB (bound {} MiB), get_status p99 {} µs",
+        "stress: 50 hostile + 16 host-call-looping + 10 honest in {} ms, peak RSS growth {} MiB (bound {} MiB), get_status p99 {} µs",
         value("elapsed_ms="),
         growth >> 20,
         bound >> 20,

@@ -1,8 +1,13 @@
 //! Hostile, controllable guest for the host's conversation-turn tests. `resume` succeeds at
 //! once; each `turn` reads its queued deliveries and acts on the body of the *first* one:
 //!
-//! - `echo`, or anything not listed below: replies `echo: <body>` to every queued delivery and
-//!   consumes each, up to the 64 replies a turn may make (the rest wait for the next wake);
+//! - `echo`, or anything not listed below: handles every queued delivery by its own body and
+//!   consumes each, up to the 64 replies a turn may make (the rest wait for the next wake):
+//!   - `ask <agent-id> <text>`: the agent `<agent-id>` replies `<text>`; any other says nothing
+//!     (so a test can make one prober talk to another);
+//!   - `echo: …` (another prober's echo): no reply, so two probers do not echo each other
+//!     forever;
+//!   - anything else: replies `echo: <body>`;
 //! - `reply-then-sleep <ms>`: replies `replied` to that message, consumes nothing, then sleeps
 //!   `<ms>` milliseconds (`std::thread::sleep`, a blocking `wasi:io/poll`) and returns `Ok`: a
 //!   window in which to kill the host after the reply and before the wake is consumed;
@@ -14,13 +19,18 @@
 //!   (or saying that the body was accepted);
 //! - `transcript`: replies with the number of messages in that message's conversation, read
 //!   page by page through its transcript, and consumes it;
-//! - `noop`: returns `Ok` without replying or consuming.
+//! - `noop`: returns `Ok` without replying or consuming;
+//! - `count <call> <n>`: makes `<n>` calls of the host call `<call>` (see [`host_call`]),
+//!   stopping at the first refusal, then replies `<k> <call> calls, then: <the refusal, or
+//!   nothing>` and returns `Ok` (the message stays queued unless `<call>` is `consume`);
+//! - `hammer <call>`: calls `<call>` in a loop, ignoring refusals, until the turn is stopped
+//!   (fuel, wall clock, or a trap).
 //!
 //! With an empty inbox a turn returns `Ok`.
 
 use std::time::Duration;
 
-use ahp_guest::{Agent, conversations};
+use ahp_guest::{Agent, checkpoint, conversations, metering, snapshot};
 
 /// The body of the `big` reply: one KiB over a message's bound.
 const BIG_REPLY_BYTES: usize = 65 * 1024;
@@ -73,14 +83,73 @@ impl Agent for TurnProber {
                 first.consume()?;
             }
             "noop" => {}
+            "count" => {
+                let (call, n) = argument.split_once(' ').ok_or("count needs a call and a number")?;
+                let n: u32 = n.trim().parse().map_err(|_| "count needs a number")?;
+                let mut made = 0_u32;
+                let mut refusal = None;
+                while made < n {
+                    match host_call(call, first) {
+                        Ok(()) => made += 1,
+                        Err(e) => {
+                            refusal = Some(e);
+                            break;
+                        }
+                    }
+                }
+                let refusal = refusal.as_deref().unwrap_or("nothing");
+                first.reply(&format!("{made} {call} calls, then: {refusal}"))?;
+            }
+            "hammer" => loop {
+                let _ = host_call(argument.trim(), first);
+            },
             _ => {
+                let me = conversations::wake().map(|w| w.agent_id).unwrap_or_default();
                 for delivery in queued.iter().take(conversations::MAX_REPLIES) {
-                    delivery.reply(&format!("echo: {}", delivery.message().body))?;
+                    let body = delivery.message().body.trim();
+                    match body.split_once(' ') {
+                        Some(("ask", rest)) => {
+                            if let Some((whom, text)) = rest.split_once(' ')
+                                && whom == me
+                            {
+                                delivery.reply(text)?;
+                            }
+                        }
+                        _ if body.starts_with("echo: ") => {}
+                        _ => {
+                            delivery.reply(&format!("echo: {}", delivery.message().body))?;
+                        }
+                    }
                     delivery.consume()?;
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// One host call by name, for `count` and `hammer`: `load` (`checkpoint.load`), `save`
+/// (`checkpoint.save` of one byte), `budget` (`metering.budget`, which has no error: past its
+/// bound it traps), `report` (`metering.report` of 1 micro-USD), `consume` (of `delivery`),
+/// `inbox` and `transcript` (one-entry pages), `messages` (a one-entry page of the snapshot's
+/// history) — the refusal as text.
+fn host_call(call: &str, delivery: &conversations::Delivery) -> Result<(), String> {
+    let text = |e: &dyn std::fmt::Display| e.to_string();
+    match call {
+        "load" => checkpoint::load_bytes().map(drop).map_err(|e| text(&e)),
+        "save" => checkpoint::save_bytes(b"x").map_err(|e| text(&e)),
+        "budget" => {
+            std::hint::black_box(metering::budget());
+            Ok(())
+        }
+        "report" => metering::report("model_tokens", 1).map(drop).map_err(|e| text(&e)),
+        "consume" => delivery.consume().map_err(|e| text(&e)),
+        "inbox" => conversations::inbox_page(0, 1, false).map(drop).map_err(|e| text(&e)),
+        "transcript" => conversations::transcript_page(&delivery.message().conversation_id, 0, 1)
+            .map(drop)
+            .map_err(|e| text(&e)),
+        "messages" => snapshot::messages_page(0, 1).map(drop).map_err(|e| text(&e)),
+        other => Err(format!("no host call named {other:?}")),
     }
 }
 

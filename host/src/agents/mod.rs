@@ -6,11 +6,12 @@
 //! endpoint; if the component takes turns (`ahp:agent@0.2.0`), this process registers itself as
 //! the endpoint's wake carrier and holds it ([`Carriers`]: the readiness flag).
 //!
-//! **The controller** (the conversation seed's semantics). A message commit, a wake consume, a
-//! carrier registration and an activation each *schedule* a dispatch opportunity for an agent
-//! ([`Agents::schedule`]): a bounded, deduplicated queue ([`queue`]), no polling loop. A
-//! worker takes the agent and [`drives`](Agents::drive) it: claims its pending wake through the
-//! exact endpoint and generation (`claim_wake`), crosses the durable dispatch fence
+//! **The controller** (the conversation seed's semantics). A message commit (by any surface,
+//! through [`crate::posting`], for the agents it woke), a wake consume, a carrier registration
+//! and an activation each *schedule* a dispatch opportunity for an agent ([`Agents::schedule`]):
+//! a bounded, deduplicated queue ([`queue`]), no polling loop. A worker takes the agent and
+//! [`drives`](Agents::drive) it: claims its pending wake through the exact endpoint and
+//! generation (`claim_wake`), crosses the durable dispatch fence
 //! (`prepare_dispatch`), runs one `turn` in the sandbox under the tier's fuel and wall clock
 //! ([`turn`]), records the outcome (`finish_dispatch`), and only after the turn returned `ok`
 //! exact-consumes the wake — that consume is what proves the turn ran. The budget is read
@@ -158,8 +159,10 @@ impl Carriers for Agents {
             .any(|c| c.actor.endpoint == endpoint && c.actor.generation == generation)
     }
 
-    fn message_posted(&self, conversation: &str) {
-        self.schedule_conversation(conversation);
+    fn schedule_woken(&self, agents: &[String]) {
+        for agent in agents {
+            self.schedule(agent);
+        }
     }
 }
 
@@ -246,20 +249,6 @@ impl Agents {
         }
         if self.queue.locked().push(agent) {
             self.ready.notify_one();
-        }
-    }
-
-    /// Schedules every agent of `conversation` this process carries (after a message commit).
-    pub fn schedule_conversation(&self, conversation: &str) {
-        let agents = match self.sandboxes.db().operator_conversation(conversation, 0, 1) {
-            Ok((cv, _)) => cv.agents,
-            Err(e) => {
-                tracing::warn!(%conversation, error = %e, "cannot read the conversation to schedule its agents");
-                return;
-            }
-        };
-        for agent in agents {
-            self.schedule(&agent);
         }
     }
 

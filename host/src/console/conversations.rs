@@ -293,12 +293,11 @@ pub(super) async fn post_message(
         idempotency: IdempotencyKey::Key(form.idempotency),
     };
     let talker = p.talker.clone();
-    let refusal = match talk(&console, move |s| s.post_message(&talker, &new)).await {
+    let carriers = console.carriers.clone();
+    // The one post path: it schedules the agents the post woke, on `talk`'s blocking thread.
+    let posting = move |s: &mut Store| crate::posting::post(s, carriers.as_ref(), &talker, &new);
+    let refusal = match talk(&console, posting).await {
         Ok(posted) => {
-            if posted.state_changed {
-                // A message commit is a dispatch opportunity for the agents this host carries.
-                console.carriers.message_posted(&id);
-            }
             return Redirect::to(&format!("/console/conversations/{id}#{}", posted.value.id)).into_response();
         }
         Err(Refusal::Domain(e)) => e,

@@ -1,7 +1,8 @@
-//! `ahp:agent/checkpoint`: durable working memory, bounded by the tier.
+//! `ahp:agent/checkpoint`: durable working memory, bounded by the tier; saves and loads are
+//! counted per turn ([`MAX_SAVES_PER_TURN`], [`MAX_LOADS_PER_TURN`]).
 
 use super::bindings::v0_2::ahp::agent::checkpoint::{Error, Host};
-use super::context::{AgentCtx, MAX_SAVES_PER_TURN};
+use super::context::{AgentCtx, MAX_LOADS_PER_TURN, MAX_SAVES_PER_TURN};
 
 impl Host for AgentCtx {
     fn save(&mut self, state: Vec<u8>) -> Result<(), Error> {
@@ -20,6 +21,12 @@ impl Host for AgentCtx {
     }
 
     fn load(&mut self) -> Result<Option<Vec<u8>>, Error> {
+        self.calls.loads += 1;
+        if self.calls.loads > MAX_LOADS_PER_TURN {
+            return Err(Error::Unavailable(format!(
+                "more than {MAX_LOADS_PER_TURN} loads in one turn"
+            )));
+        }
         self.db(|db| db.load_checkpoint(&self.transfer))
             .map(|c| c.map(|c| c.state))
             .map_err(|e| Error::Unavailable(e.to_string()))
@@ -44,5 +51,22 @@ mod tests {
         }
         assert!(matches!(st.save(b"y".to_vec()), Err(Error::Unavailable(_))));
         assert_eq!(st.load().unwrap().unwrap(), b"x");
+    }
+
+    #[test]
+    fn loads_are_bounded_per_turn() {
+        let (mut st, _dir) = state(0, ahp_store::Tier::Nano);
+        st.save(b"memory".to_vec()).unwrap();
+        for _ in 0..MAX_LOADS_PER_TURN {
+            assert_eq!(st.load().unwrap().unwrap(), b"memory");
+        }
+        let past = st.load().unwrap_err();
+        assert!(
+            matches!(&past, Error::Unavailable(m) if m == "more than 64 loads in one turn"),
+            "{past:?}"
+        );
+        // The next turn starts its count again.
+        st.start_turn(None);
+        assert_eq!(st.load().unwrap().unwrap(), b"memory");
     }
 }

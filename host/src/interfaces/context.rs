@@ -6,13 +6,14 @@
 //! interface that needs the Store's fuel), never the other way round.
 
 use std::cell::Cell;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use ahp_store::SnapshotInput;
 use ahp_store::conversation::{AgentActor, Caller, Wake};
 use wasmtime::StoreContextMut;
 
+use crate::carrier::Carriers;
 use crate::policy::Grants;
 use crate::shared_store::{SharedStore, StoreLock};
 use crate::vault::Vault;
@@ -25,6 +26,28 @@ pub const MAX_REPORTS_PER_TURN: u32 = 256;
 pub const MAX_SAVES_PER_TURN: u32 = 64;
 /// Inbox and transcript reads one turn may make.
 pub const MAX_READS_PER_TURN: u32 = 1024;
+/// `checkpoint.load` calls one turn may make: like saves, a turn loads its working memory once
+/// or a few times, and each load copies up to the tier's checkpoint ceiling out of the database.
+pub const MAX_LOADS_PER_TURN: u32 = 64;
+/// `metering.budget` calls one turn may make: like reports, since each settles the CPU meter
+/// first (a durable write whenever fuel was burnt since the last settlement) and then reads
+/// the budget.
+pub const MAX_BUDGET_CALLS_PER_TURN: u32 = 256;
+/// `conversations.consume` calls one turn may make: four inbox pages' worth. A consume that
+/// has something to do is a durable write; deliveries a turn cannot consume stay queued.
+pub const MAX_CONSUMES_PER_TURN: u32 = 256;
+
+/// The queue guests take the database lock through, one guest at a time (see
+/// [`AgentCtx::db`]); the host's other clients (tools, console, controller) take the lock
+/// directly and so compete with at most one guest. Process-wide: guests of every host in the
+/// process queue together, which only serializes them more.
+static GUEST_GATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Database calls a turn makes before each further one pauses as long as it held the lock
+/// (see [`AgentCtx::db`]): more than an honest turn makes — 64 replies, their consumes, a few
+/// pages of inbox and transcript, checkpoint and metering — and far fewer than a guest looping
+/// on a host call reaches.
+pub const UNPACED_STORE_CALLS_PER_TURN: u32 = 160;
 
 /// Per-turn counts of the host calls that are bounded per turn, so a guest cannot turn cheap
 /// calls into an unbounded stream of durable writes (each is an fsync) or database reads.
@@ -38,6 +61,12 @@ pub struct TurnCalls {
     pub saves: u32,
     /// `conversations.inbox` and `conversations.transcript` calls.
     pub reads: u32,
+    /// `checkpoint.load` calls.
+    pub loads: u32,
+    /// `metering.budget` calls.
+    pub budgets: u32,
+    /// `conversations.consume` calls.
+    pub consumes: u32,
 }
 
 /// The conversation turn a sandbox is running: set by the controller for `turn`, absent for
@@ -76,14 +105,43 @@ pub struct AgentCtx {
     pub turn: Option<TurnCtx>,
     /// Time this turn spent in the database (reads and commits, lock waits included).
     pub store_time: Cell<Duration>,
+    /// Database calls this turn made (see [`db`](Self::db)).
+    pub store_calls: Cell<u32>,
+    /// The process's carriers, told whom the agent's replies woke (weak: the controller owns
+    /// the sandboxes, not the other way round; a dangling handle schedules nobody).
+    pub carriers: Weak<dyn Carriers>,
 }
 
 impl AgentCtx {
-    /// Runs `f` on the database under the host's lock policy, adding the time spent (lock wait
-    /// included) to [`store_time`](Self::store_time).
+    /// Runs `f` on the database under the host's lock policy, then waits as long as it held
+    /// the lock, adding the time spent (lock wait and that pause included) to
+    /// [`store_time`](Self::store_time).
+    ///
+    /// This is the guests' fair share of the one database lock. The lock is not FIFO: a guest
+    /// looping on a host call releases it and takes it straight back (or another looping guest
+    /// does) before the thread it woke runs, starving every other client — measured: one
+    /// `get_status` waiting 0.3 to 0.9 s behind sixteen guests looping on `inbox` and the like.
+    /// So guests queue for the lock one at a time ([`GUEST_GATE`]): whoever else waits competes
+    /// with one guest, not all of them; and each guest then pauses as long as it held the lock,
+    /// so it holds it at most half of its time in host calls and a woken waiter gets it
+    /// meanwhile. The pause counts against the turn's wall clock like any host work. A turn's
+    /// first [`UNPACED_STORE_CALLS_PER_TURN`] calls do not pause, so an honest turn (a burst of
+    /// 64 replies and their consumes) runs at full speed; only a guest looping past that is
+    /// paced.
     pub fn db<R>(&self, f: impl FnOnce(&mut ahp_store::Store) -> R) -> R {
         let started = Instant::now();
-        let result = f(&mut self.db.locked());
+        let (result, held) = {
+            let _turn = GUEST_GATE.locked();
+            let mut db = self.db.locked();
+            let acquired = Instant::now();
+            let result = f(&mut db);
+            (result, acquired.elapsed())
+        };
+        let calls = self.store_calls.get().saturating_add(1);
+        self.store_calls.set(calls);
+        if calls > UNPACED_STORE_CALLS_PER_TURN {
+            std::thread::sleep(held);
+        }
         self.store_time.set(self.store_time.get() + started.elapsed());
         result
     }
@@ -92,6 +150,7 @@ impl AgentCtx {
     pub fn start_turn(&mut self, turn: Option<TurnCtx>) {
         self.calls = TurnCalls::default();
         self.store_time.set(Duration::ZERO);
+        self.store_calls.set(0);
         self.turn = turn;
     }
 }
@@ -174,6 +233,8 @@ pub(crate) mod test_support {
             calls: TurnCalls::default(),
             turn: None,
             store_time: Cell::new(Duration::ZERO),
+            store_calls: Cell::new(0),
+            carriers: Weak::<crate::carrier::NoCarriers>::new(),
         };
         (state, dir)
     }

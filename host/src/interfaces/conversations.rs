@@ -6,7 +6,9 @@
 //! admission, participation checks and bounds apply as they do to any other caller. A reply's
 //! identity is the turn's wake id and its index among the turn's replies
 //! ([`IdempotencyKey::WakeReply`]): the same wake's turn, run again, resolves to the messages
-//! already posted. Outside a turn (`resume`) every call but `current-wake` is refused with
+//! already posted. A reply is posted through [`crate::posting`], which schedules the agents it
+//! woke at once. Reads ([`MAX_READS_PER_TURN`]) and consumes ([`MAX_CONSUMES_PER_TURN`]) are
+//! counted per turn. Outside a turn (`resume`) every call but `current-wake` is refused with
 //! `no-wake`.
 
 use ahp_store::conversation::bounds::{MAX_MESSAGE_BODY_BYTES, MAX_WAKE_REPLY_OPERATIONS};
@@ -15,7 +17,8 @@ use ahp_store::conversation::{
 };
 
 use super::bindings::v0_2::ahp::agent::conversations::{Author, Delivery, Error, Host, Message, Wake};
-use super::context::{AgentCtx, MAX_READS_PER_TURN, TurnCtx};
+use super::context::{AgentCtx, MAX_CONSUMES_PER_TURN, MAX_READS_PER_TURN, TurnCtx};
+use crate::carrier::{Carriers, NoCarriers};
 
 /// Largest page one `inbox` or `transcript` call returns.
 pub const MAX_PAGE: u32 = 64;
@@ -78,12 +81,24 @@ impl Host for AgentCtx {
         // too, and a retried turn makes the same calls in the same order.
         turn.replies += 1;
         let caller = turn.caller.clone();
-        let posted = self.db(|db| db.post_message(&caller, &new)).map_err(refusal)?;
+        // The one post path: the agents this reply woke are scheduled at once, not on the tick.
+        let carriers = self.carriers.upgrade();
+        let carriers: &dyn Carriers = carriers.as_deref().unwrap_or(&NoCarriers);
+        let posted = self
+            .db(|db| crate::posting::post(db, carriers, &caller, &new))
+            .map_err(refusal)?;
         Ok(message(posted.value))
     }
 
     fn consume(&mut self, message_id: String) -> Result<(), Error> {
         let turn = self.turn.as_ref().ok_or(Error::NoWake)?.clone();
+        self.calls.consumes += 1;
+        if self.calls.consumes > MAX_CONSUMES_PER_TURN {
+            return Err(Error::Refused(format!(
+                "more than {MAX_CONSUMES_PER_TURN} consumes in one turn"
+            )));
+        }
+        // A consume with nothing to do is answered from a read (the store's `consume_delivery`).
         self.db(|db| db.consume_delivery(&turn.caller, &turn.actor, &message_id))
             .map(|_| ())
             .map_err(refusal)

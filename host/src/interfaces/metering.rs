@@ -4,13 +4,14 @@
 //! functions need the Store itself: they settle the CPU meter first ([`Metered`]) and then cut
 //! the fuel left to what the budget still pays for. The same two functions are linked under
 //! both versions of the package (`@0.1.0` and `@0.2.0`); only the generated types differ.
+//! Both are counted per turn ([`MAX_REPORTS_PER_TURN`], [`MAX_BUDGET_CALLS_PER_TURN`]).
 
 use ahp_store::{Error as StoreError, MAX_USAGE_REPORT_MICRO_USD};
 use wasmtime::StoreContextMut;
 use wasmtime::component::Linker;
 
 use super::bindings::{v0_1, v0_2};
-use super::context::{MAX_REPORTS_PER_TURN, Metered};
+use super::context::{MAX_BUDGET_CALLS_PER_TURN, MAX_REPORTS_PER_TURN, Metered};
 
 /// The usage kind compute spend is recorded under; reserved to the host.
 pub const COMPUTE_KIND: &str = "compute";
@@ -53,6 +54,7 @@ macro_rules! link_version {
             },
         )?;
         inst.func_wrap("budget", move |mut cx: StoreContextMut<'_, T>, (): ()| {
+            count_budget_call(&mut cx)?;
             T::settle(&mut cx)?;
             Ok((to_budget(budget(&mut cx)),))
         })?;
@@ -105,6 +107,20 @@ fn report<T: Metered>(
             Ok(Err(Refusal::Insolvent))
         }
     }
+}
+
+/// Counts one `budget` call against [`MAX_BUDGET_CALLS_PER_TURN`]. `budget` has no error to
+/// return (its WIT signature is infallible), so a call past the bound is a limit breach: it
+/// traps, and the turn ends as trapped.
+fn count_budget_call<T: Metered>(cx: &mut StoreContextMut<'_, T>) -> wasmtime::Result<()> {
+    let st = cx.data_mut().agent();
+    st.calls.budgets += 1;
+    if st.calls.budgets > MAX_BUDGET_CALLS_PER_TURN {
+        return Err(wasmtime::format_err!(
+            "more than {MAX_BUDGET_CALLS_PER_TURN} metering.budget calls in one turn"
+        ));
+    }
+    Ok(())
 }
 
 fn budget<T: Metered>(cx: &mut StoreContextMut<'_, T>) -> Budget {

@@ -526,41 +526,38 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<PostMessageArgs>,
     ) -> Result<Json<PostMessageResult>, ToolError> {
-        let result = self
-            .run(&ext, move |s, c| {
-                let who = acting(a.agent_id, a.endpoint_id, a.controller_generation)?;
-                let idempotency = match (a.idempotency_key, a.wake_id, a.operation_index) {
-                    (Some(k), None, None) => IdempotencyKey::Key(k),
-                    (None, Some(wake), Some(index)) => IdempotencyKey::WakeReply { wake, index },
-                    _ => {
-                        return Err(ToolError::invalid(
-                            "invalid idempotencyKey: give either idempotencyKey, or wakeId with operationIndex",
-                        ));
-                    }
-                };
-                renew(s, c, &who)?;
-                let new = NewMessage {
-                    conversation: a.conversation_id,
-                    acting: who,
-                    body: a.body,
-                    reply_to: a.reply_to,
-                    idempotency,
-                };
-                let m = s.post_message(c, &new)?;
-                Ok(Json(PostMessageResult {
-                    conversation_id: m.value.conversation_id.clone(),
-                    message_id: m.value.id.clone(),
-                    seq: m.value.seq,
-                    replayed: m.replayed,
-                    state_changed: m.state_changed,
-                    message: (&m.value).into(),
-                }))
-            })
-            .await?;
-        if result.0.state_changed {
-            self.carriers.message_posted(&result.0.conversation_id);
-        }
-        Ok(result)
+        let carriers = self.carriers.clone();
+        self.run(&ext, move |s, c| {
+            let who = acting(a.agent_id, a.endpoint_id, a.controller_generation)?;
+            let idempotency = match (a.idempotency_key, a.wake_id, a.operation_index) {
+                (Some(k), None, None) => IdempotencyKey::Key(k),
+                (None, Some(wake), Some(index)) => IdempotencyKey::WakeReply { wake, index },
+                _ => {
+                    return Err(ToolError::invalid(
+                        "invalid idempotencyKey: give either idempotencyKey, or wakeId with operationIndex",
+                    ));
+                }
+            };
+            renew(s, c, &who)?;
+            let new = NewMessage {
+                conversation: a.conversation_id,
+                acting: who,
+                body: a.body,
+                reply_to: a.reply_to,
+                idempotency,
+            };
+            // The one post path: it schedules the agents the post woke, on this blocking thread.
+            let m = crate::posting::post(s, carriers.as_ref(), c, &new)?;
+            Ok(Json(PostMessageResult {
+                conversation_id: m.value.conversation_id.clone(),
+                message_id: m.value.id.clone(),
+                seq: m.value.seq,
+                replayed: m.replayed,
+                state_changed: m.state_changed,
+                message: (&m.value).into(),
+            }))
+        })
+        .await
     }
 
     /// An agent's inbox after the exclusive `afterDeliveryOrder`, through its exact endpoint:

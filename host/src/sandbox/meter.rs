@@ -8,10 +8,16 @@
 //! what the remaining budget still pays for, so spend reported by the guest mid-turn (model
 //! tokens) shrinks its CPU allowance at once.
 //!
-//! Measured limit (wasmtime 48): Cranelift keeps a function's fuel counter in a register and
-//! writes it back to the Store only around calls, so an epoch tick inside a call-free loop sees
-//! no fuel burnt and that loop is settled at the end of its turn. The budget bound below does
-//! not depend on ticks: fuel is granted only up to what the budget pays for.
+//! **Call-free loops.** Cranelift keeps a function's fuel counter in a register and writes it
+//! back to the Store only around calls (wasmtime 48, `func_environ.rs`): the epoch check is a
+//! libcall that does not write it back, so an epoch tick inside a call-free loop sees no fuel
+//! burnt — and a loop trapped there by the wall clock would lose the fuel it burnt since its
+//! last call, running uncharged. So every Store runs with a fuel *yield interval* of
+//! [`FUEL_FLUSH_INTERVAL`]: the guest's fuel is handed out that much at a time, and refilling it
+//! is an out-of-gas libcall that does write the counter back. A tick, a settlement and the
+//! wall-clock trap therefore see the fuel burnt to within one interval, call-free loop or not.
+//! The budget bound below does not depend on ticks: fuel is granted only up to what the budget
+//! pays for.
 //!
 //! Charges are computed on the *cumulative* fuel of the sandbox (`ceil(total × rate)` minus what
 //! was already charged), so rounding never accumulates: compute spend exceeds the exact price
@@ -27,6 +33,13 @@ use super::state::SandboxState;
 /// Unsettled fuel that triggers a settlement at the next epoch tick: 0.1 CPU-second. Smaller
 /// means fresher spend figures and more database writes (one fsync each).
 pub const METER_QUANTUM_FUEL: u64 = 100_000_000;
+
+/// Fuel handed to a running guest at a time (the Store's fuel yield interval): 0.01 CPU-second,
+/// so what the meter sees lags what a call-free loop burnt by at most this (see the module
+/// docs). Each refill is an out-of-gas libcall and an async yield, about a microsecond: smaller
+/// intervals cost measurably more (10k fuel doubles a loop's run time), larger ones make the
+/// fuel a wall-clock trap can leave uncharged larger.
+pub const FUEL_FLUSH_INTERVAL: u64 = 10_000_000;
 
 pub use crate::interfaces::metering::COMPUTE_KIND;
 

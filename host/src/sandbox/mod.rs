@@ -48,7 +48,7 @@ mod sweep;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, Weak};
 
 use ahp_store::{EventKind, Transfer};
 use serde_json::json;
@@ -60,12 +60,14 @@ pub use self::counts::ComponentCounts;
 use self::engine::{EngineConfig, EpochTicker, build_engine};
 use self::instance::{AgentInstance, AgentPre};
 pub use self::limits::{Ceiling, CeilingCap, Ceilings};
-pub use self::meter::{COMPUTE_KIND, METER_QUANTUM_FUEL};
+pub use self::meter::{COMPUTE_KIND, FUEL_FLUSH_INTERVAL, METER_QUANTUM_FUEL};
 pub use self::state::MAX_GUEST_LOG_BYTES;
 use self::state::SandboxState;
+use crate::carrier::Carriers;
 use crate::interfaces::TurnCtx;
 pub use crate::interfaces::context::{
-    MAX_READS_PER_TURN, MAX_REPORTS_PER_TURN, MAX_RESOLUTIONS_PER_TURN, MAX_SAVES_PER_TURN,
+    MAX_BUDGET_CALLS_PER_TURN, MAX_CONSUMES_PER_TURN, MAX_LOADS_PER_TURN, MAX_READS_PER_TURN, MAX_REPORTS_PER_TURN,
+    MAX_RESOLUTIONS_PER_TURN, MAX_SAVES_PER_TURN,
 };
 use crate::policy::Policy;
 use crate::shared_store::{SharedStore, StoreLock};
@@ -277,6 +279,9 @@ pub struct Sandboxes {
     vault: Arc<dyn Vault>,
     cap: CeilingCap,
     policy: RwLock<Arc<Policy>>,
+    /// Whom a guest's reply schedules: set once by the host builder (see
+    /// [`schedule_through`](Self::schedule_through)).
+    carriers: OnceLock<Weak<dyn Carriers>>,
     engine: Engine,
     _ticker: EpochTicker,
 }
@@ -311,6 +316,7 @@ impl Sandboxes {
             vault,
             cap: config.cap,
             policy: RwLock::new(Arc::new(config.policy.clone())),
+            carriers: OnceLock::new(),
             engine,
             _ticker: ticker,
         })
@@ -325,6 +331,14 @@ impl Sandboxes {
     /// live ones keep the grants they started with.
     pub fn set_policy(&self, policy: Policy) {
         *self.policy.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(policy);
+    }
+
+    /// Makes `carriers` (the host's controller) the scheduler of every sandbox set up from now
+    /// on: an agent's `reply` schedules the agents it woke through it, as every other post does
+    /// ([`crate::posting`]). Set once; a later call is ignored. Without it replies schedule
+    /// nobody (a host without a controller).
+    pub fn schedule_through(&self, carriers: Weak<dyn Carriers>) {
+        let _ = self.carriers.set(carriers);
     }
 
     /// The engine every sandbox of this host runs on.
@@ -423,7 +437,7 @@ impl Sandboxes {
         let limits = tier.limits();
         let ceilings = self.cap.tighten(limits);
         let grants = Arc::new(self.policy().grants(&snapshot.mcp_config));
-        let state = SandboxState::new(
+        let mut state = SandboxState::new(
             t.id.clone(),
             Arc::new(snapshot),
             limits,
@@ -432,12 +446,22 @@ impl Sandboxes {
             self.store.clone(),
             self.vault.clone(),
         );
+        if let Some(carriers) = self.carriers.get() {
+            state.agent.carriers = carriers.clone();
+        }
         let mut store = wasmtime::Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
+        // Hand fuel out an interval at a time, so that the fuel burnt reaches the Store even in
+        // a call-free loop: what the epoch callback, the settlements and a wall-clock trap see.
+        store
+            .fuel_async_yield_interval(Some(meter::FUEL_FLUSH_INTERVAL))
+            .map_err(|e| Error::Wasmtime(format!("{e:#}")))?;
         store.epoch_deadline_callback(|mut cx| {
             let st = cx.data();
             if st.turn_started.elapsed() > st.ceilings.wall_clock_per_turn {
                 cx.data_mut().limiter.breach = Some(Ceiling::WallClock);
+                // Charge what the guest burnt before trapping it (the turn settles again after).
+                meter::settle(&mut cx)?;
                 return Err(wasmtime::format_err!("wall-clock ceiling reached"));
             }
             if meter::unsettled(&cx) >= METER_QUANTUM_FUEL {

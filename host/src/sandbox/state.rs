@@ -3,7 +3,7 @@
 //! (its transfer's snapshot and allow-lists, handles to the database and vault).
 
 use std::cell::Cell;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use ahp_store::{SnapshotInput, TierLimits};
@@ -18,6 +18,7 @@ use super::egress::{CredentialSource, EgressHooks, EgressMeter};
 use super::host_resources;
 use super::limits::{Ceilings, Limiter};
 use super::meter::{self, Meter};
+use crate::carrier::NoCarriers;
 use crate::interfaces::{AgentCtx, AgentView, Metered, TurnCalls};
 use crate::policy::Grants;
 use crate::shared_store::SharedStore;
@@ -100,6 +101,9 @@ impl SandboxState {
                 calls: TurnCalls::default(),
                 turn: None,
                 store_time: Cell::new(Duration::ZERO),
+                store_calls: Cell::new(0),
+                // Nobody until the host's controller is set (`Sandboxes::prepare`).
+                carriers: Weak::<NoCarriers>::new(),
             },
             meter: Meter::new(ceilings.fuel_per_turn),
             turn_started: Instant::now(),

@@ -163,6 +163,11 @@ impl Store {
     /// Marks the acting agent's delivery of `message` consumed. Desired-state idempotent: an
     /// already consumed delivery is returned with `state_changed = false`. Never touches a wake.
     ///
+    /// A no-op — a delivery already consumed, a message not delivered to this agent, a refused
+    /// endpoint — is answered from a read transaction and never takes the database's write lock,
+    /// so a guest consuming the same message in a loop costs reads, not writes. Only a queued
+    /// delivery is consumed, in its own `BEGIN IMMEDIATE` transaction that checks again.
+    ///
     /// # Errors
     ///
     /// [`Error::MessageNotFound`] if the message was not delivered to this agent (or does not
@@ -177,6 +182,9 @@ impl Store {
         actor.validate()?;
         message::check_id(message)?;
         self.admitted(|s| {
+            if let Some(consumed) = s.consumed_delivery(caller, actor, message)? {
+                return Ok(Mutation::unchanged(consumed));
+            }
             let (tx, now) = s.begin_immediate()?;
             endpoint::admit(&tx, caller, actor, now)?;
             let d = load(&tx, &actor.agent, message)?;
@@ -200,5 +208,15 @@ impl Store {
             tx.commit()?;
             Ok(Mutation::changed(d))
         })
+    }
+
+    /// The read half of [`consume_delivery`](Self::consume_delivery): admits the actor and
+    /// loads its delivery in a read transaction; `Some` if it is already consumed (nothing to
+    /// do), `None` if it is queued (the write transaction consumes it).
+    fn consumed_delivery(&mut self, caller: &Caller, actor: &AgentActor, message: &str) -> Result<Option<Delivery>> {
+        let (tx, now) = self.begin_read()?;
+        endpoint::admit(&tx, caller, actor, now)?;
+        let d = load(&tx, &actor.agent, message)?;
+        Ok((d.state == DeliveryState::Consumed).then_some(d))
     }
 }

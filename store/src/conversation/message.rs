@@ -107,6 +107,37 @@ impl std::fmt::Debug for NewMessage {
     }
 }
 
+/// What `post_message` did: the message, as a [`Mutation`] reports it, and the agents the post
+/// woke — the recipients of the deliveries it created, in the conversation's participant order.
+///
+/// A replayed post created no delivery and woke nobody: its `woken` is empty (the original post
+/// already woke its recipients, and their wakes are durable). So is that of a post into a
+/// conversation with no other agent participant. The field names of [`Mutation`] are kept so
+/// that a caller reads a post's outcome like any other mutation's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Posted {
+    /// The message as it now is (for a replay: the original message).
+    pub value: TranscriptMessage,
+    /// This call was an exact replay of an earlier one with the same idempotency key.
+    pub replayed: bool,
+    /// This call committed the message (false for a replay).
+    pub state_changed: bool,
+    /// `agt_…` of every agent this post queued a delivery for and whose wake it created or
+    /// coalesced: whom a host should schedule. Empty for a replay.
+    pub woken: Vec<String>,
+}
+
+impl Posted {
+    fn new(message: Mutation<TranscriptMessage>, woken: Vec<String>) -> Self {
+        Self {
+            value: message.value,
+            replayed: message.replayed,
+            state_changed: message.state_changed,
+            woken,
+        }
+    }
+}
+
 /// The canonical request hashed for idempotency: deliberately without the endpoint and
 /// generation, so that an exact retry recovers the original message across a replacement.
 #[derive(Serialize)]
@@ -213,7 +244,8 @@ impl Store {
     /// any endpoint or lifecycle check, so a committed post can be recovered after its endpoint
     /// went away), authorizes the author, appends the message with the conversation's next seq,
     /// queues one delivery for every agent participant other than the author, coalesces each
-    /// recipient's pending wake (or creates one), and records the idempotency key.
+    /// recipient's pending wake (or creates one), and records the idempotency key. Returns the
+    /// message and the agents it woke ([`Posted::woken`]; none for a replay).
     ///
     /// # Errors
     ///
@@ -223,7 +255,7 @@ impl Store {
     /// reply target outside the conversation; [`Error::WakeNotFound`] / [`Error::InvalidWakeState`] for a
     /// wake-reply identity whose wake is not the author's or has not crossed the dispatch fence;
     /// [`Error::LimitReached`] past [`MAX_MESSAGES_PER_CONVERSATION`]; [`Error::MissingScope`].
-    pub fn post_message(&mut self, caller: &Caller, new: &NewMessage) -> Result<Mutation<TranscriptMessage>> {
+    pub fn post_message(&mut self, caller: &Caller, new: &NewMessage) -> Result<Posted> {
         caller.require(Scope::Manage)?;
         new.validate()?;
         let check = Check::new(Operation::PostMessage, &new.idempotency, &new.request());
@@ -233,12 +265,13 @@ impl Store {
                 super::endpoint::refuse_host_held(&tx, caller, actor)?;
             }
             if let Some(id) = check.replay(&tx, caller.principal(), now)? {
-                return Ok(Mutation::replayed(load_in(&tx, &new.conversation, &id)?));
+                let original = load_in(&tx, &new.conversation, &id)?;
+                return Ok(Posted::new(Mutation::replayed(original), Vec::new()));
             }
-            let message = append(&tx, caller, new, now)?;
+            let (message, woken) = append(&tx, caller, new, now)?;
             check.record(&tx, caller.principal(), &message.id, now)?;
             tx.commit()?;
-            Ok(Mutation::changed(message))
+            Ok(Posted::new(Mutation::changed(message), woken))
         })
     }
 
@@ -278,8 +311,14 @@ impl Store {
     }
 }
 
-/// The body of `post_message` after the replay check: authorize, append, deliver, wake.
-fn append(tx: &Transaction<'_>, caller: &Caller, new: &NewMessage, now: Timestamp) -> Result<TranscriptMessage> {
+/// The body of `post_message` after the replay check: authorize, append, deliver, wake. Returns
+/// the message and the agents it woke.
+fn append(
+    tx: &Transaction<'_>,
+    caller: &Caller,
+    new: &NewMessage,
+    now: Timestamp,
+) -> Result<(TranscriptMessage, Vec<String>)> {
     let (conv, ep) = conversation::authorize(tx, caller, &new.acting, &new.conversation, now)?;
     if let (IdempotencyKey::WakeReply { wake, .. }, Some(ep)) = (&new.idempotency, &ep) {
         wake::check_reply_identity(tx, &ep.agent_id, wake)?;
@@ -337,14 +376,14 @@ fn append(tx: &Transaction<'_>, caller: &Caller, new: &NewMessage, now: Timestam
             format!("{} seq moved under its own write transaction", conv.id),
         ));
     }
-    let mut deliveries = 0u64;
+    let mut woken = Vec::new();
     for recipient in conversation::agent_ids(tx, &conv.id)? {
         if Some(recipient.as_str()) == agent {
             continue;
         }
         let order = delivery::queue(tx, &id, &recipient, now)?;
         wake::coalesce(tx, &recipient, order, now)?;
-        deliveries += 1;
+        woken.push(recipient);
     }
     audit::record(
         tx,
@@ -356,12 +395,12 @@ fn append(tx: &Transaction<'_>, caller: &Caller, new: &NewMessage, now: Timestam
             "seq": seq,
             "author": kind,
             "endpointId": endpoint,
-            "deliveries": deliveries,
+            "deliveries": woken.len(),
             "replyTo": new.reply_to,
         }),
         now,
     )?;
-    Ok(TranscriptMessage {
+    let message = TranscriptMessage {
         id,
         conversation_id: conv.id,
         seq,
@@ -376,5 +415,6 @@ fn append(tx: &Transaction<'_>, caller: &Caller, new: &NewMessage, now: Timestam
         body: new.body.clone(),
         reply_to: new.reply_to.clone(),
         created_at: now,
-    })
+    };
+    Ok((message, woken))
 }

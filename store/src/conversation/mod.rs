@@ -142,7 +142,7 @@ pub use endpoint::{AgentActor, ENDPOINT_ID_PREFIX, Endpoint, EndpointState};
 pub use error::{ConversationError, ConversationResult};
 pub use idempotency::{IdempotencyKey, Mutation};
 pub use listing::AgentListing;
-pub use message::{Author, MESSAGE_ID_PREFIX, NewMessage, TranscriptMessage};
+pub use message::{Author, MESSAGE_ID_PREFIX, NewMessage, Posted, TranscriptMessage};
 pub use principal::{Caller, CallerKind, CommunicationPrincipal, OPERATOR_SUBJECT, Scope};
 pub use reconcile::ReconcileReport;
 pub use wake::{WAKE_ID_PREFIX, Wake, WakeEvent, WakeState};

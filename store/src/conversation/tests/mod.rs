@@ -7,6 +7,7 @@
 //! - `limits`: bounds at the limit and one past it;
 //! - `model`: a proptest model of random interleavings;
 //! - `concurrency`: sixteen writers on separate connections;
+//! - `consume`: a no-op consume answers from a read, without the write lock;
 //! - `upgrade`: migrating a database written before this domain existed;
 //! - `fail_closed`: unknown persisted states refused by every SQL filter, not only by parsing;
 //! - `fixes`: the clock inside the write lock, whole-store bounds, idempotency retention, the
@@ -14,13 +15,15 @@
 //! - `audit`: the audit log's events, and that no event or `Debug` output carries content;
 //! - `activation`: bootstrap and explicit activation of a pending wake;
 //! - `carrier`: a turn's end in one transaction, claims given back, unconfirmed attempts
-//!   settled, the endpoints with a wake to claim.
+//!   settled, the endpoints with a wake to claim;
+//! - `woken`: the agents a post reports it woke, for the host to schedule.
 
 mod activation;
 mod agents;
 mod audit;
 mod carrier;
 mod concurrency;
+mod consume;
 mod fail_closed;
 mod fixes;
 mod hiding;
@@ -29,6 +32,7 @@ mod model;
 mod posting;
 mod upgrade;
 mod wakes;
+mod woken;
 
 use std::sync::Arc;
 use std::time::Duration;

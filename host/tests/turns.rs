@@ -1,0 +1,290 @@
+//! Conversation turns through the real host, beside `sandbox.rs`:
+//!
+//! - `replies`: an agent's own `reply` schedules the agents it woke at once (the one post
+//!   path), so one agent answers another without waiting for the reaper's tick;
+//! - `bounds`: the per-turn bounds of `checkpoint.load`, `metering.budget` and
+//!   `conversations.consume`, at the limit and one past it, as the guest sees them;
+//! - `spin`: a call-free loop stopped by the wall clock is charged the fuel it burnt.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ahp_host::agents::AgentsConfig;
+use ahp_host::guests;
+use ahp_host::host::HostBuilder;
+use ahp_host::sandbox::{
+    Ceiling, CeilingCap, FUEL_FLUSH_INTERVAL, MAX_BUDGET_CALLS_PER_TURN, MAX_CONSUMES_PER_TURN, MAX_LOADS_PER_TURN,
+    Sandboxes, TurnOutcome, TurnReport,
+};
+use ahp_host::store::conversation::{
+    Acting, Author, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT, TranscriptMessage,
+};
+use ahp_host::store::{EventKind, Store, Tier, TokenKey, TransferStatus};
+use ahp_host::testing::{self, snapshot};
+use serde_json::json;
+
+struct Host {
+    _dir: tempfile::TempDir,
+    key: TokenKey,
+    host: ahp_host::host::Host,
+    sandboxes: Arc<Sandboxes>,
+    operator: Caller,
+}
+
+fn host_with(cap: CeilingCap) -> Host {
+    host_with_workers(cap, AgentsConfig::default().workers)
+}
+
+/// A host whose controller runs `workers` turns at once.
+fn host_with_workers(cap: CeilingCap, workers: usize) -> Host {
+    let dir = tempfile::tempdir().unwrap();
+    let key = TokenKey::random();
+    let db = Store::open_in_memory().unwrap().with_token_key(key.clone());
+    let host = HostBuilder::new(db, PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandbox-cache"))
+        .cap(cap)
+        .agents(AgentsConfig {
+            workers,
+            ..AgentsConfig::default()
+        })
+        .vault(Arc::new(
+            ahp_host::vault::DirVault::open(dir.path().join("vault")).unwrap(),
+        ))
+        .build()
+        .unwrap();
+    let sandboxes = host.sandboxes().clone();
+    for (name, path) in guests::ALL {
+        sandboxes.register_component_file(path, Some(name)).unwrap();
+    }
+    Host {
+        _dir: dir,
+        key,
+        host,
+        sandboxes,
+        operator: Caller::full(OPERATOR_SUBJECT).unwrap(),
+    }
+}
+
+impl Host {
+    /// Activates a new `component` transfer at `tier`; returns the transfer and the report.
+    fn activated(&self, component: &str, tier: Tier) -> (String, TurnReport) {
+        let id = testing::pushed(
+            &mut self.sandboxes.db(),
+            &self.key,
+            &snapshot(0, json!({})),
+            tier,
+            1_000_000,
+            component,
+        )
+        .unwrap();
+        let tok = testing::activate_token(&self.sandboxes.db(), &self.key, &id).unwrap();
+        let report = self.host.activate(&id, &tok).unwrap();
+        (id, report)
+    }
+
+    /// A turn-prober agent, activated and carried by this host.
+    fn prober(&self) -> (String, String) {
+        let (id, report) = self.activated("turn-prober", Tier::Nano);
+        assert_eq!(report.outcome, TurnOutcome::Resumed);
+        (id, report.transfer.agent_id.expect("bound at activation"))
+    }
+
+    fn conversation(&self, agents: &[&str]) -> String {
+        let new = NewConversation {
+            title: "turns".into(),
+            agents: agents.iter().map(|a| (*a).to_owned()).collect(),
+        };
+        let key = format!("cv-{}", agents.join("-"));
+        self.sandboxes
+            .db()
+            .create_conversation(&self.operator, &new, &key)
+            .unwrap()
+            .value
+            .id
+    }
+
+    /// Posts `body` as the human, straight to the store: schedules nobody.
+    fn post(&self, cv: &str, body: &str) -> String {
+        let new = NewMessage {
+            conversation: cv.to_owned(),
+            acting: Acting::Human,
+            body: body.to_owned(),
+            reply_to: None,
+            idempotency: IdempotencyKey::Key(body.replace(' ', "_")),
+        };
+        self.sandboxes.db().post_message(&self.operator, &new).unwrap().value.id
+    }
+
+    fn transcript(&self, cv: &str) -> Vec<TranscriptMessage> {
+        self.sandboxes
+            .db()
+            .read_transcript(&self.operator, &Acting::Human, cv, 0, 200)
+            .unwrap()
+    }
+
+    /// Marks `message` handled in `agent`'s inbox (the prober acts on its first queued one).
+    fn handled(&self, agent: &str, message: &str) {
+        let carrier = self.host.agents().carrier(agent).unwrap();
+        self.sandboxes
+            .db()
+            .consume_delivery(&carrier.caller, &carrier.actor, message)
+            .unwrap();
+    }
+
+    /// Posts `body` to `agent` alone in `cv`, runs its turn, and returns its reply's body.
+    fn ask(&self, agent: &str, cv: &str, body: &str) -> Option<String> {
+        let question = self.post(cv, body);
+        let drive = self.host.agents().drive(agent).unwrap();
+        let reply = self
+            .transcript(cv)
+            .into_iter()
+            .find(|m| m.reply_to.as_deref() == Some(&question))
+            .map(|m| m.body);
+        assert_eq!(drive.consumed + drive.unknown, 1, "{body}: {drive:?}");
+        reply
+    }
+}
+
+mod replies {
+    use super::*;
+
+    #[test]
+    fn an_agent_to_agent_reply_schedules_the_other_agent_within_one_commit() {
+        // One worker, so the controller's order is deterministic: the opportunities the two
+        // bindings scheduled run B first, then A.
+        let h = host_with_workers(CeilingCap::default(), 1);
+        let ((_, b), (_, a)) = (h.prober(), h.prober());
+        let cv = h.conversation(&[&a, &b]);
+        h.post(&cv, &format!("ask {a} echo ping"));
+        // B handles the human's message first, alone: it is not asked, says nothing, and has
+        // nothing left pending. Only A's reply can give it another turn.
+        assert_eq!(h.host.agents().drive(&b).unwrap().consumed, 1);
+        assert_eq!(h.transcript(&cv).len(), 1);
+
+        // The controller runs; nothing ticks (no reaper): B's opportunity finds nothing to do,
+        // A answers the human, and B must answer A because A's reply scheduled it.
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let started = Instant::now();
+        runtime.spawn(h.host.agents().clone().run_workers());
+        let answer = loop {
+            let t = h.transcript(&cv);
+            if let Some(m) = t
+                .iter()
+                .find(|m| matches!(&m.author, Author::Agent { agent_id, .. } if *agent_id == b))
+            {
+                break (t.clone(), m.clone());
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "B never answered A (only the tick would have woken it): {t:?}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let took = started.elapsed();
+        let (t, from_b) = answer;
+        let from_a = &t[1];
+        assert!(matches!(&from_a.author, Author::Agent { agent_id, .. } if *agent_id == a));
+        assert_eq!(from_a.body, "echo ping");
+        assert_eq!(from_b.body, "echo: echo ping");
+        assert_eq!(from_b.reply_to.as_deref(), Some(from_a.id.as_str()));
+        // Well under the reaper's tick (a minute): two nano turns and their commits.
+        assert!(took < Duration::from_secs(5), "B answered after {took:?}");
+        eprintln!("agent-to-agent answer in {took:?}");
+        runtime.shutdown_background();
+    }
+}
+
+mod bounds {
+    use super::*;
+
+    #[test]
+    fn checkpoint_loads_are_bounded_per_turn() {
+        let h = host_with(CeilingCap::default());
+        let (_, agent) = h.prober();
+        let cv = h.conversation(&[&agent]);
+        let at = format!("count load {MAX_LOADS_PER_TURN}");
+        assert_eq!(h.ask(&agent, &cv, &at).unwrap(), "64 load calls, then: nothing");
+        h.handled(&agent, &h.transcript(&cv)[0].id);
+        let past = format!("count load {}", MAX_LOADS_PER_TURN + 1);
+        assert_eq!(
+            h.ask(&agent, &cv, &past).unwrap(),
+            "64 load calls, then: checkpoint storage unavailable: more than 64 loads in one turn"
+        );
+    }
+
+    #[test]
+    fn consumes_are_bounded_per_turn() {
+        let h = host_with(CeilingCap::default());
+        let (_, agent) = h.prober();
+        let cv = h.conversation(&[&agent]);
+        // The first consume consumes the message; the others are no-ops, counted all the same.
+        let at = format!("count consume {MAX_CONSUMES_PER_TURN}");
+        assert_eq!(h.ask(&agent, &cv, &at).unwrap(), "256 consume calls, then: nothing");
+        let past = format!("count consume {}", MAX_CONSUMES_PER_TURN + 1);
+        assert_eq!(
+            h.ask(&agent, &cv, &past).unwrap(),
+            "256 consume calls, then: the conversation refused: more than 256 consumes in one turn"
+        );
+    }
+
+    #[test]
+    fn budget_calls_are_bounded_per_turn_and_a_call_past_the_bound_traps() {
+        let h = host_with(CeilingCap::default());
+        let (id, agent) = h.prober();
+        let cv = h.conversation(&[&agent]);
+        let at = format!("count budget {MAX_BUDGET_CALLS_PER_TURN}");
+        assert_eq!(h.ask(&agent, &cv, &at).unwrap(), "256 budget calls, then: nothing");
+        h.handled(&agent, &h.transcript(&cv)[0].id);
+        // `budget` has no error to return: one call past the bound traps the turn, which ends
+        // the sandbox and the transfer with the reason.
+        let past = format!("count budget {}", MAX_BUDGET_CALLS_PER_TURN + 1);
+        assert_eq!(h.ask(&agent, &cv, &past), None, "a trapped turn replies nothing");
+        assert_eq!(
+            h.sandboxes.db().transfer(&id).unwrap().status,
+            TransferStatus::Terminated
+        );
+        let status = h.sandboxes.db().get_status(&id).unwrap();
+        let ended = status
+            .events
+            .iter()
+            .find(|e| e.kind == EventKind::Terminated)
+            .expect("terminated");
+        assert_eq!(
+            ended.detail["reason"],
+            "sandbox stopped: guest trapped: more than 256 metering.budget calls in one turn"
+        );
+    }
+}
+
+mod spin {
+    use super::*;
+
+    #[test]
+    fn a_call_free_loop_stopped_by_the_wall_clock_is_charged_the_fuel_it_burnt() {
+        // Large: 30 CPU-s of fuel per turn, so a one-second wall clock stops the loop first.
+        let cap = CeilingCap {
+            wall_clock_per_turn: Some(Duration::from_secs(1)),
+            ..CeilingCap::default()
+        };
+        let h = host_with(cap);
+        let (id, report) = h.activated("loop-forever", Tier::Large);
+        assert_eq!(report.outcome, TurnOutcome::CeilingExceeded(Ceiling::WallClock));
+        // A second of spinning burns hundreds of millions of fuel on any machine; what the
+        // meter cannot see of it is at most one flush interval.
+        assert!(
+            report.fuel_consumed >= 5 * FUEL_FLUSH_INTERVAL,
+            "the loop burnt only {} fuel by the meter",
+            report.fuel_consumed
+        );
+        let limits = Tier::Large.limits();
+        assert!(report.fuel_consumed <= limits.fuel_per_turn);
+        let compute = limits.compute_cost_micro_usd(report.fuel_consumed);
+        let spent = h.sandboxes.db().budget(&id).unwrap().unwrap().spent_micro_usd;
+        assert_eq!(report.compute_micro_usd, compute, "the fuel burnt is what was charged");
+        assert_eq!(spent, compute, "and what the budget shows spent");
+        eprintln!(
+            "a 1 s wall-clock spin: {} fuel, {compute} micro-USD",
+            report.fuel_consumed
+        );
+    }
+}
