@@ -6,8 +6,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use ahp_store::{
-    DEFAULT_TOKEN_TTL, McpServer, Message, SnapshotInput, Store, SystemClock, Tier, TokenKey, TokenScope, TransferOwner,
-    issue_transfer_token,
+    DEFAULT_TOKEN_TTL, McpServer, Message, SnapshotInput, Store, SystemClock, Tier, TokenKey, TokenScope,
+    TransferOwner, issue_transfer_token,
 };
 use reqwest::StatusCode;
 use reqwest::redirect::Policy;
@@ -513,13 +513,21 @@ async fn another_key_s_transfer_is_not_listed_and_reads_exactly_like_a_missing_o
     let mine = sign_in(&base, &owner).await;
     let listed = get(&format!("{base}/console/transfers"), Some(&mine)).await;
     assert!(listed.text().await.unwrap().contains(&t), "the owner sees its transfer");
-    assert_eq!(get(&format!("{base}/console/transfers/{t}"), Some(&mine)).await.status(), 200);
+    assert_eq!(
+        get(&format!("{base}/console/transfers/{t}"), Some(&mine))
+            .await
+            .status(),
+        200
+    );
 
     let theirs = sign_in(&base, &stranger).await;
     for path in ["transfers", "transfers/live"] {
         let r = get(&format!("{base}/console/{path}"), Some(&theirs)).await;
         assert_eq!(r.status(), 200, "{path}");
-        assert!(!r.text().await.unwrap().contains(&t), "{path} lists another key's transfer");
+        assert!(
+            !r.text().await.unwrap().contains(&t),
+            "{path} lists another key's transfer"
+        );
     }
     for suffix in ["", "/live"] {
         let foreign = get(&format!("{base}/console/transfers/{t}{suffix}"), Some(&theirs)).await;

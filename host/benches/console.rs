@@ -54,15 +54,25 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("console_transfers");
     g.bench_function("page_1000", |b| {
         b.iter(|| {
-            let rows = store.list_transfer_summaries(&ahp_store::TransferOwner::Operator, None, 1000).unwrap();
+            let rows = store
+                .list_transfer_summaries(&ahp_store::TransferOwner::Operator, None, 1000)
+                .unwrap();
             assert_eq!(rows.len(), 1000);
             black_box(pages::transfers((&principal, "csrf"), &rows, None, store.now()).into_string())
         })
     });
     g.bench_function("query_1000", |b| {
-        b.iter(|| black_box(store.list_transfer_summaries(&ahp_store::TransferOwner::Operator, None, 1000).unwrap()))
+        b.iter(|| {
+            black_box(
+                store
+                    .list_transfer_summaries(&ahp_store::TransferOwner::Operator, None, 1000)
+                    .unwrap(),
+            )
+        })
     });
-    let rows = store.list_transfer_summaries(&ahp_store::TransferOwner::Operator, None, 1000).unwrap();
+    let rows = store
+        .list_transfer_summaries(&ahp_store::TransferOwner::Operator, None, 1000)
+        .unwrap();
     let page = pages::transfers((&principal, "csrf"), &rows, None, store.now()).into_string();
     println!("transfers page with 1,000 transfers: {} KiB of HTML", page.len() / 1024);
     g.bench_function("render_1000", |b| {

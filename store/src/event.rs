@@ -407,7 +407,10 @@ mod tests {
         let t = transfer_with_events(&mut store, 12);
         for (limit, before) in [(5, None), (5, Some(list(&store.conn, &t).unwrap()[7].id)), (50, None)] {
             let page = EventPage { limit, before };
-            assert_eq!(store.event_page(&t, page).unwrap(), page_of(&store, &t, limit, before).unwrap());
+            assert_eq!(
+                store.event_page(&t, page).unwrap(),
+                page_of(&store, &t, limit, before).unwrap()
+            );
         }
         assert!(matches!(
             store.event_page("tr_ffffffffffffffffffffffff", EventPage::default()),
@@ -415,8 +418,17 @@ mod tests {
         ));
         let other = transfer_with_events(&mut store, 2);
         let foreign = list(&store.conn, &other).unwrap()[1].id;
-        let refused = store.event_page(&t, EventPage { limit: 5, before: Some(foreign) });
-        assert!(matches!(&refused, Err(Error::InvalidInput { field, .. }) if field == "before"), "{refused:?}");
+        let refused = store.event_page(
+            &t,
+            EventPage {
+                limit: 5,
+                before: Some(foreign),
+            },
+        );
+        assert!(
+            matches!(&refused, Err(Error::InvalidInput { field, .. }) if field == "before"),
+            "{refused:?}"
+        );
     }
 
     #[test]

@@ -78,13 +78,13 @@ pub use conversation::OPERATOR_SUBJECT;
 pub use db::{MAX_WRITE_ATTEMPTS, Store};
 pub use error::{Error, Result};
 pub use event::{DEFAULT_EVENT_PAGE_LIMIT, Event, EventKind, EventPage, EventsPage, MAX_EVENT_PAGE_LIMIT};
-pub use spend_curve::SpendSample;
 pub use lifecycle::{COMPUTE_USAGE_KIND, DEFAULT_USAGE_KIND, HOST_RESERVED_USAGE_KINDS, UsageReport};
 pub use overview::{SnapshotSummary, TransferSummary};
 pub use owner::{API_KEY_SUBJECT_PREFIX, TransferOwner};
 pub use principal::{ApiScope, Principal};
 pub use reap::{DEFAULT_GRACE_PERIOD, DEFAULT_TRANSFER_TTL};
 pub use snapshot::{McpServer, Message, SnapshotInput};
+pub use spend_curve::SpendSample;
 pub use state::{Operation, Phase, TransferStatus, transition};
 pub use tier::{FUEL_PER_CPU_SECOND, TIER_LIMITS, Tier, TierLimits};
 pub use token::{

@@ -225,10 +225,17 @@ mod tests {
         assert_eq!(all[0].last_event.map(|e| e.0), Some(EventKind::RuntimeProvisioned));
         assert_eq!(all[1].budget, None);
         assert_eq!(all[1].last_event.map(|e| e.0), Some(EventKind::SnapshotCreated));
-        let staged = s.list_transfer_summaries(&TransferOwner::Operator, Some(TransferStatus::Staged), 10).unwrap();
+        let staged = s
+            .list_transfer_summaries(&TransferOwner::Operator, Some(TransferStatus::Staged), 10)
+            .unwrap();
         assert_eq!(staged.len(), 1);
         assert_eq!(staged[0].transfer.id, a.id);
-        assert_eq!(s.list_transfer_summaries(&TransferOwner::Operator, None, 1).unwrap().len(), 1);
+        assert_eq!(
+            s.list_transfer_summaries(&TransferOwner::Operator, None, 1)
+                .unwrap()
+                .len(),
+            1
+        );
     }
 
     #[test]
@@ -248,7 +255,11 @@ mod tests {
         };
         assert_eq!(ids(&alice), [mine.id]);
         assert_eq!(ids(&bob).len(), 1);
-        assert_eq!(ids(&TransferOwner::Operator).len(), 3, "the operator sees every transfer");
+        assert_eq!(
+            ids(&TransferOwner::Operator).len(),
+            3,
+            "the operator sees every transfer"
+        );
     }
 
     #[test]
