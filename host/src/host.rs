@@ -157,7 +157,7 @@ impl Host {
     ///
     /// # Errors
     ///
-    /// As [`activation::activate_checked`].
+    /// As [`activate`](Self::activate), and [`Error::ResumeFailed`] when the guest did not resume.
     pub fn activate_checked(&self, transfer: &str, token: &str) -> Result<Transfer, Error> {
         let report = self.activate(transfer, token)?;
         match report.outcome.failure_reason() {

@@ -1,5 +1,5 @@
 //! A transfer becomes an agent: the binding between an `active` transfer and the Agent identity
-//! of the conversation domain it runs as (DESIGN.md, "A transfer becomes an agent").
+//! of the conversation domain it runs as.
 //!
 //! [`Store::bind_transfer_agent`] is the host's call when a transfer becomes `active` (and again
 //! for every transfer still `active` after a host restart, from

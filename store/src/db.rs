@@ -7,7 +7,7 @@
 //! transfer the database then forgets. Each state transition is one `BEGIN IMMEDIATE`
 //! transaction, so it costs at most one fsync of the WAL.
 //!
-//! **Busy databases.** Every transfer write goes through [`Store::write`]: one `BEGIN
+//! **Busy databases.** Every transfer write goes through `Store::write`: one `BEGIN
 //! IMMEDIATE` transaction that, when SQLite reports the database busy or locked (another
 //! process holds the write lock past [`BUSY_TIMEOUT`], or a lock could not be taken at all),
 //! is rolled back and run again from the start, at most [`MAX_WRITE_ATTEMPTS`] times with
@@ -47,7 +47,7 @@ const MIGRATIONS: &[&str] = &[
 /// on a slow disk while still surfacing a wedged writer.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Most attempts [`Store::write`] makes at one transaction while the database is busy. With
+/// Most attempts `Store::write` makes at one transaction while the database is busy. With
 /// [`BUSY_TIMEOUT`] per attempt a wedged writer is reported after about 20 s; a transient
 /// lock (a checkpoint, a second process's short write) is ridden out.
 pub const MAX_WRITE_ATTEMPTS: u32 = 4;

@@ -1,8 +1,8 @@
 //! The transfer operations of the Handoff Protocol, one function each.
 //!
 //! Each is one `BEGIN IMMEDIATE` transaction that checks the edge with
-//! [`transition`](crate::transition), applies it with a compare-and-set `UPDATE`, and appends its
-//! audit event — all or nothing — run through [`Store::write`](crate::Store), which retries it
+//! [`crate::transition`], applies it with a compare-and-set `UPDATE`, and appends its
+//! audit event — all or nothing — run through `Store::write`, which retries it
 //! while the database is busy (a busy attempt rolls back, so it never spends a token). Inputs are validated before the transaction starts; a refused
 //! operation returns an error and leaves the database exactly as it was.
 //!

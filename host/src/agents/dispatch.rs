@@ -24,7 +24,7 @@ enum Next {
 
 impl Agents {
     /// One dispatch opportunity for `agent` (blocking): up to [`MAX_TURNS_PER_OPPORTUNITY`]
-    /// turns, each for one claimed wake (see the [module docs](self)). A step that fails
+    /// turns, each for one claimed wake (see the [`agents`](super) docs). A step that fails
     /// transiently ends the opportunity with [`Drive::retry`] set and the carrier kept; only an
     /// endpoint that is gone releases it.
     ///

@@ -6,10 +6,10 @@
 //! endpoint; if the component takes turns (`ahp:agent@0.2.0`), this process registers itself as
 //! the endpoint's wake carrier and holds it ([`Carriers`]: the readiness flag).
 //!
-//! **The controller** (the conversation seed's semantics). A message commit (by any surface,
+//! **The controller** (the conversation protocol's semantics). A message commit (by any surface,
 //! through [`crate::posting`], for the agents it woke), a wake consume, a carrier registration
 //! and an activation each *schedule* a dispatch opportunity for an agent ([`Agents::schedule`]):
-//! a bounded, deduplicated queue ([`queue`]), no polling loop. A worker takes the agent and
+//! a bounded, deduplicated queue (`queue`), no polling loop. A worker takes the agent and
 //! [`drives`](Agents::drive) it: claims its pending wake through the exact endpoint and
 //! generation (`claim_wake`), crosses the durable dispatch fence
 //! (`prepare_dispatch`), runs one `turn` in the sandbox under the tier's fuel and wall clock

@@ -21,7 +21,7 @@ pub(crate) enum PolicyCommand {
     /// Let guests reach a server (an http/https origin), optionally with a credential the host
     /// injects into its requests. Replaces the server's entry if it has one.
     AllowServer {
-        /// The server's origin, e.g. https://inventory.example.com (a path is ignored).
+        /// The server's origin, e.g. `https://inventory.example.com` (a path is ignored).
         server: String,
         /// The vault reference bound to this server.
         #[arg(long)]

@@ -1,4 +1,4 @@
-//! The conversations pages — the conversation seed's chat panel: the list of the signed-in key's
+//! The conversations pages — the conversation protocol's chat panel: the list of the signed-in key's
 //! conversations (`/console/conversations`), and one conversation (`/console/conversations/{id}`)
 //! with its ordered transcript, each message's provenance (the human participant, or the agent
 //! with the exact endpoint and controller generation it posted through), reply-to links, and a

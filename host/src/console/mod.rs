@@ -1,6 +1,6 @@
-//! The runtime console at `/console`: web pages for people watching transfers — the Handoff
-//! seed's dashboard — and talking to agents — the conversation seed's Runtime Console — served
-//! by `ahp serve --http` beside the MCP surfaces, over the same store.
+//! The runtime console at `/console`: web pages for people watching their transfers (the
+//! Handoff Protocol's dashboard) and talking to agents (the conversation protocol's Runtime
+//! Console), served by `ahp serve --http` beside the MCP surfaces, over the same store.
 //!
 //! - **Sign-in** with an API key (`ahp principal add`) starts a [`session`]: an `HttpOnly`,
 //!   `SameSite=Strict` cookie scoped to `/console`. Sign-out ends it. Each request re-reads the

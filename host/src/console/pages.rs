@@ -10,7 +10,7 @@ use maud::{DOCTYPE, Markup, html};
 
 use super::chart::{budget_chart, usd};
 
-/// How often a live region polls, in milliseconds: well inside the seed's eight-second cadence.
+/// How often a live region polls, in milliseconds: well inside the eight-second cadence the conversation protocol asks of a live view.
 pub const LIVE_POLL_MS: u32 = 2000;
 
 /// Most events a transfer's page shows at once: the newest ones, or the ones before its

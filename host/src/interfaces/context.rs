@@ -121,7 +121,7 @@ impl AgentCtx {
     /// looping on a host call releases it and takes it straight back (or another looping guest
     /// does) before the thread it woke runs, starving every other client — measured: one
     /// `get_status` waiting 0.3 to 0.9 s behind sixteen guests looping on `inbox` and the like.
-    /// So guests queue for the lock one at a time ([`GUEST_GATE`]): whoever else waits competes
+    /// So guests queue for the lock one at a time (`GUEST_GATE`): whoever else waits competes
     /// with one guest, not all of them; and each guest then pauses as long as it held the lock,
     /// so it holds it at most half of its time in host calls and a woken waiter gets it
     /// meanwhile. The pause counts against the turn's wall clock like any host work. A turn's

@@ -8,7 +8,7 @@
 //! interfaces see a `WasiCtxView`; the sandbox implements [`AgentView`] and [`Metered`].
 //!
 //! Both versions of the contract are linked: `@0.2.0` ([`bindings::v0_2`]) and the frozen
-//! `@0.1.0` ([`v0_1`], forwarding to the same code), so a component built for either runs.
+//! `@0.1.0` (`v0_1`, forwarding to the same code), so a component built for either runs.
 //!
 //! What a guest may import is one allow-list, [`AHP_INTERFACES`] and
 //! [`wasi::WASI_INTERFACES`]; a component importing anything else is refused at registration

@@ -1,4 +1,4 @@
-//! The conversation tools of seed 2 — agents, endpoints, conversations, messages, inboxes and
+//! The conversation tools — agents, endpoints, conversations, messages, inboxes and
 //! wakes — as a second MCP server beside the transfer one.
 //!
 //! Served over HTTP at `/mcp/conversations` (same bearer keys, Host/Origin checks and protocol

@@ -1,4 +1,4 @@
-//! The six transfer tools of the Handoff Protocol, named as in the seed.
+//! The six transfer tools of the Handoff Protocol, under the protocol's own names.
 //!
 //! Each tool converts its arguments and calls the store: on a blocking thread for every state
 //! change (each is an fsynced SQLite commit), inline for `get_status` when the store is free. Bad input and refused transitions come back as tool

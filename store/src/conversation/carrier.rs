@@ -2,7 +2,7 @@
 //! turn, so that no step of it can leave a wake stuck.
 //!
 //! A carrier claims a wake and crosses the fence with [`Store::claim_wake`] and
-//! [`Store::prepare_dispatch`] ([`attempt`](super::attempt)). Around that:
+//! [`Store::prepare_dispatch`] ([`super::attempt`]). Around that:
 //!
 //! - a claim it cannot take to the fence (a step before it failed) is given back at once with
 //!   [`Store::release_claim`]: the wake is pending again, not held until the claim lapses;

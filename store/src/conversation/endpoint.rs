@@ -617,7 +617,7 @@ impl Store {
     /// Host-side: records that this host holds a wake carrier for the exact endpoint and
     /// generation, making it `wake_capable`. Never reachable from attach input or from a model.
     /// The agent of a transfer that is no longer `active` gets no carrier: its turns ended with
-    /// its transfer (DESIGN.md, "A transfer becomes an agent").
+    /// its transfer.
     ///
     /// # Errors
     ///
