@@ -4,11 +4,7 @@
 //! byte for byte with the database before it. The host's own caller drives the turn through the
 //! same endpoint, and the owner keeps talking to its agent as the human.
 
-use std::sync::Arc;
 use std::time::Duration;
-
-use rusqlite::MAIN_DB;
-use serde_json::json;
 
 use crate::conversation::{
     Acting, AgentActor, AgentCard, Caller, ConversationError, DispatchOutcome, EndpointState, IdempotencyKey,
@@ -16,36 +12,7 @@ use crate::conversation::{
 };
 use crate::*;
 
-const START: Timestamp = Timestamp::from_micros(1_796_039_139_000_000);
-const LEASE: Duration = Duration::from_secs(600);
-const CLAIM: Duration = Duration::from_secs(30);
-const ALICE: &str = "prn_0000000000000000000000a1";
-
-struct Fixture {
-    store: Store,
-    key: TokenKey,
-    clock: ManualClock,
-}
-
-fn fixture() -> Fixture {
-    let key = TokenKey::random();
-    let clock = ManualClock::new(START);
-    let store = Store::open_in_memory()
-        .unwrap()
-        .with_clock(Arc::new(clock.clone()))
-        .with_token_key(key.clone());
-    Fixture { store, key, clock }
-}
-
-fn snapshot() -> SnapshotInput {
-    SnapshotInput {
-        source_host: "laptop-7".into(),
-        system_prompt: "You forecast inventory.".into(),
-        message_history: vec![],
-        tool_state: json!({}),
-        mcp_config: vec![],
-    }
-}
+use super::tests::{ALICE, CLAIM, Fixture, LEASE, fixture, snapshot};
 
 /// A bound, carried, `active` transfer of `owner`, with a conversation the owner opened with its
 /// agent and one question the owner posted as the human (so the agent has a delivery and a
@@ -59,10 +26,6 @@ struct Bound {
 }
 
 impl Fixture {
-    fn token(&self, transfer: &str, scope: TokenScope) -> String {
-        issue_transfer_token(&self.key, transfer, scope, self.clock.now(), DEFAULT_TOKEN_TTL).unwrap()
-    }
-
     fn bound(&mut self, owner: &TransferOwner) -> Bound {
         let t = self.store.snapshot_state_as(&snapshot(), owner).unwrap().id;
         let tok = self.token(&t, TokenScope::ProvisionRuntime);
@@ -102,10 +65,6 @@ impl Fixture {
             conversation: cv.id,
             question: question.id,
         }
-    }
-
-    fn bytes(&mut self) -> Vec<u8> {
-        self.store.connection().serialize(MAIN_DB).unwrap().to_vec()
     }
 }
 

@@ -15,20 +15,22 @@ use crate::conversation::{
 };
 use crate::*;
 
-const START: Timestamp = Timestamp::from_micros(1_796_039_139_000_000);
+pub(super) const START: Timestamp = Timestamp::from_micros(1_796_039_139_000_000);
 const BUDGET: u64 = 1_000;
-const LEASE: Duration = Duration::from_secs(600);
-const CLAIM: Duration = Duration::from_secs(30);
-const ALICE: &str = "prn_0000000000000000000000a1";
+pub(super) const LEASE: Duration = Duration::from_secs(600);
+pub(super) const CLAIM: Duration = Duration::from_secs(30);
+pub(super) const ALICE: &str = "prn_0000000000000000000000a1";
 const BOB: &str = "prn_0000000000000000000000b0";
 
-struct Fixture {
-    store: Store,
-    key: TokenKey,
-    clock: ManualClock,
+/// A store on a manual clock, and the key its tokens are minted with (shared with the
+/// host-held endpoint tests).
+pub(super) struct Fixture {
+    pub(super) store: Store,
+    pub(super) key: TokenKey,
+    pub(super) clock: ManualClock,
 }
 
-fn fixture() -> Fixture {
+pub(super) fn fixture() -> Fixture {
     let key = TokenKey::random();
     let clock = ManualClock::new(START);
     let store = Store::open_in_memory()
@@ -38,7 +40,7 @@ fn fixture() -> Fixture {
     Fixture { store, key, clock }
 }
 
-fn snapshot() -> SnapshotInput {
+pub(super) fn snapshot() -> SnapshotInput {
     SnapshotInput {
         source_host: "laptop-7".into(),
         system_prompt: "You forecast inventory.".into(),
@@ -52,7 +54,7 @@ fn snapshot() -> SnapshotInput {
 }
 
 impl Fixture {
-    fn token(&self, transfer: &str, scope: TokenScope) -> String {
+    pub(super) fn token(&self, transfer: &str, scope: TokenScope) -> String {
         issue_transfer_token(&self.key, transfer, scope, self.clock.now(), DEFAULT_TOKEN_TTL).unwrap()
     }
 
@@ -80,7 +82,8 @@ impl Fixture {
         (t, b)
     }
 
-    fn bytes(&mut self) -> Vec<u8> {
+    /// The whole database, serialized: what a refusal must leave unchanged.
+    pub(super) fn bytes(&mut self) -> Vec<u8> {
         self.store.connection().serialize(MAIN_DB).unwrap().to_vec()
     }
 
