@@ -288,7 +288,7 @@ impl Store {
     /// 1..=[`MAX_EVENT_PAGE_LIMIT`] or a cursor that is not an event of the transfer;
     /// [`Error::TransferNotFound`]; [`Error::CorruptRow`] for an event this build cannot read.
     pub fn event_page(&self, transfer: &str, events: EventPage) -> Result<EventsPage> {
-        crate::spend_curve::exists(&self.conn, transfer)?;
+        crate::transfer::exists(&self.conn, transfer)?;
         page(&self.conn, transfer, events)
     }
 

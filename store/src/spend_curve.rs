@@ -8,7 +8,7 @@
 //! the latest spend. Each sample is one probe of the `(transfer_id, type, at)` index
 //! (`sql/0008_usage_events_by_kind.sql`).
 
-use rusqlite::{Connection, OptionalExtension, Row};
+use rusqlite::{OptionalExtension, Row};
 
 use crate::clock::Timestamp;
 use crate::db::Store;
@@ -51,14 +51,6 @@ fn sample_from_row(r: &Row<'_>) -> Result<SpendSample> {
     })
 }
 
-pub(crate) fn exists(conn: &Connection, t: &str) -> Result<()> {
-    transfer::check_id(t)?;
-    conn.prepare_cached("SELECT 1 FROM transfers WHERE id = ?1")?
-        .query_row([t], |_| Ok(()))
-        .optional()?
-        .ok_or_else(|| Error::TransferNotFound(t.to_owned()))
-}
-
 impl Store {
     /// The spend curve of `transfer` up to `now` in at most `points` points (see the
     /// [module docs](self)): empty before its budget opened.
@@ -72,7 +64,7 @@ impl Store {
         if !(2..=MAX_SPEND_POINTS).contains(&points) {
             return Err(Error::invalid("points", format!("must be 2 to {MAX_SPEND_POINTS}")));
         }
-        exists(&self.conn, transfer)?;
+        transfer::exists(&self.conn, transfer)?;
         let opened: Option<i64> = self
             .conn
             .prepare_cached("SELECT at FROM usage_events WHERE transfer_id = ?1 AND type = ?2 ORDER BY at, id LIMIT 1")?
@@ -153,6 +145,16 @@ mod tests {
 
     const START: Timestamp = Timestamp::from_micros(1_796_039_139_000_000);
 
+    fn snapshot() -> SnapshotInput {
+        SnapshotInput {
+            source_host: "h".into(),
+            system_prompt: String::new(),
+            message_history: vec![],
+            tool_state: json!({}),
+            mcp_config: vec![],
+        }
+    }
+
     /// An `active` transfer on a manual clock (five events), and the clock.
     fn active() -> (Store, ManualClock, String) {
         let key = TokenKey::random();
@@ -161,14 +163,7 @@ mod tests {
             .unwrap()
             .with_clock(Arc::new(clock.clone()))
             .with_token_key(key.clone());
-        let snapshot = SnapshotInput {
-            source_host: "h".into(),
-            system_prompt: String::new(),
-            message_history: vec![],
-            tool_state: json!({}),
-            mcp_config: vec![],
-        };
-        let t = store.snapshot_state(&snapshot).unwrap().id;
+        let t = store.snapshot_state(&snapshot()).unwrap().id;
         let tok = issue_transfer_token(&key, &t, TokenScope::ProvisionRuntime, START, DEFAULT_TOKEN_TTL).unwrap();
         store
             .provision_runtime(&t, Tier::Nano, 1_000_000_000, "c", &tok)
@@ -229,14 +224,7 @@ mod tests {
     #[test]
     fn a_transfer_not_yet_provisioned_has_no_curve() {
         let mut store = Store::open_in_memory().unwrap();
-        let snapshot = SnapshotInput {
-            source_host: "h".into(),
-            system_prompt: String::new(),
-            message_history: vec![],
-            tool_state: json!({}),
-            mcp_config: vec![],
-        };
-        let t = store.snapshot_state(&snapshot).unwrap().id;
+        let t = store.snapshot_state(&snapshot()).unwrap().id;
         assert!(store.spend_curve(&t, store.now(), 10).unwrap().is_empty());
     }
 }

@@ -193,6 +193,15 @@ pub(crate) fn load(conn: &Connection, transfer: &str) -> Result<Transfer> {
 /// Loads `transfer` for `caller`: as [`load`], and a transfer that does not
 /// [belong to](Transfer::belongs_to) `caller` is [`Error::TransferNotFound`] too — the one
 /// place the ownership rule is applied.
+/// Ok if `transfer` is a well-formed id of a transfer that exists (without reading its row).
+pub(crate) fn exists(conn: &Connection, transfer: &str) -> Result<()> {
+    check_id(transfer)?;
+    conn.prepare_cached("SELECT 1 FROM transfers WHERE id = ?1")?
+        .query_row([transfer], |_| Ok(()))
+        .optional()?
+        .ok_or_else(|| Error::TransferNotFound(transfer.to_owned()))
+}
+
 pub(crate) fn load_for(conn: &Connection, transfer: &str, caller: &TransferOwner) -> Result<Transfer> {
     let t = load(conn, transfer)?;
     if t.belongs_to(caller) {
@@ -211,6 +220,16 @@ impl Store {
     /// [`Error::CorruptRow`] for a row this build cannot read.
     pub fn transfer(&self, transfer: &str) -> Result<Transfer> {
         load(&self.conn, transfer)
+    }
+
+    /// One transfer of `caller` (any transfer for the operator): another principal's transfer is
+    /// refused exactly like a missing one.
+    ///
+    /// # Errors
+    ///
+    /// As [`transfer`](Self::transfer); [`Error::TransferNotFound`] for another principal's.
+    pub fn transfer_as(&self, transfer: &str, caller: &TransferOwner) -> Result<Transfer> {
+        load_for(&self.conn, transfer, caller)
     }
 
     /// `get_status` for `caller`: the transfer, its budget and the page `page` of its event log

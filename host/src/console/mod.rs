@@ -457,12 +457,8 @@ fn transfer_view(
     before: Option<i64>,
 ) -> ahp_store::Result<(pages::TransferView, ahp_store::Timestamp)> {
     let now = s.now();
-    let transfer = s.transfer(id)?;
-    if !transfer.belongs_to(owner) {
-        return Err(ahp_store::Error::TransferNotFound(id.to_owned()));
-    }
     let view = pages::TransferView {
-        transfer,
+        transfer: s.transfer_as(id, owner)?,
         budget: s.budget(id)?,
         events: s.event_page(
             id,
