@@ -65,7 +65,7 @@ pub mod snapshot;
 #[allow(missing_docs, unreachable_pub, unsafe_code, clippy::all)]
 pub mod wit {
     wit_bindgen::generate!({
-        path: "../wit",
+        path: "../wit/v0.2.0",
         world: "ahp:agent/agent",
         pub_export_macro: true,
         export_macro_name: "__export_agent_world",

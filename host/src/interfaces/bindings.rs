@@ -12,7 +12,7 @@
 /// `ahp:agent@0.2.0`: activation and conversation turns.
 pub mod v0_2 {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../wit/v0.2.0",
         world: "ahp:agent/agent",
         exports: { default: async },
     });
