@@ -1,0 +1,1 @@
+//! Tests of the delegation domain, through the public `Store` methods.
