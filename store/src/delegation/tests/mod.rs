@@ -35,6 +35,7 @@ pub(super) const LEASE: Duration = Duration::from_secs(600);
 /// A store on a manual clock, with two principals.
 pub(super) struct World {
     pub(super) store: Store,
+    #[allow(dead_code)]
     pub(super) clock: ManualClock,
     pub(super) alice: Caller,
     pub(super) bob: Caller,
