@@ -44,7 +44,10 @@ fn setup(dir: &Path, n: usize) -> Team {
     let mut store = Store::open(dir.join("bench.db")).unwrap();
     let alice = Caller::full("account:bench").unwrap();
     let attach = |store: &mut Store, i: usize| {
-        let a = store.create_agent(&alice, &card(i), &format!("agent-{i}")).unwrap().value;
+        let a = store
+            .create_agent(&alice, &card(i), &format!("agent-{i}"))
+            .unwrap()
+            .value;
         let ep = store
             .attach_endpoint(&alice, &a.id, Duration::from_secs(3600), &format!("ep-{i}"))
             .unwrap()
@@ -81,7 +84,12 @@ impl Team {
                 start: true,
             };
             let k = self.key();
-            tasks.push(self.store.create_agent_task(&self.alice, &boss, &new, &k).unwrap().value);
+            tasks.push(
+                self.store
+                    .create_agent_task(&self.alice, &boss, &new, &k)
+                    .unwrap()
+                    .value,
+            );
         }
         for chunk in tasks.chunks(MAX_WAIT_SOURCES) {
             let new = NewWait {
@@ -90,7 +98,9 @@ impl Team {
                 goal: None,
             };
             let k = self.key();
-            self.store.register_agent_wait(&self.alice, &self.boss, &new, &k).unwrap();
+            self.store
+                .register_agent_wait(&self.alice, &self.boss, &new, &k)
+                .unwrap();
         }
         tasks
     }
@@ -102,7 +112,10 @@ impl Team {
             result: format!("result {i}"),
         };
         let actor = self.workers[i].1.clone();
-        self.store.complete_task_attempt(&self.alice, &actor, &done).unwrap().value
+        self.store
+            .complete_task_attempt(&self.alice, &actor, &done)
+            .unwrap()
+            .value
     }
 }
 

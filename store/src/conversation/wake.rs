@@ -183,8 +183,8 @@ pub(crate) fn wake_from_row(r: &Row<'_>) -> Result<Wake> {
         .parse()
         .map_err(|e| Error::corrupt("wakes", format!("{id}: {e}")))?;
     let origin: String = r.get(10)?;
-    let origin = WakeOrigin::from_stored(&origin, r.get(11)?)
-        .map_err(|e| Error::corrupt("wakes", format!("{id}: {e}")))?;
+    let origin =
+        WakeOrigin::from_stored(&origin, r.get(11)?).map_err(|e| Error::corrupt("wakes", format!("{id}: {e}")))?;
     Ok(Wake {
         agent_id: r.get(1)?,
         state,

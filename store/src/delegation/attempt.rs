@@ -181,7 +181,8 @@ pub(crate) fn check_id(attempt: &str) -> Result<()> {
 
 /// The newest attempt of `task`.
 pub(crate) fn newest(conn: &Connection, task: &str) -> Result<Option<TaskAttempt>> {
-    let sql = format!("SELECT {ATTEMPT_COLUMNS} FROM agent_task_attempts WHERE task_id = ?1 ORDER BY number DESC LIMIT 1");
+    let sql =
+        format!("SELECT {ATTEMPT_COLUMNS} FROM agent_task_attempts WHERE task_id = ?1 ORDER BY number DESC LIMIT 1");
     conn.prepare_cached(&sql)?
         .query_row([task], |r| Ok(from_row(r)))
         .optional()?
@@ -212,7 +213,13 @@ fn unfinished(conn: &Connection, column: &str, value: &str) -> Result<Vec<TaskAt
 }
 
 /// Moves attempt `a` along `event` (compare-and-set from `active`) and audits it.
-fn end(tx: &Transaction<'_>, a: &TaskAttempt, event: TaskAttemptEvent, result: Option<&str>, now: Timestamp) -> Result<()> {
+fn end(
+    tx: &Transaction<'_>,
+    a: &TaskAttempt,
+    event: TaskAttemptEvent,
+    result: Option<&str>,
+    now: Timestamp,
+) -> Result<()> {
     let Some(to) = a.state.after(event) else {
         return Err(Error::InvalidTaskAttemptState {
             attempt: a.id.clone(),
@@ -226,7 +233,10 @@ fn end(tx: &Transaction<'_>, a: &TaskAttempt, event: TaskAttemptEvent, result: O
         )?
         .execute((&a.id, to.as_str(), result, now.as_micros()))?;
     if changed != 1 {
-        return Err(Error::corrupt("agent_task_attempts", format!("{} moved under its own write transaction", a.id)));
+        return Err(Error::corrupt(
+            "agent_task_attempts",
+            format!("{} moved under its own write transaction", a.id),
+        ));
     }
     audit::record(
         tx,
@@ -264,7 +274,12 @@ pub(crate) fn start(tx: &Transaction<'_>, row: &TaskRow, now: Timestamp) -> Resu
     let Some((endpoint, generation)) = ep else {
         return Err(Error::AssigneeUnavailable(t.assignee_agent_id.clone()));
     };
-    let wake = wake::coalesce_cause(tx, &t.assignee_agent_id, &WakeOrigin::AgentTaskAttempt(t.id.clone()), now)?;
+    let wake = wake::coalesce_cause(
+        tx,
+        &t.assignee_agent_id,
+        &WakeOrigin::AgentTaskAttempt(t.id.clone()),
+        now,
+    )?;
     let id = new_id(TASK_ATTEMPT_ID_PREFIX);
     tx.prepare_cached(
         "INSERT INTO agent_task_attempts (id, task_id, number, assignee_agent_id, endpoint_id, generation, wake_id, state, started_at)
@@ -306,7 +321,10 @@ pub(crate) fn cancel_active(tx: &Transaction<'_>, task: &str, now: Timestamp) ->
 pub(crate) fn endpoint_retired(tx: &Transaction<'_>, endpoint: &str, now: Timestamp) -> Result<()> {
     for a in unfinished(tx, "endpoint_id", endpoint)? {
         let w = wake::load_wake(tx, &a.wake_id)?;
-        if matches!(w.state, crate::conversation::WakeState::Pending | crate::conversation::WakeState::Claimed) {
+        if matches!(
+            w.state,
+            crate::conversation::WakeState::Pending | crate::conversation::WakeState::Claimed
+        ) {
             end(tx, &a, TaskAttemptEvent::Revoke, None, now)?;
             let row = task::load(tx, &a.task_id)?;
             task::transition(tx, &a.task_id, row.task.state, TaskEvent::Revoke, None, now)?;
@@ -370,7 +388,7 @@ impl Store {
     /// generation it is fenced to: the attempt and its task become `succeeded` or `failed` with
     /// the result text, and in the same transaction the task's terminal fact reaches every wait
     /// over it (a wait whose condition now holds fires its one wake) and, when the task serves an
-    /// active goal, attention is recorded ([`attention`](super::attention)). An exact retry (same
+    /// active goal, attention is recorded ([`attention`]). An exact retry (same
     /// outcome and result) returns the task unchanged with `replayed`.
     ///
     /// # Errors

@@ -109,7 +109,12 @@ pub(crate) fn on_attempt_terminal(
     let target = g.controller_agent_id.clone().or_else(|| t.creator_agent_id.clone());
     let id = new_id(ATTENTION_EVENT_ID_PREFIX);
     let wake = match &target {
-        Some(agent) => Some(wake::coalesce_cause(tx, agent, &WakeOrigin::AttentionEvent(id.clone()), now)?),
+        Some(agent) => Some(wake::coalesce_cause(
+            tx,
+            agent,
+            &WakeOrigin::AttentionEvent(id.clone()),
+            now,
+        )?),
         None => None,
     };
     tx.prepare_cached(

@@ -88,7 +88,10 @@ pub(crate) fn violations(conn: &Connection) -> Result<Vec<Violation>> {
     for (rule, sql) in RULES {
         let mut stmt = conn.prepare(sql)?;
         for subject in stmt.query_map([], |r| r.get::<_, String>(0))? {
-            out.push(Violation { rule, subject: subject? });
+            out.push(Violation {
+                rule,
+                subject: subject?,
+            });
         }
     }
     Ok(out)

@@ -74,7 +74,10 @@ pub struct PlanStep {
 
 fn validate_plan(plan: &[PlanStep]) -> Result<()> {
     if plan.len() > MAX_PLAN_STEPS {
-        return Err(Error::invalid("plan", format!("must have at most {MAX_PLAN_STEPS} steps")));
+        return Err(Error::invalid(
+            "plan",
+            format!("must have at most {MAX_PLAN_STEPS} steps"),
+        ));
     }
     for step in plan {
         bounds::text("plan.title", &step.title, MAX_PLAN_STEP_BYTES, false)?;
@@ -99,7 +102,12 @@ pub struct NewGoal {
 impl NewGoal {
     fn validate(&self) -> Result<()> {
         bounds::text("title", &self.title, MAX_TITLE_BYTES, false)?;
-        bounds::text("completionIntent", &self.completion_intent, MAX_COMPLETION_INTENT_BYTES, false)?;
+        bounds::text(
+            "completionIntent",
+            &self.completion_intent,
+            MAX_COMPLETION_INTENT_BYTES,
+            false,
+        )?;
         validate_plan(&self.plan)?;
         if let Some(c) = &self.controller {
             agent::check_id(c)?;
@@ -160,7 +168,9 @@ pub(crate) fn from_row(r: &Row<'_>) -> Result<Goal> {
     let plan: Vec<PlanStep> =
         serde_json::from_str(&plan).map_err(|e| Error::corrupt("goals", format!("{id}: plan: {e}")))?;
     let state: String = r.get(8)?;
-    let state = state.parse().map_err(|e| Error::corrupt("goals", format!("{id}: {e}")))?;
+    let state = state
+        .parse()
+        .map_err(|e| Error::corrupt("goals", format!("{id}: {e}")))?;
     Ok(Goal {
         creator_agent_id: r.get(1)?,
         controller_agent_id: r.get(2)?,
@@ -391,7 +401,11 @@ impl Store {
             acting_agent: acting_agent(acting),
             request: checkpoint,
         };
-        let check = Check::new(Operation::CheckpointGoal, &IdempotencyKey::from(idempotency_key), &request);
+        let check = Check::new(
+            Operation::CheckpointGoal,
+            &IdempotencyKey::from(idempotency_key),
+            &request,
+        );
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
             if let Acting::Agent(a) = acting {
@@ -423,7 +437,10 @@ impl Store {
                     now.as_micros(),
                 ))?;
             if changed != 1 {
-                return Err(Error::corrupt("goals", format!("{} moved under its own write transaction", goal.id)));
+                return Err(Error::corrupt(
+                    "goals",
+                    format!("{} moved under its own write transaction", goal.id),
+                ));
             }
             audit::record(
                 &tx,
@@ -471,7 +488,11 @@ impl Store {
             if g.state == to {
                 return Ok(Mutation::unchanged(g));
             }
-            let operation = if to == GoalState::Completed { "complete" } else { "abandon" };
+            let operation = if to == GoalState::Completed {
+                "complete"
+            } else {
+                "abandon"
+            };
             require_active(&g, operation)?;
             tx.prepare_cached(
                 "UPDATE goals SET state = ?2, closed_at = ?3, updated_at = ?3 WHERE id = ?1 AND state = 'active'",

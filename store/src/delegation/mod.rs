@@ -78,7 +78,9 @@ use crate::conversation::endpoint;
 use crate::conversation::{Caller, ConversationResult as Result};
 
 pub use crate::conversation::Acting;
-pub use attempt::{TASK_ATTEMPT_ID_PREFIX, TaskAttempt, TaskAttemptEvent, TaskAttemptState, TaskCompletion, TaskOutcome};
+pub use attempt::{
+    TASK_ATTEMPT_ID_PREFIX, TaskAttempt, TaskAttemptEvent, TaskAttemptState, TaskCompletion, TaskOutcome,
+};
 pub use attention::{ATTENTION_EVENT_ID_PREFIX, AttentionEvent, AttentionKind};
 pub use check::{Violation, check_delegation_invariants};
 pub use goal::{GOAL_ID_PREFIX, Goal, GoalCheckpoint, GoalState, NewGoal, PlanStep, StepStatus};
@@ -119,5 +121,6 @@ pub(crate) fn resolve(conn: &Connection, caller: &Caller, acting: &Acting, now: 
 
 /// A stored count as `u64`; negative is a corrupt row.
 pub(crate) fn count(table: &'static str, id: &str, v: i64) -> Result<u64> {
-    u64::try_from(v).map_err(|_| crate::conversation::ConversationError::corrupt(table, format!("{id}: negative count")))
+    u64::try_from(v)
+        .map_err(|_| crate::conversation::ConversationError::corrupt(table, format!("{id}: negative count")))
 }

@@ -4,7 +4,7 @@
 //! same principal, optionally correlated with a goal. Its title and instructions are bounded,
 //! and so is the number of unfinished tasks an agent may be assigned. Creation is idempotent
 //! (principal-scoped key). With [`NewTask::start`] its first attempt starts in the same
-//! transaction ([`attempt`](super::attempt)).
+//! transaction ([`attempt`]).
 //!
 //! ```text
 //! open ──start──► running ──succeed──► succeeded
@@ -177,7 +177,8 @@ pub(crate) const TASK_COLUMNS: &str = "id, owner_principal, creator_agent_id, as
 
 /// Which tasks an actor sees: the owner all of its own; an agent those it created, is assigned,
 /// or whose goal it controls. Binds `?1` owner and `?2` agent (NULL for the owner).
-pub(crate) const VISIBLE: &str = "owner_principal = ?1 AND (?2 IS NULL OR creator_agent_id = ?2 OR assignee_agent_id = ?2
+pub(crate) const VISIBLE: &str =
+    "owner_principal = ?1 AND (?2 IS NULL OR creator_agent_id = ?2 OR assignee_agent_id = ?2
      OR goal_id IN (SELECT id FROM goals WHERE controller_agent_id = ?2))";
 
 pub(crate) fn from_row(r: &Row<'_>) -> Result<TaskRow> {
@@ -275,7 +276,10 @@ pub(crate) fn transition(
             i64::from(event == TaskEvent::Start),
         ))?;
     if changed != 1 {
-        return Err(Error::corrupt("agent_tasks", format!("{task} moved under its own write transaction")));
+        return Err(Error::corrupt(
+            "agent_tasks",
+            format!("{task} moved under its own write transaction"),
+        ));
     }
     Ok(to)
 }

@@ -210,7 +210,11 @@ fn with_sources(conn: &Connection, mut w: AgentWait) -> Result<AgentWait> {
          WHERE s.wait_id = ?1 ORDER BY s.position",
     )?;
     let rows = stmt.query_map([&w.id], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, Option<i64>>(2)?))
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, Option<i64>>(2)?,
+        ))
     })?;
     for row in rows {
         let (task_id, state, matched) = row?;
@@ -250,7 +254,10 @@ fn fire_if_due(tx: &Transaction<'_>, w: &WaitRow, now: Timestamp) -> Result<bool
         )?
         .execute((&w.wait.id, &wake, now.as_micros()))?;
     if changed != 1 {
-        return Err(Error::corrupt("agent_waits", format!("{} moved under its own write transaction", w.wait.id)));
+        return Err(Error::corrupt(
+            "agent_waits",
+            format!("{} moved under its own write transaction", w.wait.id),
+        ));
     }
     audit::record(
         tx,
@@ -331,7 +338,11 @@ impl Store {
             agent: &actor.agent,
             wait: new,
         };
-        let check = Check::new(Operation::RegisterWait, &IdempotencyKey::from(idempotency_key), &request);
+        let check = Check::new(
+            Operation::RegisterWait,
+            &IdempotencyKey::from(idempotency_key),
+            &request,
+        );
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
             endpoint::refuse_host_held(&tx, caller, actor)?;
@@ -467,9 +478,10 @@ impl Store {
             );
             let rows: Vec<WaitRow> = tx
                 .prepare_cached(&sql)?
-                .query_map((&actor.owner, &actor.agent, agent, after.unwrap_or(""), limit as i64), |r| {
-                    Ok(from_row(r))
-                })?
+                .query_map(
+                    (&actor.owner, &actor.agent, agent, after.unwrap_or(""), limit as i64),
+                    |r| Ok(from_row(r)),
+                )?
                 .collect::<Result<Vec<_>, _>>()?
                 .into_iter()
                 .collect::<Result<_>>()?;

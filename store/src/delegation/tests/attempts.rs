@@ -6,15 +6,22 @@ fn completion_is_exact_and_idempotent() {
     let t = w.team();
     let alice = w.alice.clone();
     let task = w.task(&alice, &t.boss(), &t.w1, None, true);
-    let done = w.complete(&alice, &t.w1_ep, &task, TaskOutcome::Succeeded, "42").unwrap();
+    let done = w
+        .complete(&alice, &t.w1_ep, &task, TaskOutcome::Succeeded, "42")
+        .unwrap();
     assert!(done.state_changed);
     assert_eq!(done.value.state, TaskState::Succeeded);
     assert_eq!(done.value.result.as_deref(), Some("42"));
     assert!(done.value.terminal_at.is_some());
-    assert_eq!(done.value.current_attempt.as_ref().unwrap().state, TaskAttemptState::Succeeded);
+    assert_eq!(
+        done.value.current_attempt.as_ref().unwrap().state,
+        TaskAttemptState::Succeeded
+    );
     // The exact retry is a replay and changes nothing.
     let before = w.bytes();
-    let again = w.complete(&alice, &t.w1_ep, &task, TaskOutcome::Succeeded, "42").unwrap();
+    let again = w
+        .complete(&alice, &t.w1_ep, &task, TaskOutcome::Succeeded, "42")
+        .unwrap();
     assert!(again.replayed && !again.state_changed);
     assert_eq!(again.value, done.value);
     assert_eq!(w.bytes(), before);
@@ -22,7 +29,13 @@ fn completion_is_exact_and_idempotent() {
     for (outcome, result) in [(TaskOutcome::Succeeded, "43"), (TaskOutcome::Failed, "42")] {
         let err = w.complete(&alice, &t.w1_ep, &task, outcome, result).unwrap_err();
         assert!(
-            matches!(err, ConversationError::InvalidTaskAttemptState { state: TaskAttemptState::Succeeded, .. }),
+            matches!(
+                err,
+                ConversationError::InvalidTaskAttemptState {
+                    state: TaskAttemptState::Succeeded,
+                    ..
+                }
+            ),
             "{err:?}"
         );
         assert_eq!(w.bytes(), before);
@@ -35,8 +48,14 @@ fn a_failed_attempt_fails_the_task_with_its_reason() {
     let t = w.team();
     let alice = w.alice.clone();
     let task = w.task(&alice, &t.boss(), &t.w1, None, true);
-    let done = w.complete(&alice, &t.w1_ep, &task, TaskOutcome::Failed, "no data").unwrap().value;
-    assert_eq!((done.state, done.result.as_deref()), (TaskState::Failed, Some("no data")));
+    let done = w
+        .complete(&alice, &t.w1_ep, &task, TaskOutcome::Failed, "no data")
+        .unwrap()
+        .value;
+    assert_eq!(
+        (done.state, done.result.as_deref()),
+        (TaskState::Failed, Some("no data"))
+    );
 }
 
 #[test]
@@ -47,7 +66,9 @@ fn only_the_assignee_completes_and_another_agent_finds_no_such_attempt() {
     let task = w.task(&alice, &t.boss(), &t.w1, None, true);
     let before = w.bytes();
     for actor in [t.w2_ep.clone(), t.boss_ep.clone()] {
-        let err = w.complete(&alice, &actor, &task, TaskOutcome::Succeeded, "x").unwrap_err();
+        let err = w
+            .complete(&alice, &actor, &task, TaskOutcome::Succeeded, "x")
+            .unwrap_err();
         assert!(matches!(err, ConversationError::TaskAttemptNotFound(_)), "{err:?}");
     }
     // A stale generation of the assignee is refused by admission.
@@ -55,7 +76,9 @@ fn only_the_assignee_completes_and_another_agent_finds_no_such_attempt() {
         generation: t.w1_ep.generation + 1,
         ..t.w1_ep.clone()
     };
-    let err = w.complete(&alice, &stale, &task, TaskOutcome::Succeeded, "x").unwrap_err();
+    let err = w
+        .complete(&alice, &stale, &task, TaskOutcome::Succeeded, "x")
+        .unwrap_err();
     assert!(matches!(err, ConversationError::StaleGeneration { .. }), "{err:?}");
     assert_eq!(w.bytes(), before);
 }
@@ -71,12 +94,26 @@ fn losing_the_endpoint_before_the_fence_revokes_the_attempt_and_reopens_the_task
     assert_eq!(now.state, TaskState::Open);
     assert_eq!(now.current_attempt.as_ref().unwrap().state, TaskAttemptState::Revoked);
     // The old attempt cannot be completed; a new one runs through the new endpoint.
-    let err = w.complete(&alice, &newer, &task, TaskOutcome::Succeeded, "x").unwrap_err();
-    assert!(matches!(err, ConversationError::InvalidTaskAttemptState { state: TaskAttemptState::Revoked, .. }));
+    let err = w
+        .complete(&alice, &newer, &task, TaskOutcome::Succeeded, "x")
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        ConversationError::InvalidTaskAttemptState {
+            state: TaskAttemptState::Revoked,
+            ..
+        }
+    ));
     let restarted = w.store.start_task_attempt(&alice, &t.boss(), &task.id).unwrap().value;
     let second = restarted.current_attempt.clone().unwrap();
-    assert_eq!((second.number, second.endpoint_id.as_str()), (2, newer.endpoint.as_str()));
-    let done = w.complete(&alice, &newer, &restarted, TaskOutcome::Succeeded, "ok").unwrap().value;
+    assert_eq!(
+        (second.number, second.endpoint_id.as_str()),
+        (2, newer.endpoint.as_str())
+    );
+    let done = w
+        .complete(&alice, &newer, &restarted, TaskOutcome::Succeeded, "ok")
+        .unwrap()
+        .value;
     assert_eq!(done.state, TaskState::Succeeded);
 }
 
@@ -90,13 +127,33 @@ fn after_the_fence_a_lost_endpoint_leaves_delivery_unknown_never_rerun_and_cance
     let newer = w.attach(&alice, &t.w1);
     let now = w.store.get_agent_task(&alice, &Acting::Human, &task.id).unwrap();
     assert_eq!(now.state, TaskState::Running, "visibly unresolved");
-    assert_eq!(now.current_attempt.as_ref().unwrap().state, TaskAttemptState::DeliveryUnknown);
+    assert_eq!(
+        now.current_attempt.as_ref().unwrap().state,
+        TaskAttemptState::DeliveryUnknown
+    );
     // Never silently re-run: no new attempt, no new wake for the task.
     let before = w.bytes();
     let err = w.store.start_task_attempt(&alice, &t.boss(), &task.id).unwrap_err();
-    assert!(matches!(err, ConversationError::InvalidTaskState { state: TaskState::Running, .. }), "{err:?}");
-    let err = w.complete(&alice, &newer, &task, TaskOutcome::Succeeded, "late").unwrap_err();
-    assert!(matches!(err, ConversationError::InvalidTaskAttemptState { state: TaskAttemptState::DeliveryUnknown, .. }));
+    assert!(
+        matches!(
+            err,
+            ConversationError::InvalidTaskState {
+                state: TaskState::Running,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let err = w
+        .complete(&alice, &newer, &task, TaskOutcome::Succeeded, "late")
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        ConversationError::InvalidTaskAttemptState {
+            state: TaskAttemptState::DeliveryUnknown,
+            ..
+        }
+    ));
     assert_eq!(w.bytes(), before);
     assert!(w.open_wake(&newer).is_none());
     // It can be cancelled.
@@ -116,8 +173,16 @@ fn a_takeover_after_the_fence_leaves_delivery_unknown() {
     let now = w.store.get_agent_task(&alice, &Acting::Human, &task.id).unwrap();
     assert_eq!(now.current_attempt.unwrap().state, TaskAttemptState::DeliveryUnknown);
     // Same endpoint and generation still attached, but the attempt is not completed by it.
-    let err = w.complete(&alice, &t.w1_ep, &task, TaskOutcome::Succeeded, "x").unwrap_err();
-    assert!(matches!(err, ConversationError::InvalidTaskAttemptState { state: TaskAttemptState::DeliveryUnknown, .. }));
+    let err = w
+        .complete(&alice, &t.w1_ep, &task, TaskOutcome::Succeeded, "x")
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        ConversationError::InvalidTaskAttemptState {
+            state: TaskAttemptState::DeliveryUnknown,
+            ..
+        }
+    ));
 }
 
 #[test]
@@ -126,7 +191,11 @@ fn a_takeover_before_the_fence_keeps_the_attempt_for_the_next_claim() {
     let t = w.team();
     let alice = w.alice.clone();
     let task = w.task(&alice, &t.boss(), &t.w1, None, true);
-    let claim = w.store.claim_wake(&alice, &t.w1_ep, Duration::from_secs(30)).unwrap().unwrap();
+    let claim = w
+        .store
+        .claim_wake(&alice, &t.w1_ep, Duration::from_secs(30))
+        .unwrap()
+        .unwrap();
     w.store.reconcile_takeover().unwrap();
     // The claim was released: the wake is pending again and the attempt still active.
     assert_eq!(w.open_wake(&t.w1_ep).unwrap().id, claim.wake.id);
@@ -140,9 +209,14 @@ fn a_replayed_completion_recovers_after_the_endpoint_was_replaced() {
     let t = w.team();
     let alice = w.alice.clone();
     let task = w.task(&alice, &t.boss(), &t.w1, None, true);
-    let first = w.complete(&alice, &t.w1_ep, &task, TaskOutcome::Succeeded, "r").unwrap().value;
+    let first = w
+        .complete(&alice, &t.w1_ep, &task, TaskOutcome::Succeeded, "r")
+        .unwrap()
+        .value;
     w.attach(&alice, &t.w1);
-    let again = w.complete(&alice, &t.w1_ep, &task, TaskOutcome::Succeeded, "r").unwrap();
+    let again = w
+        .complete(&alice, &t.w1_ep, &task, TaskOutcome::Succeeded, "r")
+        .unwrap();
     assert!(again.replayed);
     assert_eq!(again.value.id, first.id);
 }
@@ -157,5 +231,8 @@ fn the_attempt_history_is_readable_in_order() {
     w.store.start_task_attempt(&alice, &Acting::Human, &task.id).unwrap();
     let all = w.store.task_attempts(&alice, &Acting::Agent(newer), &task.id).unwrap();
     let states: Vec<_> = all.iter().map(|a| (a.number, a.state)).collect();
-    assert_eq!(states, vec![(1, TaskAttemptState::Revoked), (2, TaskAttemptState::Active)]);
+    assert_eq!(
+        states,
+        vec![(1, TaskAttemptState::Revoked), (2, TaskAttemptState::Active)]
+    );
 }

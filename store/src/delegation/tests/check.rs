@@ -18,14 +18,18 @@ fn the_check_is_clean_after_ordinary_work_and_finds_forged_duplicates() {
     // The schema itself refuses a second firing of the wait.
     let conn = w.store.connection();
     let wake: String = conn
-        .query_row("SELECT wake_id FROM agent_waits WHERE id = ?1", [&wait.id], |r| r.get(0))
+        .query_row("SELECT wake_id FROM agent_waits WHERE id = ?1", [&wait.id], |r| {
+            r.get(0)
+        })
         .unwrap();
     let again = "INSERT INTO wake_causes (wake_id, origin, subject_id, created_at) VALUES (?1, 'wait', ?2, 0)";
     assert!(conn.execute(again, [&wake, &wait.id]).is_err());
     // Without that index (a corrupted or hand-edited database), the check still finds it.
     conn.execute_batch("DROP INDEX wake_causes_once").unwrap();
     conn.execute(again, [&wake, &wait.id]).unwrap();
-    let event: String = conn.query_row("SELECT id FROM attention_events", [], |r| r.get(0)).unwrap();
+    let event: String = conn
+        .query_row("SELECT id FROM attention_events", [], |r| r.get(0))
+        .unwrap();
     conn.execute(
         "INSERT INTO wake_causes (wake_id, origin, subject_id, created_at) VALUES (?1, 'attention_event', ?2, 0)",
         [&wake, &event],
@@ -61,7 +65,10 @@ fn the_check_reads_a_database_file_read_only() {
             goal: None,
             start: true,
         };
-        let task = store.create_agent_task(&alice, &Acting::Human, &new, "t").unwrap().value;
+        let task = store
+            .create_agent_task(&alice, &Acting::Human, &new, "t")
+            .unwrap()
+            .value;
         let wait = NewWait {
             sources: vec![task.id.clone()],
             mode: WaitMode::Any,

@@ -31,9 +31,14 @@ fn foreign_and_nonexistent_ids_are_indistinguishable() {
     let g = w.goal(&alice, &t.boss(), Some(&t.boss));
     let task = w.task(&alice, &t.boss(), &t.w1, Some(&g), true);
     let done = w.task(&alice, &t.boss(), &t.w2, Some(&g), true);
-    w.complete(&alice, &t.w2_ep, &done, TaskOutcome::Succeeded, "secret result").unwrap();
+    w.complete(&alice, &t.w2_ep, &done, TaskOutcome::Succeeded, "secret result")
+        .unwrap();
     let wait = w.wait(&alice, &t.boss_ep, &[&task], WaitMode::All, None).unwrap();
-    let event = w.store.list_attention_events(&alice, &Acting::Human, None, 1).unwrap().remove(0);
+    let event = w
+        .store
+        .list_attention_events(&alice, &Acting::Human, None, 1)
+        .unwrap()
+        .remove(0);
     let attempt = task.current_attempt.clone().unwrap();
     // Bob acts as himself and through his own agent.
     let b = w.agent(&bob);
@@ -126,10 +131,25 @@ fn foreign_and_nonexistent_ids_are_indistinguishable() {
             &missing,
         );
         // Lists show nothing of alice's.
-        assert!(w.store.list_agent_tasks(&bob, &acting, &TaskQuery::default(), 10).unwrap().is_empty());
+        assert!(
+            w.store
+                .list_agent_tasks(&bob, &acting, &TaskQuery::default(), 10)
+                .unwrap()
+                .is_empty()
+        );
         assert!(w.store.list_goals(&bob, &acting, None, 10).unwrap().is_empty());
-        assert!(w.store.list_agent_waits(&bob, &acting, None, None, 10).unwrap().is_empty());
-        assert!(w.store.list_attention_events(&bob, &acting, None, 10).unwrap().is_empty());
+        assert!(
+            w.store
+                .list_agent_waits(&bob, &acting, None, None, 10)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            w.store
+                .list_attention_events(&bob, &acting, None, 10)
+                .unwrap()
+                .is_empty()
+        );
     }
     let missing = new_id(TASK_ID_PREFIX);
     let source = |task: &str| NewWait {

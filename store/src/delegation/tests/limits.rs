@@ -10,10 +10,16 @@ fn wait_sources_at_the_limit_and_one_past() {
         .map(|_| w.task(&alice, &t.boss(), &t.w1, None, false))
         .collect();
     let refs: Vec<&AgentTask> = tasks.iter().collect();
-    assert!(w.wait(&alice, &t.boss_ep, &refs[..MAX_WAIT_SOURCES], WaitMode::All, None).is_ok());
+    assert!(
+        w.wait(&alice, &t.boss_ep, &refs[..MAX_WAIT_SOURCES], WaitMode::All, None)
+            .is_ok()
+    );
     let before = w.bytes();
     let err = w.wait(&alice, &t.boss_ep, &refs, WaitMode::All, None).unwrap_err();
-    assert!(matches!(err, ConversationError::InvalidInput { field: "sources", .. }), "{err:?}");
+    assert!(
+        matches!(err, ConversationError::InvalidInput { field: "sources", .. }),
+        "{err:?}"
+    );
     let err = w.wait(&alice, &t.boss_ep, &[], WaitMode::All, None).unwrap_err();
     assert!(matches!(err, ConversationError::InvalidInput { field: "sources", .. }));
     assert_eq!(w.bytes(), before);
@@ -34,11 +40,22 @@ fn open_tasks_per_agent_at_the_limit_and_one_past() {
         .store
         .create_agent_task(&alice, &Acting::Human, &World::new_task(&t.w1, None, false), &k)
         .unwrap_err();
-    assert!(matches!(err, ConversationError::LimitReached { limit: MAX_OPEN_TASKS_PER_AGENT, .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            ConversationError::LimitReached {
+                limit: MAX_OPEN_TASKS_PER_AGENT,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert_eq!(w.bytes(), before);
     // Another assignee is unaffected, and a finished task frees a place.
     w.task(&alice, &Acting::Human, &t.w2, None, false);
-    w.store.cancel_agent_task(&alice, &Acting::Human, &last.unwrap().id).unwrap();
+    w.store
+        .cancel_agent_task(&alice, &Acting::Human, &last.unwrap().id)
+        .unwrap();
     w.task(&alice, &Acting::Human, &t.w1, None, false);
 }
 
@@ -60,8 +77,14 @@ fn instructions_and_titles_at_the_limit_and_one_past() {
             _ => past.title.push('t'),
         }
         let k = w.key();
-        let err = w.store.create_agent_task(&alice, &Acting::Human, &past, &k).unwrap_err();
-        assert!(matches!(err, ConversationError::InvalidInput { field: f, .. } if f == field), "{err:?}");
+        let err = w
+            .store
+            .create_agent_task(&alice, &Acting::Human, &past, &k)
+            .unwrap_err();
+        assert!(
+            matches!(err, ConversationError::InvalidInput { field: f, .. } if f == field),
+            "{err:?}"
+        );
     }
     let mut blank = new.clone();
     blank.instructions = " ".into();
@@ -78,12 +101,27 @@ fn results_at_the_limit_and_one_past() {
     let a = w.task(&alice, &t.boss(), &t.w1, None, true);
     let before = w.bytes();
     let err = w
-        .complete(&alice, &t.w1_ep, &a, TaskOutcome::Succeeded, &"r".repeat(MAX_TASK_RESULT_BYTES + 1))
+        .complete(
+            &alice,
+            &t.w1_ep,
+            &a,
+            TaskOutcome::Succeeded,
+            &"r".repeat(MAX_TASK_RESULT_BYTES + 1),
+        )
         .unwrap_err();
-    assert!(matches!(err, ConversationError::InvalidInput { field: "result", .. }), "{err:?}");
+    assert!(
+        matches!(err, ConversationError::InvalidInput { field: "result", .. }),
+        "{err:?}"
+    );
     assert_eq!(w.bytes(), before);
     let done = w
-        .complete(&alice, &t.w1_ep, &a, TaskOutcome::Succeeded, &"r".repeat(MAX_TASK_RESULT_BYTES))
+        .complete(
+            &alice,
+            &t.w1_ep,
+            &a,
+            TaskOutcome::Succeeded,
+            &"r".repeat(MAX_TASK_RESULT_BYTES),
+        )
         .unwrap()
         .value;
     assert_eq!(done.result.unwrap().len(), MAX_TASK_RESULT_BYTES);
@@ -108,14 +146,23 @@ fn plan_steps_and_goal_texts_at_the_limit_and_one_past() {
     let mut more = new.clone();
     more.plan.push(step(1));
     let err = w.store.create_goal(&alice, &Acting::Human, &more, "g2").unwrap_err();
-    assert!(matches!(err, ConversationError::InvalidInput { field: "plan", .. }), "{err:?}");
+    assert!(
+        matches!(err, ConversationError::InvalidInput { field: "plan", .. }),
+        "{err:?}"
+    );
     let mut long = new.clone();
     long.plan[0] = step(MAX_PLAN_STEP_BYTES + 1);
     assert!(w.store.create_goal(&alice, &Acting::Human, &long, "g3").is_err());
     let mut intent = new.clone();
     intent.completion_intent.push('c');
     let err = w.store.create_goal(&alice, &Acting::Human, &intent, "g4").unwrap_err();
-    assert!(matches!(err, ConversationError::InvalidInput { field: "completionIntent", .. }));
+    assert!(matches!(
+        err,
+        ConversationError::InvalidInput {
+            field: "completionIntent",
+            ..
+        }
+    ));
     let cp = |plan: Vec<PlanStep>, note: String| GoalCheckpoint {
         goal: g.id.clone(),
         expected_revision: 1,
@@ -123,17 +170,31 @@ fn plan_steps_and_goal_texts_at_the_limit_and_one_past() {
         note,
     };
     let too_many = (0..=MAX_PLAN_STEPS).map(|_| step(1)).collect();
-    assert!(w.store.checkpoint_goal(&alice, &Acting::Human, &cp(too_many, String::new()), "c1").is_err());
+    assert!(
+        w.store
+            .checkpoint_goal(&alice, &Acting::Human, &cp(too_many, String::new()), "c1")
+            .is_err()
+    );
     let err = w
         .store
-        .checkpoint_goal(&alice, &Acting::Human, &cp(vec![], "n".repeat(MAX_CHECKPOINT_NOTE_BYTES + 1)), "c2")
+        .checkpoint_goal(
+            &alice,
+            &Acting::Human,
+            &cp(vec![], "n".repeat(MAX_CHECKPOINT_NOTE_BYTES + 1)),
+            "c2",
+        )
         .unwrap_err();
     assert!(matches!(err, ConversationError::InvalidInput { field: "note", .. }));
     assert_eq!(w.bytes(), before);
     let full = (0..MAX_PLAN_STEPS).map(|_| step(1)).collect();
     let ok = w
         .store
-        .checkpoint_goal(&alice, &Acting::Human, &cp(full, "n".repeat(MAX_CHECKPOINT_NOTE_BYTES)), "c3")
+        .checkpoint_goal(
+            &alice,
+            &Acting::Human,
+            &cp(full, "n".repeat(MAX_CHECKPOINT_NOTE_BYTES)),
+            "c3",
+        )
         .unwrap();
     assert_eq!(ok.value.plan.len(), MAX_PLAN_STEPS);
 }
@@ -149,7 +210,16 @@ fn waiting_waits_per_agent_at_the_limit_and_one_past() {
     }
     let before = w.bytes();
     let err = w.wait(&alice, &t.boss_ep, &[&a], WaitMode::Any, None).unwrap_err();
-    assert!(matches!(err, ConversationError::LimitReached { limit: MAX_WAITING_WAITS_PER_AGENT, .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            ConversationError::LimitReached {
+                limit: MAX_WAITING_WAITS_PER_AGENT,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert_eq!(w.bytes(), before);
 }
 
@@ -166,6 +236,15 @@ fn attempts_per_task_at_the_limit_and_one_past() {
     w.attach(&alice, &t.w1);
     let before = w.bytes();
     let err = w.store.start_task_attempt(&alice, &Acting::Human, &a.id).unwrap_err();
-    assert!(matches!(err, ConversationError::LimitReached { limit: MAX_ATTEMPTS_PER_TASK, .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            ConversationError::LimitReached {
+                limit: MAX_ATTEMPTS_PER_TASK,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert_eq!(w.bytes(), before);
 }

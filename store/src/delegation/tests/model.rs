@@ -66,7 +66,11 @@ impl Model {
             if w.state == WaitState::Cancelled || !w.sources.contains(&i) || !w.matched.insert(i) {
                 continue;
             }
-            let due = if w.all { w.matched.len() == w.sources.len() } else { true };
+            let due = if w.all {
+                w.matched.len() == w.sources.len()
+            } else {
+                true
+            };
             if w.state == WaitState::Waiting && due {
                 w.state = WaitState::Triggered;
                 w.fired += 1;
@@ -97,7 +101,11 @@ fn run(ops: Vec<Op>) {
         match op {
             Op::Finish(i, ok) => {
                 let actor = if i % 2 == 0 { &t.w1_ep } else { &t.w2_ep };
-                let outcome = if ok { TaskOutcome::Succeeded } else { TaskOutcome::Failed };
+                let outcome = if ok {
+                    TaskOutcome::Succeeded
+                } else {
+                    TaskOutcome::Failed
+                };
                 let got = w.complete(&alice, actor, &tasks[i], outcome, "r");
                 let want = if ok { TaskState::Succeeded } else { TaskState::Failed };
                 match m.terminal[i] {
@@ -133,7 +141,10 @@ fn run(ops: Vec<Op>) {
                 let refused = scoped && sources.iter().any(|&i| !serves_goal(i) || m.terminal[i].is_some());
                 let waiting = m.waits.iter().filter(|w| w.state == WaitState::Waiting).count() as u64;
                 if refused {
-                    assert!(matches!(got, Err(ConversationError::WaitSourceRefused { .. })), "{got:?}");
+                    assert!(
+                        matches!(got, Err(ConversationError::WaitSourceRefused { .. })),
+                        "{got:?}"
+                    );
                 } else if waiting >= MAX_WAITING_WAITS_PER_AGENT {
                     assert!(matches!(got, Err(ConversationError::LimitReached { .. })), "{got:?}");
                 } else {
@@ -178,7 +189,10 @@ fn run(ops: Vec<Op>) {
             let sql = format!("SELECT count(*) FROM attention_events WHERE task_id = '{}'", task.id);
             assert_eq!(w.count(&sql), m.attention[i], "attention for task {i}");
         }
-        assert_eq!(crate::delegation::check::violations(w.store.connection()).unwrap(), vec![]);
+        assert_eq!(
+            crate::delegation::check::violations(w.store.connection()).unwrap(),
+            vec![]
+        );
     }
 }
 

@@ -36,11 +36,13 @@ fn an_any_wait_fires_at_the_first_fact_and_never_again() {
     let a = w.task(&alice, &t.boss(), &t.w1, None, true);
     let b = w.task(&alice, &t.boss(), &t.w2, None, true);
     let wait = w.wait(&alice, &t.boss_ep, &[&a, &b], WaitMode::Any, None).unwrap();
-    w.complete(&alice, &t.w2_ep, &b, TaskOutcome::Succeeded, "first").unwrap();
+    w.complete(&alice, &t.w2_ep, &b, TaskOutcome::Succeeded, "first")
+        .unwrap();
     assert_eq!(w.causes("wait", &wait.id), 1);
     // The boss's turn runs for it (its wake crosses the fence), then the second fact arrives.
     w.dispatch(&t.boss_ep);
-    w.complete(&alice, &t.w1_ep, &a, TaskOutcome::Succeeded, "second").unwrap();
+    w.complete(&alice, &t.w1_ep, &a, TaskOutcome::Succeeded, "second")
+        .unwrap();
     assert_eq!(w.causes("wait", &wait.id), 1);
     assert!(w.open_wake(&t.boss_ep).is_none(), "no second wake");
 }
@@ -51,10 +53,14 @@ fn a_condition_that_already_holds_fires_at_registration() {
     let t = w.team();
     let alice = w.alice.clone();
     let a = w.task(&alice, &t.boss(), &t.w1, None, true);
-    w.complete(&alice, &t.w1_ep, &a, TaskOutcome::Succeeded, "done").unwrap();
+    w.complete(&alice, &t.w1_ep, &a, TaskOutcome::Succeeded, "done")
+        .unwrap();
     let wait = w.wait(&alice, &t.boss_ep, &[&a], WaitMode::All, None).unwrap();
     assert_eq!(wait.state, WaitState::Triggered);
-    assert_eq!(w.open_wake(&t.boss_ep).unwrap().origin, WakeOrigin::Wait(wait.id.clone()));
+    assert_eq!(
+        w.open_wake(&t.boss_ep).unwrap().origin,
+        WakeOrigin::Wait(wait.id.clone())
+    );
     assert_eq!(w.causes("wait", &wait.id), 1);
 }
 
@@ -112,13 +118,19 @@ fn registration_is_idempotent_and_refusals_change_nothing() {
         mode: WaitMode::Any,
         ..new.clone()
     };
-    let err = w.store.register_agent_wait(&alice, &t.boss_ep, &changed, "wk").unwrap_err();
+    let err = w
+        .store
+        .register_agent_wait(&alice, &t.boss_ep, &changed, "wk")
+        .unwrap_err();
     assert!(matches!(err, ConversationError::IdempotencyConflict { .. }));
     let twice = NewWait {
         sources: vec![a.id.clone(), a.id.clone()],
         ..new.clone()
     };
-    let err = w.store.register_agent_wait(&alice, &t.boss_ep, &twice, "wk2").unwrap_err();
+    let err = w
+        .store
+        .register_agent_wait(&alice, &t.boss_ep, &twice, "wk2")
+        .unwrap_err();
     assert!(matches!(err, ConversationError::InvalidInput { field: "sources", .. }));
     // A source the agent cannot see is not found (W2 did not create or get task `a`).
     let err = w.wait(&alice, &t.w2_ep, &[&a], WaitMode::All, None).unwrap_err();
@@ -134,8 +146,20 @@ fn waits_are_listed_for_their_agent_and_the_owner() {
     let a = w.task(&alice, &t.boss(), &t.w1, None, true);
     w.wait(&alice, &t.boss_ep, &[&a], WaitMode::All, None).unwrap();
     w.wait(&alice, &t.w1_ep, &[&a], WaitMode::All, None).unwrap();
-    assert_eq!(w.store.list_agent_waits(&alice, &Acting::Human, None, None, 10).unwrap().len(), 2);
-    assert_eq!(w.store.list_agent_waits(&alice, &t.boss(), None, None, 10).unwrap().len(), 1);
+    assert_eq!(
+        w.store
+            .list_agent_waits(&alice, &Acting::Human, None, None, 10)
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(
+        w.store
+            .list_agent_waits(&alice, &t.boss(), None, None, 10)
+            .unwrap()
+            .len(),
+        1
+    );
     assert_eq!(
         w.store
             .list_agent_waits(&alice, &Acting::Human, Some(&t.w1.id), None, 10)
