@@ -9,16 +9,22 @@
 //! - `limits`: every bound at the limit and one past it;
 //! - `hiding`: another principal's ids are not found exactly like missing ones;
 //! - `model`: a proptest model of interleaved terminal facts, registrations and cancellations;
-//! - `check`: the independent SQL check finds what it should.
+//! - `check`: the independent SQL check finds what it should;
+//! - `concurrency`: eight connections finishing an `all` wait's sources at once;
+//! - `upgrade`: a schema-8 database keeps its wakes across the rebuild of `wakes`;
+//! - `fail_closed`: unknown persisted states and origins are refused.
 
 mod attempts;
 mod attention;
 mod check;
+mod concurrency;
+mod fail_closed;
 mod goals;
 mod hiding;
 mod limits;
 mod model;
 mod tasks;
+mod upgrade;
 mod waits;
 
 use std::sync::Arc;
