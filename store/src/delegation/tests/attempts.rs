@@ -236,3 +236,51 @@ fn the_attempt_history_is_readable_in_order() {
         vec![(1, TaskAttemptState::Revoked), (2, TaskAttemptState::Active)]
     );
 }
+
+#[test]
+fn a_turn_whose_outcome_is_unknown_leaves_its_task_attempt_delivery_unknown() {
+    let mut w = world();
+    let t = w.team();
+    let alice = w.alice.clone();
+    let task = w.task(&alice, &t.boss(), &t.w1, None, true);
+    let ticket = w.dispatch(&t.w1_ep);
+    w.store
+        .finish_turn(&alice, &t.w1_ep, &ticket, DispatchOutcome::Unknown)
+        .unwrap();
+    let now = w.store.get_agent_task(&alice, &Acting::Human, &task.id).unwrap();
+    assert_eq!(now.current_attempt.unwrap().state, TaskAttemptState::DeliveryUnknown);
+    // The carrier settling its unconfirmed attempts does the same.
+    let other = w.task(&alice, &t.boss(), &t.w2, None, true);
+    w.dispatch(&t.w2_ep);
+    w.store.settle_unconfirmed_attempts(&alice, &t.w2_ep).unwrap();
+    let now = w.store.get_agent_task(&alice, &Acting::Human, &other.id).unwrap();
+    assert_eq!(now.current_attempt.unwrap().state, TaskAttemptState::DeliveryUnknown);
+}
+
+#[test]
+fn a_turn_that_ran_and_completed_its_attempt_consumes_its_wake_normally() {
+    let mut w = world();
+    let t = w.team();
+    let alice = w.alice.clone();
+    let task = w.task(&alice, &t.boss(), &t.w1, None, true);
+    let ticket = w.dispatch(&t.w1_ep);
+    assert_eq!(ticket.wake.origin, WakeOrigin::AgentTaskAttempt(task.id.clone()));
+    // Inside the turn: read the task, finish the attempt; then the carrier ends the turn.
+    let read = w
+        .store
+        .get_agent_task(&alice, &Acting::Agent(t.w1_ep.clone()), &task.id)
+        .unwrap();
+    assert_eq!(read.instructions, "do the job");
+    w.complete(&alice, &t.w1_ep, &read, TaskOutcome::Succeeded, "done")
+        .unwrap();
+    let end = w
+        .store
+        .finish_turn(&alice, &t.w1_ep, &ticket, DispatchOutcome::Accepted)
+        .unwrap();
+    assert_eq!(end.value.state, AttemptState::Consumed);
+    let now = w.store.get_agent_task(&alice, &Acting::Human, &task.id).unwrap();
+    assert_eq!(
+        (now.state, now.current_attempt.unwrap().state),
+        (TaskState::Succeeded, TaskAttemptState::Succeeded)
+    );
+}
