@@ -20,114 +20,122 @@
 
 use ahp_store::{Transfer, TransferStatus};
 
+use super::Agents;
 use crate::interfaces::TurnCtx;
-use crate::sandbox::{self, Call, Sandbox, Sandboxes, TurnOutcome, TurnReport, TurnRun, bounded};
-
-/// Runs one later turn of `transfer`'s sandbox (see the [module docs](self)).
-///
-/// # Errors
-///
-/// [`sandbox::Error::NoSandbox`] for a repeated `resume` without a live sandbox (or one whose
-/// turn is running); [`sandbox::Error::NoTurns`] for a conversation turn of a 0.1.0 component;
-/// the setup errors of [`Sandboxes::prepare`]; [`sandbox::Error::Store`] if the transfer can no
-/// longer be read or terminated.
-pub fn run_turn(sandboxes: &Sandboxes, transfer: &str, call: Call) -> Result<TurnReport, sandbox::Error> {
-    let (run, ended) = turn(sandboxes, transfer, call, None)?;
-    let t = match ended {
-        Some(t) => t?,
-        None => sandboxes.db().transfer(transfer)?,
-    };
-    Ok(run.report(t))
-}
-
-/// Runs the conversation turn `ctx` of `transfer` for the controller, which read the budget
-/// (`budget_read`, remaining micro-USD) before crossing the wake's dispatch fence (see
-/// [`Sandbox::read_budget_before`]). Once the guest ran, its run is returned whatever happened
-/// to the bookkeeping after it (a transfer that could not be terminated is logged: its next
-/// turn meets the same ceiling).
-///
-/// # Errors
-///
-/// As [`run_turn`], for a turn that could not start.
-pub(crate) fn run_dispatched(
-    sandboxes: &Sandboxes,
-    transfer: &str,
-    ctx: TurnCtx,
-    budget_read: u64,
-) -> Result<TurnRun, sandbox::Error> {
-    let (run, ended) = turn(sandboxes, transfer, Call::Turn(Box::new(ctx)), Some(budget_read))?;
-    if let Some(Err(e)) = ended {
-        tracing::error!(%transfer, error = %e, "the sandbox stopped, but its transfer could not be ended");
-    }
-    Ok(run)
-}
+#[cfg(doc)]
+use crate::sandbox::Sandboxes;
+use crate::sandbox::{self, Call, Sandbox, TurnOutcome, TurnReport, TurnRun, bounded};
+use crate::shared_store::StoreLock;
 
 /// The turn itself: its run, and — when the sandbox was dropped — the transfer as
-/// [`end_with_sandbox`] left it (or why it could not).
+/// [`Agents::end_with_sandbox`] left it (or why it could not).
 type Ran = (TurnRun, Option<Result<Transfer, sandbox::Error>>);
 
-fn turn(sandboxes: &Sandboxes, transfer: &str, call: Call, budget_read: Option<u64>) -> Result<Ran, sandbox::Error> {
-    let conversation = matches!(call, Call::Turn(_));
-    let mut sandbox = match sandboxes.take(transfer) {
-        Some(s) => s,
-        None if conversation => fresh(sandboxes, transfer)?,
-        None => return Err(sandbox::Error::NoSandbox(transfer.to_owned())),
-    };
-    if conversation && !sandbox.takes_turns() {
-        sandboxes.keep(sandbox);
-        return Err(sandbox::Error::NoTurns(transfer.to_owned()));
+impl Agents {
+    /// Runs one later turn of `transfer`'s sandbox (see the [module docs](self)).
+    ///
+    /// # Errors
+    ///
+    /// [`sandbox::Error::NoSandbox`] for a repeated `resume` without a live sandbox (or one whose
+    /// turn is running); [`sandbox::Error::NoTurns`] for a conversation turn of a 0.1.0 component;
+    /// the setup errors of [`Sandboxes::prepare`]; [`sandbox::Error::Store`] if the transfer can no
+    /// longer be read or terminated.
+    pub fn run_turn(&self, transfer: &str, call: Call) -> Result<TurnReport, sandbox::Error> {
+        let (run, ended) = self.run_in_sandbox(transfer, call, None)?;
+        let t = match ended {
+            Some(t) => t?,
+            None => self.store.locked().transfer(transfer)?,
+        };
+        Ok(run.report(t))
     }
-    if let Some(remaining) = budget_read {
-        sandbox.read_budget_before(remaining);
-    }
-    let run = sandboxes.run(&mut sandbox, call);
-    let keep = match &run.outcome {
-        TurnOutcome::Resumed => true,
-        TurnOutcome::ResumeFailed(_) => conversation,
-        _ => false,
-    };
-    if keep {
-        sandboxes.keep(sandbox);
-        return Ok((run, None));
-    }
-    let reason = run.outcome.failure_reason().unwrap_or_default();
-    tracing::info!(%transfer, outcome = ?run.outcome, "dropping sandbox");
-    drop(sandbox);
-    sandboxes.end_turn(transfer);
-    let ended = end_with_sandbox(sandboxes, transfer, &reason);
-    Ok((run, Some(ended)))
-}
 
-/// A sandbox set up fresh for a conversation turn of `transfer` (none is live: a host restart,
-/// or a sandbox dropped by a failed binding), marked as out for its turn.
-fn fresh(sandboxes: &Sandboxes, transfer: &str) -> Result<Sandbox, sandbox::Error> {
-    if !sandboxes.reserve(transfer) {
-        // Another turn of it is running.
-        return Err(sandbox::Error::NoSandbox(transfer.to_owned()));
+    /// Runs the conversation turn `ctx` of `transfer` for the controller, which read the budget
+    /// (`budget_read`, remaining micro-USD) before crossing the wake's dispatch fence (see
+    /// [`Sandbox::read_budget_before`]). Once the guest ran, its run is returned whatever happened
+    /// to the bookkeeping after it (a transfer that could not be terminated is logged: its next
+    /// turn meets the same ceiling).
+    ///
+    /// # Errors
+    ///
+    /// As [`run_turn`](Self::run_turn), for a turn that could not start.
+    pub(crate) fn run_dispatched(
+        &self,
+        transfer: &str,
+        ctx: TurnCtx,
+        budget_read: u64,
+    ) -> Result<TurnRun, sandbox::Error> {
+        let (run, ended) = self.run_in_sandbox(transfer, Call::Turn(Box::new(ctx)), Some(budget_read))?;
+        if let Some(Err(e)) = ended {
+            tracing::error!(%transfer, error = %e, "the sandbox stopped, but its transfer could not be ended");
+        }
+        Ok(run)
     }
-    // The transfer is read in a statement of its own: `prepare` takes the database lock too.
-    let read = sandboxes.db().transfer(transfer);
-    let prepared = read.map_err(sandbox::Error::from).and_then(|t| sandboxes.prepare(&t));
-    if prepared.is_err() {
+
+    fn run_in_sandbox(&self, transfer: &str, call: Call, budget_read: Option<u64>) -> Result<Ran, sandbox::Error> {
+        let sandboxes = &self.sandboxes;
+        let conversation = matches!(call, Call::Turn(_));
+        let mut sandbox = match sandboxes.take(transfer) {
+            Some(s) => s,
+            None if conversation => self.fresh(transfer)?,
+            None => return Err(sandbox::Error::NoSandbox(transfer.to_owned())),
+        };
+        if conversation && !sandbox.takes_turns() {
+            sandboxes.keep(sandbox);
+            return Err(sandbox::Error::NoTurns(transfer.to_owned()));
+        }
+        if let Some(remaining) = budget_read {
+            sandbox.read_budget_before(remaining);
+        }
+        let run = sandboxes.run(&mut sandbox, call);
+        let keep = match &run.outcome {
+            TurnOutcome::Resumed => true,
+            TurnOutcome::ResumeFailed(_) => conversation,
+            _ => false,
+        };
+        if keep {
+            sandboxes.keep(sandbox);
+            return Ok((run, None));
+        }
+        let reason = run.outcome.failure_reason().unwrap_or_default();
+        tracing::info!(%transfer, outcome = ?run.outcome, "dropping sandbox");
+        drop(sandbox);
         sandboxes.end_turn(transfer);
+        let ended = self.end_with_sandbox(transfer, &reason);
+        Ok((run, Some(ended)))
     }
-    prepared
-}
 
-/// After a turn dropped the sandbox of `transfer`: terminates the transfer with
-/// `sandbox stopped: <reason>` if it is still `active`, and returns it as it then stands.
-fn end_with_sandbox(sandboxes: &Sandboxes, transfer: &str, reason: &str) -> Result<Transfer, sandbox::Error> {
-    // One lock over the read and the terminate: no other writer of this host can make the
-    // transfer insolvent (or end it) in between.
-    let mut db = sandboxes.db();
-    let t = db.transfer(transfer)?;
-    if t.status != TransferStatus::Active {
-        return Ok(t);
+    /// A sandbox set up fresh for a conversation turn of `transfer` (none is live: a host restart,
+    /// or a sandbox dropped by a failed binding), marked as out for its turn.
+    fn fresh(&self, transfer: &str) -> Result<Sandbox, sandbox::Error> {
+        let sandboxes = &self.sandboxes;
+        if !sandboxes.reserve(transfer) {
+            // Another turn of it is running.
+            return Err(sandbox::Error::NoSandbox(transfer.to_owned()));
+        }
+        // The transfer is read in a statement of its own: `prepare` takes the database lock too.
+        let read = self.store.locked().transfer(transfer);
+        let prepared = read.map_err(sandbox::Error::from).and_then(|t| sandboxes.prepare(&t));
+        if prepared.is_err() {
+            sandboxes.end_turn(transfer);
+        }
+        prepared
     }
-    match db.terminate(transfer, &bounded(&format!("sandbox stopped: {reason}"))) {
-        Ok(t) => Ok(t),
-        // Another process (`ahp transfer terminate`) ended it meanwhile.
-        Err(ahp_store::Error::InvalidTransition { .. }) => Ok(db.transfer(transfer)?),
-        Err(e) => Err(e.into()),
+
+    /// After a turn dropped the sandbox of `transfer`: terminates the transfer with
+    /// `sandbox stopped: <reason>` if it is still `active`, and returns it as it then stands.
+    fn end_with_sandbox(&self, transfer: &str, reason: &str) -> Result<Transfer, sandbox::Error> {
+        // One lock over the read and the terminate: no other writer of this host can make the
+        // transfer insolvent (or end it) in between.
+        let mut db = self.store.locked();
+        let t = db.transfer(transfer)?;
+        if t.status != TransferStatus::Active {
+            return Ok(t);
+        }
+        match db.terminate(transfer, &bounded(&format!("sandbox stopped: {reason}"))) {
+            Ok(t) => Ok(t),
+            // Another process (`ahp transfer terminate`) ended it meanwhile.
+            Err(ahp_store::Error::InvalidTransition { .. }) => Ok(db.transfer(transfer)?),
+            Err(e) => Err(e.into()),
+        }
     }
 }

@@ -346,16 +346,6 @@ impl Sandboxes {
         &self.engine
     }
 
-    /// The database this host records into.
-    pub fn db(&self) -> MutexGuard<'_, ahp_store::Store> {
-        self.store.locked()
-    }
-
-    /// The shared handle of the database this host records into.
-    pub fn store(&self) -> &SharedStore {
-        &self.store
-    }
-
     /// How many components this host has compiled since it started. Activations never
     /// compile: only registration (or a cache miss on disk) does.
     pub fn compiles(&self) -> u64 {
@@ -382,7 +372,10 @@ impl Sandboxes {
             ahp_store::lifecycle::validate_component(n)?;
         }
         let digest = self.cache.add(bytes)?;
-        Ok(self.db().register_component(&digest, name, bytes.len() as u64)?)
+        Ok(self
+            .store
+            .locked()
+            .register_component(&digest, name, bytes.len() as u64)?)
     }
 
     /// [`register_component`](Self::register_component) for a file.
@@ -429,7 +422,7 @@ impl Sandboxes {
             .zip(t.component.as_deref())
             .ok_or_else(|| Error::NotProvisioned(t.id.clone()))?;
         let (snapshot, record) = {
-            let db = self.db();
+            let db = self.store.locked();
             (db.snapshot(&t.id)?, db.component(component)?)
         };
         let record = record.ok_or_else(|| Error::UnknownComponent(component.to_owned()))?;
@@ -506,7 +499,8 @@ impl Sandboxes {
             .as_deref()
             .ok_or_else(|| Error::NotProvisioned(t.id.clone()))?;
         let record = self
-            .db()
+            .store
+            .locked()
             .component(component)?
             .ok_or_else(|| Error::UnknownComponent(component.to_owned()))?;
         Ok(self.cache.prepared(&record.digest)?.pre.takes_turns())
@@ -643,7 +637,8 @@ impl Sandboxes {
             detail["componentCount"] = json!(count);
         }
         if let Err(e) = self
-            .db()
+            .store
+            .locked()
             .record_event(st.transfer(), EventKind::CeilingExceeded, detail)
         {
             tracing::error!(transfer = %st.transfer(), error = %e, "could not audit a ceiling breach");
