@@ -253,8 +253,8 @@ fn in_process(c: &mut Criterion) {
                 queued: 0,
                 replies: 0,
             };
-            let r = host.agents().run_turn(&t, Call::Turn(Box::new(ctx))).unwrap();
-            assert_eq!(r.outcome, ahp_host::sandbox::TurnOutcome::Resumed);
+            let r = host.agents().run_call(&t, Call::Turn(Box::new(ctx))).unwrap();
+            assert_eq!(r.outcome, ahp_host::sandbox::RunOutcome::Returned);
         });
     });
     g.bench_function("single_commit", |b| {

@@ -11,12 +11,12 @@
 //!
 //! [`Host`]: crate::host::Host
 
-use crate::sandbox::{self, Call, Sandboxes, TurnReport, bounded};
+use crate::sandbox::{self, Call, RunReport, Sandboxes, bounded};
 use crate::shared_store::{SharedStore, StoreLock};
 
 /// Begins the activation of `transfer` with `token` in `store`, resumes its guest in a fresh
 /// sandbox of `sandboxes` and completes or fails the activation. A guest failure is not an `Err`: it is reported in
-/// [`TurnReport::outcome`], with the transfer back in `pushed`.
+/// [`RunReport::outcome`], with the transfer back in `pushed`.
 ///
 /// # Errors
 ///
@@ -28,7 +28,7 @@ pub fn activate(
     sandboxes: &Sandboxes,
     transfer: &str,
     token: &str,
-) -> Result<TurnReport, sandbox::Error> {
+) -> Result<RunReport, sandbox::Error> {
     let t = store.locked().begin_activation(transfer, token)?;
     let mut sandbox = match sandboxes.prepare(&t) {
         Ok(s) => s,

@@ -12,7 +12,7 @@ use crate::activation;
 use crate::agents::{Agents, AgentsConfig};
 use crate::policy::Policy;
 use crate::sandbox::engine::EngineConfig;
-use crate::sandbox::{self, CeilingCap, SandboxConfig, Sandboxes, TurnReport};
+use crate::sandbox::{self, CeilingCap, RunReport, SandboxConfig, Sandboxes};
 use crate::shared_store::{SharedStore, share};
 use crate::vault::{DirVault, Vault};
 
@@ -138,7 +138,7 @@ impl Host {
     /// # Errors
     ///
     /// As [`activation::activate`].
-    pub fn activate(&self, transfer: &str, token: &str) -> Result<TurnReport, sandbox::Error> {
+    pub fn activate(&self, transfer: &str, token: &str) -> Result<RunReport, sandbox::Error> {
         let _activating = self.agents.activating(transfer);
         let mut report = activation::activate(&self.store, &self.sandboxes, transfer, token)?;
         if report.outcome.failure_reason().is_none() {

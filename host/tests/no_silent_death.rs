@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use ahp_host::agents::{Agents, CARRIER_LEASE};
 use ahp_host::guests;
 use ahp_host::host::HostBuilder;
-use ahp_host::sandbox::{Sandboxes, TurnOutcome};
+use ahp_host::sandbox::{RunOutcome, Sandboxes};
 use ahp_host::shared_store::StoreLock;
 use ahp_host::store::conversation::{Acting, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT};
 use ahp_host::store::fault::FaultStep;
@@ -119,7 +119,7 @@ impl World {
     }
 
     /// Activates `transfer` on this world's host; returns how it went.
-    fn activate(&self, transfer: &str) -> ahp_host::sandbox::TurnReport {
+    fn activate(&self, transfer: &str) -> ahp_host::sandbox::RunReport {
         let tok = testing::activate_token(&self.db(), &self.key, transfer).unwrap();
         self.host.activate(transfer, &tok).unwrap()
     }
@@ -151,7 +151,7 @@ impl World {
 
     fn agent_at(&self, tier: Tier) -> Agent {
         let t = self.pushed_at(tier);
-        assert_eq!(self.activate(&t).outcome, TurnOutcome::Resumed);
+        assert_eq!(self.activate(&t).outcome, RunOutcome::Returned);
         let a = self.conversation(&t);
         assert!(self.agents().carrier(&a.id).is_some(), "carried from its activation");
         a
@@ -501,7 +501,7 @@ fn a_failed_first_bind_is_repaired_by_the_tick() {
     // Every attempt of the bind's write fails: the transfer is active with no agent.
     w.fault(FaultStep::AttachEndpoint, 0, ahp_host::store::MAX_WRITE_ATTEMPTS);
     let report = w.activate(&t);
-    assert_eq!(report.outcome, TurnOutcome::Resumed);
+    assert_eq!(report.outcome, RunOutcome::Returned);
     assert_eq!(report.transfer.status, TransferStatus::Active);
     assert_eq!(w.db().transfer(&t).unwrap().agent_id, None);
     assert_eq!(w.sandboxes().live_count(), 0, "its sandbox is not kept unbound");

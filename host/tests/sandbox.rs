@@ -9,7 +9,7 @@ use std::time::Duration;
 use ahp_host::guests;
 use ahp_host::host::HostBuilder;
 use ahp_host::policy::Policy;
-use ahp_host::sandbox::{Call, Ceiling, CeilingCap, Sandboxes, TurnOutcome, TurnReport, host_resources};
+use ahp_host::sandbox::{Call, Ceiling, CeilingCap, RunOutcome, RunReport, Sandboxes, host_resources};
 use ahp_host::shared_store::StoreLock;
 use ahp_host::store::{
     DEFAULT_TOKEN_TTL, EventKind, SnapshotInput, Store, Tier, TokenKey, TokenScope, TransferStatus,
@@ -108,14 +108,14 @@ impl Host {
         testing::pushed(&mut self.db(), &self.key, snap, tier, budget, component).unwrap()
     }
 
-    fn activate(&self, id: &str) -> TurnReport {
+    fn activate(&self, id: &str) -> RunReport {
         let tok = testing::activate_token(&self.db(), &self.key, id).unwrap();
         self.host.activate(id, &tok).unwrap()
     }
 
     /// A later turn that calls `resume` again.
-    fn run_turn(&self, id: &str) -> Result<TurnReport, ahp_host::sandbox::Error> {
-        self.host.agents().run_turn(id, Call::Resume)
+    fn run_call(&self, id: &str) -> Result<RunReport, ahp_host::sandbox::Error> {
+        self.host.agents().run_call(id, Call::Resume)
     }
 
     fn events(&self, id: &str, kind: EventKind) -> Vec<Value> {
@@ -133,7 +133,7 @@ impl Host {
     fn assert_stopped_by(&self, component: &str, tier: Tier, ceiling: Ceiling) {
         let id = self.pushed(&snapshot(3, json!({})), tier, 1_000_000, component);
         let report = self.activate(&id);
-        assert_eq!(report.outcome, TurnOutcome::CeilingExceeded(ceiling), "{component}");
+        assert_eq!(report.outcome, RunOutcome::CeilingExceeded(ceiling), "{component}");
         assert_eq!(report.transfer.status, TransferStatus::Pushed);
         assert!(!report.transfer.activating);
         let breaches = self.events(&id, EventKind::CeilingExceeded);
@@ -153,7 +153,7 @@ impl Host {
         self.assert_stopped_by(component, Tier::Nano, ceiling);
         let id = self.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, component);
         let report = self.activate(&id);
-        assert_eq!(report.outcome, TurnOutcome::CeilingExceeded(ceiling));
+        assert_eq!(report.outcome, RunOutcome::CeilingExceeded(ceiling));
         assert_eq!(report.fuel_consumed, 0, "no guest code ran");
         let breach = &self.events(&id, EventKind::CeilingExceeded)[0];
         let limit = match ceiling {
@@ -167,7 +167,7 @@ impl Host {
 
         let roomier = self.pushed(&snapshot(0, json!({})), Tier::Small, 1_000_000, component);
         let report = self.activate(&roomier);
-        assert_eq!(report.outcome, TurnOutcome::Resumed, "{component} under the small tier");
+        assert_eq!(report.outcome, RunOutcome::Returned, "{component} under the small tier");
         assert_eq!(report.transfer.status, TransferStatus::Active);
         assert!(self.events(&roomier, EventKind::CeilingExceeded).is_empty());
         assert!(self.sandboxes.drop_sandbox(&roomier));
@@ -184,13 +184,13 @@ impl Host {
     fn assert_later_turn_terminates_with(&self, snap: &SnapshotInput, component: &str, ceiling: Ceiling) {
         let id = self.pushed(snap, Tier::Nano, 1_000_000, component);
         let first = self.activate(&id);
-        assert_eq!(first.outcome, TurnOutcome::Resumed);
+        assert_eq!(first.outcome, RunOutcome::Returned);
         assert_eq!(first.transfer.status, TransferStatus::Active);
         assert_eq!(self.sandboxes.live_count(), 1);
 
         let started = std::time::Instant::now();
-        let second = self.run_turn(&id).unwrap();
-        assert_eq!(second.outcome, TurnOutcome::CeilingExceeded(ceiling), "{component}");
+        let second = self.run_call(&id).unwrap();
+        assert_eq!(second.outcome, RunOutcome::CeilingExceeded(ceiling), "{component}");
         if ceiling == Ceiling::WallClock {
             assert!(
                 started.elapsed() <= wall_clock_bound(Tier::Nano),
@@ -201,7 +201,7 @@ impl Host {
         assert_eq!(second.transfer.status, TransferStatus::Terminated);
         assert_eq!(self.sandboxes.live_count(), 0, "the sandbox is dropped");
         assert!(matches!(
-            self.run_turn(&id),
+            self.run_call(&id),
             Err(ahp_host::sandbox::Error::NoSandbox(_))
         ));
         let events = self.db().get_status(&id).unwrap().events;
@@ -221,7 +221,7 @@ impl Host {
     fn assert_serves_a_forecaster(&self) {
         let id = self.pushed(&snapshot(4, inventory()), Tier::Nano, 1_000_000, "forecaster");
         let report = self.activate(&id);
-        assert_eq!(report.outcome, TurnOutcome::Resumed);
+        assert_eq!(report.outcome, RunOutcome::Returned);
         assert_eq!(report.transfer.status, TransferStatus::Active);
         assert!(self.sandboxes.drop_sandbox(&id));
     }
@@ -233,7 +233,7 @@ fn forecaster() {
     // 600 messages: three pages of the snapshot interface.
     let id = h.pushed(&snapshot(600, inventory()), Tier::Nano, 1_000_000, "forecaster");
     let report = h.activate(&id);
-    assert_eq!(report.outcome, TurnOutcome::Resumed);
+    assert_eq!(report.outcome, RunOutcome::Returned);
     assert_eq!(report.transfer.status, TransferStatus::Active);
     assert!(report.fuel_consumed > 0);
     assert!(report.compute_micro_usd >= 1, "compute is charged");
@@ -262,12 +262,12 @@ fn forecaster() {
     assert!(!log.contains(SECRET));
 
     // A later turn runs on the same live instance and sees its own checkpoint.
-    let again = h.run_turn(&id).unwrap();
-    assert_eq!(again.outcome, TurnOutcome::Resumed);
+    let again = h.run_call(&id).unwrap();
+    assert_eq!(again.outcome, RunOutcome::Returned);
     let saved: Value = serde_json::from_slice(&h.db().load_checkpoint(&id).unwrap().unwrap().state).unwrap();
     assert_eq!(saved["turn"], 2);
     assert!(h.sandboxes.drop_sandbox(&id));
-    assert!(matches!(h.run_turn(&id), Err(ahp_host::sandbox::Error::NoSandbox(_))));
+    assert!(matches!(h.run_call(&id), Err(ahp_host::sandbox::Error::NoSandbox(_))));
 }
 
 #[test]
@@ -356,7 +356,7 @@ fn credential_prober() {
     let id = h.pushed(&snapshot(1, json!({})), Tier::Nano, 1_000_000, "credential-prober");
     let report = h.activate(&id);
     // The prober resumes only if every probe was refused and its own ref resolved.
-    assert_eq!(report.outcome, TurnOutcome::Resumed);
+    assert_eq!(report.outcome, RunOutcome::Returned);
     let denied = h.events(&id, EventKind::CredentialDenied);
     let refs: Vec<&str> = denied.iter().map(|d| d["credRef"].as_str().unwrap()).collect();
     assert_eq!(refs, ["someone-elses-key", "../token-key", "../../etc/passwd"]);
@@ -378,7 +378,7 @@ fn cpu_burn() {
     let a = h.pushed(&snapshot(0, work.clone()), Tier::Nano, 1_000_000, "cpu-burn");
     let b = h.pushed(&snapshot(0, work), Tier::Nano, 1_000_000, "cpu-burn");
     let (ra, rb) = (h.activate(&a), h.activate(&b));
-    assert_eq!(ra.outcome, TurnOutcome::Resumed);
+    assert_eq!(ra.outcome, RunOutcome::Returned);
     assert_eq!(ra.fuel_consumed, rb.fuel_consumed, "fuel is bit-exact run to run");
     assert!(ra.fuel_consumed > 200_000 * 3, "every round costs fuel");
 }
@@ -396,10 +396,10 @@ fn a_guest_out_of_budget_makes_the_transfer_insolvent_within_one_quantum() {
         "loop-forever",
     );
     let first = h.activate(&id);
-    assert_eq!(first.outcome, TurnOutcome::Resumed);
+    assert_eq!(first.outcome, RunOutcome::Returned);
     assert_eq!(first.transfer.status, TransferStatus::Active);
-    let second = h.run_turn(&id).unwrap();
-    assert_eq!(second.outcome, TurnOutcome::BudgetExhausted);
+    let second = h.run_call(&id).unwrap();
+    assert_eq!(second.outcome, RunOutcome::BudgetExhausted);
     assert_eq!(second.transfer.status, TransferStatus::Insolvent);
     let budget = h.db().get_status(&id).unwrap().budget.unwrap();
     assert!(budget.spent_micro_usd >= allocated);
@@ -422,7 +422,7 @@ fn metering_ticks_while_the_guest_runs() {
     let h = host();
     let id = h.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, "loop-forever");
     let report = h.activate(&id);
-    assert_eq!(report.outcome, TurnOutcome::CeilingExceeded(Ceiling::FuelPerTurn));
+    assert_eq!(report.outcome, RunOutcome::CeilingExceeded(Ceiling::FuelPerTurn));
     let compute: Vec<u64> = h
         .events(&id, EventKind::UsageReported)
         .iter()
@@ -448,7 +448,7 @@ fn a_guest_out_of_budget_during_activation_fails_it() {
     let h = host();
     let id = h.pushed(&snapshot(0, json!({})), Tier::Nano, 1, "loop-forever");
     let report = h.activate(&id);
-    assert_eq!(report.outcome, TurnOutcome::BudgetExhausted);
+    assert_eq!(report.outcome, RunOutcome::BudgetExhausted);
     assert_eq!(report.transfer.status, TransferStatus::Pushed);
     let budget = h.db().get_status(&id).unwrap().budget.unwrap();
     assert!(budget.spent_micro_usd <= 1 + 1);
@@ -626,7 +626,7 @@ fn egress_flood() {
     let id = h.pushed(&snapshot_for(&server.url), Tier::Nano, 1_000_000, "egress-flood");
     let report = h.activate(&id);
     // The flood was cut off at the ceiling (the guest resumes only once it was).
-    assert_eq!(report.outcome, TurnOutcome::Resumed);
+    assert_eq!(report.outcome, RunOutcome::Returned);
     let ceiling = Tier::Nano.limits().egress_bytes;
     let breaches = h.events(&id, EventKind::CeilingExceeded);
     assert_eq!(breaches.len(), 1, "{breaches:?}");
@@ -645,7 +645,7 @@ fn egress_flood() {
     // (The server counts the cut-off request when its connection closes: let it settle.)
     std::thread::sleep(Duration::from_millis(300));
     let before = server.requests.load(Ordering::Relaxed);
-    h.run_turn(&id).unwrap();
+    h.run_call(&id).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(server.requests.load(Ordering::Relaxed), before);
     assert_eq!(
@@ -665,7 +665,7 @@ fn egress_denied() {
     let report = h.activate(&id);
     // The guest resumes only if example.com and `localhost` were refused and its own server
     // (named 127.0.0.1) answered.
-    assert_eq!(report.outcome, TurnOutcome::Resumed, "{:?}", h.sandboxes.guest_log(&id));
+    assert_eq!(report.outcome, RunOutcome::Returned, "{:?}", h.sandboxes.guest_log(&id));
     assert_eq!(server.requests.load(Ordering::Relaxed), 1);
     assert!(h.sandboxes.guest_log(&id).unwrap().contains("own server answered 200"));
 }
@@ -688,7 +688,7 @@ impl Host {
         let mode = &snap.tool_state["mode"];
         assert_eq!(
             report.outcome,
-            TurnOutcome::CeilingExceeded(Ceiling::WallClock),
+            RunOutcome::CeilingExceeded(Ceiling::WallClock),
             "{mode}: {:?}",
             self.sandboxes.guest_log(&id)
         );
@@ -791,7 +791,7 @@ fn resource_hoarder() {
         "resource-hoarder",
     );
     let report = h.activate(&id);
-    assert_eq!(report.outcome, TurnOutcome::Resumed, "{capacity} fields fit");
+    assert_eq!(report.outcome, RunOutcome::Returned, "{capacity} fields fit");
     assert!(h.sandboxes.drop_sandbox(&id));
     // One past it, and the 8,000.
     for count in [capacity + 1, 8_000] {
@@ -804,7 +804,7 @@ fn resource_hoarder() {
         let report = h.activate(&id);
         assert_eq!(
             report.outcome,
-            TurnOutcome::CeilingExceeded(Ceiling::HostResources),
+            RunOutcome::CeilingExceeded(Ceiling::HostResources),
             "{count}"
         );
         assert_eq!(report.transfer.status, TransferStatus::Pushed);
@@ -866,7 +866,7 @@ fn hoarder_rss_probe() {
     let before = proc_status_bytes("VmRSS:");
     let report = h.host.activate(&id, &tok).unwrap();
     let peak = proc_status_bytes("VmHWM:");
-    assert_eq!(report.outcome, TurnOutcome::CeilingExceeded(Ceiling::HostResources));
+    assert_eq!(report.outcome, RunOutcome::CeilingExceeded(Ceiling::HostResources));
     println!("rss_growth_bytes={}", peak.saturating_sub(before));
 }
 
@@ -923,7 +923,7 @@ impl Host {
     fn probe(&self, snap: &SnapshotInput) -> (String, String) {
         let id = self.pushed(snap, Tier::Nano, 1_000_000, "egress-prober");
         let report = self.activate(&id);
-        assert_eq!(report.outcome, TurnOutcome::Resumed);
+        assert_eq!(report.outcome, RunOutcome::Returned);
         let log = self.sandboxes.guest_log(&id).unwrap();
         assert!(self.sandboxes.drop_sandbox(&id));
         (id, log)
@@ -1158,7 +1158,7 @@ fn stress_probe() {
                 jobs.into_iter()
                     .map(|(id, tok)| {
                         let r = s.activate(&id, &tok).unwrap();
-                        assert!(s.sandboxes().drop_sandbox(&id) || r.outcome != TurnOutcome::Resumed);
+                        assert!(s.sandboxes().drop_sandbox(&id) || r.outcome != RunOutcome::Returned);
                         r.outcome
                     })
                     .collect::<Vec<_>>()
@@ -1187,14 +1187,14 @@ fn stress_probe() {
     };
     for t in honest {
         for outcome in t.join().unwrap() {
-            assert_eq!(outcome, TurnOutcome::Resumed, "an honest activation failed");
+            assert_eq!(outcome, RunOutcome::Returned, "an honest activation failed");
         }
     }
 
     for t in threads {
         let (component, outcome) = t.join().unwrap();
         assert!(
-            matches!(outcome, TurnOutcome::CeilingExceeded(_)),
+            matches!(outcome, RunOutcome::CeilingExceeded(_)),
             "{component} was not stopped by a ceiling: {outcome:?}"
         );
     }
@@ -1265,8 +1265,8 @@ fn sandboxes_of_transfers_no_longer_active_are_swept() {
     let h = host();
     let ended = h.pushed(&snapshot(2, inventory()), Tier::Nano, 1_000_000, "forecaster");
     let running = h.pushed(&snapshot(2, inventory()), Tier::Nano, 1_000_000, "forecaster");
-    assert_eq!(h.activate(&ended).outcome, TurnOutcome::Resumed);
-    assert_eq!(h.activate(&running).outcome, TurnOutcome::Resumed);
+    assert_eq!(h.activate(&ended).outcome, RunOutcome::Returned);
+    assert_eq!(h.activate(&running).outcome, RunOutcome::Returned);
     assert_eq!(h.sandboxes.live_count(), 2);
     assert!(h.sandboxes.drop_finished().unwrap().is_empty(), "both are active");
     // Ended behind the sandbox's back, as `ahp transfer terminate` from another process does.
@@ -1274,10 +1274,10 @@ fn sandboxes_of_transfers_no_longer_active_are_swept() {
     assert_eq!(h.sandboxes.drop_finished().unwrap(), vec![ended.clone()]);
     assert_eq!(h.sandboxes.live_count(), 1);
     assert!(matches!(
-        h.run_turn(&ended),
+        h.run_call(&ended),
         Err(ahp_host::sandbox::Error::NoSandbox(_))
     ));
-    assert_eq!(h.run_turn(&running).unwrap().outcome, TurnOutcome::Resumed);
+    assert_eq!(h.run_call(&running).unwrap().outcome, RunOutcome::Returned);
     assert!(h.sandboxes.drop_finished().unwrap().is_empty());
     assert!(h.sandboxes.drop_sandbox(&running));
 }
@@ -1341,7 +1341,7 @@ fn turn_prober() {
     let agents = h.host.agents();
     let id = h.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, "turn-prober");
     let report = h.activate(&id);
-    assert_eq!(report.outcome, TurnOutcome::Resumed);
+    assert_eq!(report.outcome, RunOutcome::Returned);
     let agent = report.transfer.agent_id.clone().expect("activate returns the agentId");
     let carrier = agents.carrier(&agent).expect("this host carries the agent");
     assert!(ahp_host::carrier::Carriers::holds(
@@ -1460,7 +1460,7 @@ fn legacy_agent() {
     let report = h.activate(&id);
     assert_eq!(
         report.outcome,
-        TurnOutcome::Resumed,
+        RunOutcome::Returned,
         "a 0.1.0 component still activates"
     );
     assert_eq!(report.transfer.status, TransferStatus::Active);

@@ -15,7 +15,7 @@ use ahp_host::guests;
 use ahp_host::host::HostBuilder;
 use ahp_host::sandbox::{
     Ceiling, CeilingCap, FUEL_FLUSH_INTERVAL, MAX_BUDGET_CALLS_PER_TURN, MAX_CONSUMES_PER_TURN, MAX_LOADS_PER_TURN,
-    TurnOutcome, TurnReport,
+    RunOutcome, RunReport,
 };
 use ahp_host::shared_store::StoreLock;
 use ahp_host::store::conversation::{
@@ -71,7 +71,7 @@ impl Host {
     }
 
     /// Activates a new `component` transfer at `tier`; returns the transfer and the report.
-    fn activated(&self, component: &str, tier: Tier) -> (String, TurnReport) {
+    fn activated(&self, component: &str, tier: Tier) -> (String, RunReport) {
         let id = testing::pushed(
             &mut self.db(),
             &self.key,
@@ -89,7 +89,7 @@ impl Host {
     /// A turn-prober agent, activated and carried by this host.
     fn prober(&self) -> (String, String) {
         let (id, report) = self.activated("turn-prober", Tier::Nano);
-        assert_eq!(report.outcome, TurnOutcome::Resumed);
+        assert_eq!(report.outcome, RunOutcome::Returned);
         (id, report.transfer.agent_id.expect("bound at activation"))
     }
 
@@ -266,7 +266,7 @@ mod spin {
         };
         let h = host_with(cap);
         let (id, report) = h.activated("loop-forever", Tier::Large);
-        assert_eq!(report.outcome, TurnOutcome::CeilingExceeded(Ceiling::WallClock));
+        assert_eq!(report.outcome, RunOutcome::CeilingExceeded(Ceiling::WallClock));
         // A second of spinning burns hundreds of millions of fuel on any machine; what the
         // meter cannot see of it is at most one flush interval.
         assert!(

@@ -11,7 +11,7 @@ use ahp_store::conversation::{ConversationError, DispatchOutcome, DispatchTicket
 use super::recovery::{self, Failure, retry};
 use super::{Agents, Carrier, Drive, MAX_TURNS_PER_OPPORTUNITY};
 use crate::interfaces::TurnCtx;
-use crate::sandbox::TurnOutcome;
+use crate::sandbox::RunOutcome;
 use crate::shared_store::StoreLock;
 
 /// How one turn of a dispatch opportunity ended.
@@ -127,17 +127,17 @@ impl Agents {
             }
             Err(e) => {
                 tracing::warn!(%agent, error = %e, "the turn could not run");
-                TurnOutcome::Stopped(e.to_string())
+                RunOutcome::Stopped(e.to_string())
             }
         };
-        if outcome == TurnOutcome::Resumed
+        if outcome == RunOutcome::Returned
             && self.finish(c, &ticket, DispatchOutcome::Accepted)? == DispatchOutcome::Accepted
         {
             drive.consumed += 1;
             return Ok(Next::Again);
         }
         drive.unknown += 1;
-        if outcome != TurnOutcome::Resumed {
+        if outcome != RunOutcome::Returned {
             tracing::info!(%agent, wake = %ticket.wake.id, ?outcome, "turn did not succeed: delivery unknown");
             // A turn that ended its transfer also detached its endpoint, which settled the
             // attempt as `delivery_unknown` already: the endpoint is then gone.

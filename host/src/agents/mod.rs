@@ -13,7 +13,7 @@
 //! [`drives`](Agents::drive) it: claims its pending wake through the exact endpoint and
 //! generation (`claim_wake`), crosses the durable dispatch fence
 //! (`prepare_dispatch`), runs one `turn` in the sandbox under the tier's fuel and wall clock
-//! ([`turn`]), records the outcome (`finish_dispatch`), and only after the turn returned `ok`
+//! ([`run`]), records the outcome (`finish_dispatch`), and only after the turn returned `ok`
 //! exact-consumes the wake — that consume is what proves the turn ran. The budget is read
 //! before anything is claimed, and the end of a turn (outcome and consume) is one store
 //! transaction (`finish_turn`). A failure before the fence gives the claim back (the wake is
@@ -40,8 +40,8 @@
 mod dispatch;
 mod queue;
 pub mod recovery;
+pub mod run;
 pub mod takeover;
-pub mod turn;
 mod upkeep;
 
 use std::collections::{HashMap, HashSet};

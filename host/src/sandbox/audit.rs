@@ -5,19 +5,19 @@ use ahp_store::EventKind;
 use serde_json::json;
 use wasmtime::Trap;
 
-use super::run::{Sandbox, TurnOutcome};
+use super::run::{RunOutcome, Sandbox};
 use super::{Ceiling, Sandboxes, host_resources};
 use crate::shared_store::StoreLock;
 
 /// Longest guest-supplied message kept in a failure reason, in bytes.
 pub const MAX_GUEST_MESSAGE_BYTES: usize = 512;
 
-impl TurnOutcome {
-    /// The reason recorded by `fail_activation`, or `None` for [`TurnOutcome::Resumed`].
+impl RunOutcome {
+    /// The reason recorded by `fail_activation`, or `None` for [`RunOutcome::Returned`].
     pub fn failure_reason(&self) -> Option<String> {
         match self {
-            Self::Resumed => None,
-            Self::ResumeFailed(m) => Some(format!("resume returned an error: {m}")),
+            Self::Returned => None,
+            Self::GuestError(m) => Some(format!("resume returned an error: {m}")),
             Self::CeilingExceeded(c) => Some(format!("ceiling exceeded: {c}")),
             Self::BudgetExhausted => Some("budget exhausted: the guest used all the fuel its budget pays for".into()),
             Self::Trapped(m) => Some(format!("guest trapped: {m}")),
@@ -27,14 +27,14 @@ impl TurnOutcome {
 }
 
 impl Sandboxes {
-    pub(super) fn audit_ceiling(&self, sandbox: &Sandbox, outcome: &TurnOutcome) {
+    pub(super) fn audit_ceiling(&self, sandbox: &Sandbox, outcome: &RunOutcome) {
         let st = sandbox.store.data();
         // The egress ceiling cuts a request or response off without trapping the guest: audit
-        // the first breach whatever the turn's outcome.
+        // the first breach whatever the run's outcome.
         if st.egress_meter.breached() && !sandbox.egress_audited.swap(true, std::sync::atomic::Ordering::Relaxed) {
             self.record_breach(sandbox, Ceiling::Egress);
         }
-        let TurnOutcome::CeilingExceeded(ceiling) = *outcome else {
+        let RunOutcome::CeilingExceeded(ceiling) = *outcome else {
             return;
         };
         self.record_breach(sandbox, ceiling);

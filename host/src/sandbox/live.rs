@@ -8,27 +8,27 @@ use super::Sandboxes;
 use super::run::Sandbox;
 use crate::shared_store::StoreLock;
 
-/// The live sandboxes of a host, and the transfers whose sandbox is out of the map for a turn.
+/// The live sandboxes of a host, and the transfers whose sandbox is out of the map for a run.
 #[derive(Default)]
 pub(super) struct Live {
-    /// Sandboxes waiting for their transfer's next turn, keyed by transfer id.
+    /// Sandboxes waiting for their transfer's next run, keyed by transfer id.
     pub(super) idle: HashMap<String, Sandbox>,
-    /// Transfers whose sandbox is out for a turn, and whether it was released meanwhile (then
-    /// it is dropped when the turn ends, not kept).
+    /// Transfers whose sandbox is out for a run, and whether it was released meanwhile (then
+    /// it is dropped when the run ends, not kept).
     pub(super) running: HashMap<String, bool>,
 }
 
 impl Sandboxes {
-    /// How many sandboxes are live (resumed and kept for later turns; a sandbox out for a turn
+    /// How many sandboxes are live (resumed and kept for later runs; a sandbox out for a run
     /// is not counted).
     pub fn live_count(&self) -> usize {
         self.live().idle.len()
     }
 
-    /// Keeps `sandbox` live for later turns of its transfer (replacing any other of it) —
-    /// unless it was taken out for a turn ([`take`](Self::take), [`reserve`](Self::reserve))
-    /// and released ([`drop_sandbox`](Self::drop_sandbox)) while that turn ran: then it is
-    /// dropped, so a release mid-turn is never undone. Returns whether it was kept.
+    /// Keeps `sandbox` live for later runs of its transfer (replacing any other of it) —
+    /// unless it was taken out for a run ([`take`](Self::take), [`reserve`](Self::reserve))
+    /// and released ([`drop_sandbox`](Self::drop_sandbox)) while that run ran: then it is
+    /// dropped, so a release mid-run is never undone. Returns whether it was kept.
     pub fn keep(&self, sandbox: Sandbox) -> bool {
         let transfer = sandbox.transfer().to_owned();
         let mut live = self.live();
@@ -41,9 +41,9 @@ impl Sandboxes {
         true
     }
 
-    /// Takes the live sandbox of `transfer` out of the map for a turn (`None` if there is none,
-    /// or a turn of it is running). Until the turn ends with [`keep`](Self::keep) or
-    /// [`end_turn`](Self::end_turn), a [`drop_sandbox`](Self::drop_sandbox) of it is remembered.
+    /// Takes the live sandbox of `transfer` out of the map for a run (`None` if there is none,
+    /// or a run of it is running). Until the run ends with [`keep`](Self::keep) or
+    /// [`end_run`](Self::end_run), a [`drop_sandbox`](Self::drop_sandbox) of it is remembered.
     pub fn take(&self, transfer: &str) -> Option<Sandbox> {
         let mut live = self.live();
         let sandbox = live.idle.remove(transfer)?;
@@ -51,9 +51,9 @@ impl Sandboxes {
         Some(sandbox)
     }
 
-    /// Marks a turn of `transfer` as running in a sandbox set up fresh for it (none was live):
+    /// Marks a run of `transfer` as running in a sandbox set up fresh for it (none was live):
     /// as [`take`](Self::take) does for a live one. Returns `false` if a sandbox of it is live
-    /// or out for a turn already.
+    /// or out for a run already.
     pub fn reserve(&self, transfer: &str) -> bool {
         let mut live = self.live();
         if live.idle.contains_key(transfer) || live.running.contains_key(transfer) {
@@ -63,8 +63,8 @@ impl Sandboxes {
         true
     }
 
-    /// Ends a turn of `transfer` whose sandbox is not kept (it was dropped, or never set up).
-    pub fn end_turn(&self, transfer: &str) {
+    /// Ends a run of `transfer` whose sandbox is not kept (it was dropped, or never set up).
+    pub fn end_run(&self, transfer: &str) {
         self.live().running.remove(transfer);
     }
 
@@ -74,7 +74,7 @@ impl Sandboxes {
     }
 
     /// Drops the live sandbox of `transfer` (its Store, instance and pool slot); one out for a
-    /// turn is dropped when its turn ends instead of being kept. Returns whether there was one.
+    /// run is dropped when its run ends instead of being kept. Returns whether there was one.
     pub fn drop_sandbox(&self, transfer: &str) -> bool {
         let mut live = self.live();
         if live.idle.remove(transfer).is_some() {

@@ -9,7 +9,7 @@
 //! `resume` for an activation (`crate::activation`), `turn` for a conversation turn
 //! (`crate::agents`). [`Sandboxes::prepare`] sets up a fresh sandbox for a transfer;
 //! [`Sandboxes::run`] runs one call in it under the tier's ceilings and reports how it ended
-//! ([`TurnRun`]). What that means for the transfer — complete or fail an activation, keep the
+//! ([`Run`]). What that means for the transfer — complete or fail an activation, keep the
 //! sandbox or end the transfer — is decided by those callers. The run's audit (`audit`)
 //! records its `ceiling_exceeded` events and words its failure. A component built for
 //! `ahp:agent@0.2.0` takes conversation turns; one built for `@0.1.0` only resumes. The tiers'
@@ -64,7 +64,7 @@ use self::engine::{EngineConfig, EpochTicker, build_engine};
 pub use self::limits::{Ceiling, CeilingCap, Ceilings};
 use self::live::Live;
 pub use self::meter::{COMPUTE_KIND, FUEL_FLUSH_INTERVAL, METER_QUANTUM_FUEL};
-pub use self::run::{Call, Sandbox, TurnOutcome, TurnReport, TurnRun};
+pub use self::run::{Call, Run, RunOutcome, RunReport, Sandbox};
 pub use self::state::MAX_GUEST_LOG_BYTES;
 use crate::carrier::Carriers;
 pub use crate::interfaces::context::{
@@ -87,7 +87,7 @@ pub enum Error {
     /// The transfer has no tier or component yet.
     #[error("transfer {0} has no tier and component; provision it first")]
     NotProvisioned(String),
-    /// No live sandbox for this transfer (never activated here, dropped, or mid-turn).
+    /// No live sandbox for this transfer (never activated here, dropped, or mid-run).
     #[error("no live sandbox for transfer {0}")]
     NoSandbox(String),
     /// The transfer's component was built for `ahp:agent@0.1.0`: it takes no conversation turns.

@@ -20,7 +20,7 @@ use super::{Ceiling, ComponentCounts, Error, METER_QUANTUM_FUEL, Sandboxes, host
 use crate::interfaces::TurnCtx;
 use crate::shared_store::StoreLock;
 
-/// What a turn calls in the guest.
+/// What a run calls in the guest: the export that names its layer.
 #[derive(Debug, Clone)]
 pub enum Call {
     /// `resume`: activation (and, for tests and the benches, a repeated resume).
@@ -29,13 +29,13 @@ pub enum Call {
     Turn(Box<TurnCtx>),
 }
 
-/// How one guest turn ended.
+/// How one run of a guest [`Call`] ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TurnOutcome {
+pub enum RunOutcome {
     /// The guest's `resume` (or `turn`) returned `Ok`.
-    Resumed,
+    Returned,
     /// The guest's `resume` (or `turn`) returned an error; the guest's message (bounded).
-    ResumeFailed(String),
+    GuestError(String),
     /// The guest broke a ceiling and was stopped.
     CeilingExceeded(Ceiling),
     /// The guest ran out of budget (not of its per-turn ceiling) and was stopped.
@@ -47,23 +47,23 @@ pub enum TurnOutcome {
     Stopped(String),
 }
 
-/// What one turn did in its sandbox.
+/// What one run did in its sandbox.
 #[derive(Debug, Clone)]
-pub struct TurnRun {
-    /// How the turn ended.
-    pub outcome: TurnOutcome,
-    /// Fuel the turn burnt.
+pub struct Run {
+    /// How the run ended.
+    pub outcome: RunOutcome,
+    /// Fuel the run burnt.
     pub fuel_consumed: u64,
     /// Compute spend recorded over the sandbox's life so far, micro-USD.
     pub compute_micro_usd: u64,
-    /// Time the turn spent in the database.
+    /// Time the run spent in the database.
     pub store_time: std::time::Duration,
 }
 
-impl TurnRun {
-    /// The report of this turn, which left `transfer`.
-    pub fn report(self, transfer: Transfer) -> TurnReport {
-        TurnReport {
+impl Run {
+    /// The report of this run, which left `transfer`.
+    pub fn report(self, transfer: Transfer) -> RunReport {
+        RunReport {
             transfer,
             outcome: self.outcome,
             fuel_consumed: self.fuel_consumed,
@@ -73,24 +73,24 @@ impl TurnRun {
     }
 }
 
-/// What one turn did, and the transfer it left.
+/// What one run did, and the transfer it left.
 #[derive(Debug, Clone)]
-pub struct TurnReport {
-    /// The transfer after the turn (e.g. `active`, `pushed` after a failed activation,
+pub struct RunReport {
+    /// The transfer after the run (e.g. `active`, `pushed` after a failed activation,
     /// `insolvent`).
     pub transfer: Transfer,
-    /// How the turn ended.
-    pub outcome: TurnOutcome,
-    /// Fuel the turn burnt.
+    /// How the run ended.
+    pub outcome: RunOutcome,
+    /// Fuel the run burnt.
     pub fuel_consumed: u64,
     /// Compute spend recorded over the sandbox's life so far, micro-USD.
     pub compute_micro_usd: u64,
-    /// Time the turn spent in the database (its reads and commits, lock waits included):
-    /// the rest of a turn's time is the sandbox's own.
+    /// Time the run spent in the database (its reads and commits, lock waits included):
+    /// the rest of a run's time is the sandbox's own.
     pub store_time: std::time::Duration,
 }
 
-/// One transfer's sandbox: its wasmtime Store, and its instance once the first turn made it.
+/// One transfer's sandbox: its wasmtime Store, and its instance once the first run made it.
 pub struct Sandbox {
     pub(super) store: wasmtime::Store<SandboxState>,
     pub(super) pre: AgentPre,
@@ -170,7 +170,7 @@ impl Sandboxes {
             let st = cx.data();
             if st.turn_started.elapsed() > st.ceilings.wall_clock_per_turn {
                 cx.data_mut().limiter.breach = Some(Ceiling::WallClock);
-                // Charge what the guest burnt before trapping it (the turn settles again after).
+                // Charge what the guest burnt before trapping it (the run settles again after).
                 meter::settle(&mut cx)?;
                 return Err(wasmtime::format_err!("wall-clock ceiling reached"));
             }
@@ -188,16 +188,16 @@ impl Sandboxes {
         })
     }
 
-    /// Runs one turn of `sandbox`: `call` under the tier's ceilings, metered against the
+    /// Runs one call of `sandbox`'s guest: `call` under the tier's ceilings, metered against the
     /// budget, its ceiling breaches audited in the transfer's log. Knows nothing of the
     /// transfer's lifecycle: what the outcome means for it is the caller's (`activation`,
     /// `agents`).
-    pub fn run(&self, sandbox: &mut Sandbox, call: Call) -> TurnRun {
+    pub fn run(&self, sandbox: &mut Sandbox, call: Call) -> Run {
         let (outcome, fuel) = run(sandbox, call);
         self.audit_ceiling(sandbox, &outcome);
         sandbox.store.data_mut().agent.turn = None;
         let st = sandbox.store.data();
-        TurnRun {
+        Run {
             outcome,
             fuel_consumed: fuel,
             compute_micro_usd: st.meter.charged_micro_usd,
@@ -207,31 +207,31 @@ impl Sandboxes {
 
     /// Instantiates and resumes a sandbox for `transfer` without any activation bookkeeping,
     /// then drops it: the warm path the benchmarks measure (the transfer must have a budget).
-    /// Returns how the turn ended and the time it spent in the database.
+    /// Returns how the run ended and the time it spent in the database.
     ///
     /// # Errors
     ///
     /// As the setup half of [`activate`](Self::activate).
     #[doc(hidden)]
-    pub fn trial_resume(&self, transfer: &Transfer) -> Result<(TurnOutcome, std::time::Duration), Error> {
+    pub fn trial_resume(&self, transfer: &Transfer) -> Result<(RunOutcome, std::time::Duration), Error> {
         let mut sandbox = self.prepare(transfer)?;
         let outcome = run(&mut sandbox, Call::Resume).0;
         Ok((outcome, sandbox.store.data().agent.store_time.get()))
     }
 }
 
-/// One turn: check the component's counts (before the first instantiation), fuel the Store,
-/// instantiate if needed, call `resume` under the turn's wall-clock deadline, settle the meter,
+/// One run: check the component's counts (before the first instantiation), fuel the Store,
+/// instantiate if needed, call the guest under the run's wall-clock deadline, settle the meter,
 /// classify.
 ///
 /// The guest runs on wasmtime's async path, driven to completion on this thread
 /// (`wasmtime_wasi::runtime::in_tokio`: the current tokio runtime's handle, e.g. inside
-/// `spawn_blocking`, else wasmtime-wasi's own). Two things end a turn at its wall-clock
+/// `spawn_blocking`, else wasmtime-wasi's own). Two things end a run at its wall-clock
 /// ceiling: while wasm runs, the epoch callback (see `prepare`) traps it; while the guest waits
 /// in a host call (`wasi:io/poll`, what `std::thread::sleep` becomes, a stream, an HTTP
 /// response), the call's future is pending and `timeout_at` drops it, which unwinds the guest
 /// off its fiber and cancels the wait. Either way no host thread stays behind with the guest.
-fn run(sandbox: &mut Sandbox, call: Call) -> (TurnOutcome, u64) {
+fn run(sandbox: &mut Sandbox, call: Call) -> (RunOutcome, u64) {
     let store = &mut sandbox.store;
     let turn = match call {
         Call::Resume => None,
@@ -243,14 +243,14 @@ fn run(sandbox: &mut Sandbox, call: Call) -> (TurnOutcome, u64) {
         && let Some(ceiling) = sandbox.counts.breach(&store.data().ceilings)
     {
         store.data_mut().limiter.breach = Some(ceiling);
-        return (TurnOutcome::CeilingExceeded(ceiling), 0);
+        return (RunOutcome::CeilingExceeded(ceiling), 0);
     }
     let fuel = match meter::start_turn(&mut store.as_context_mut()) {
         Ok(f) => f,
-        Err(e) => return (TurnOutcome::Trapped(format!("{e:#}")), 0),
+        Err(e) => return (RunOutcome::Trapped(format!("{e:#}")), 0),
     };
     if fuel == 0 {
-        return (TurnOutcome::BudgetExhausted, 0);
+        return (RunOutcome::BudgetExhausted, 0);
     }
     store.set_epoch_deadline(1);
     let deadline = store.data().turn_started + store.data().ceilings.wall_clock_per_turn;
@@ -272,28 +272,28 @@ fn run(sandbox: &mut Sandbox, call: Call) -> (TurnOutcome, u64) {
     }
     let st = store.data();
     let outcome = match result {
-        Ok(Ok(())) => TurnOutcome::Resumed,
-        Ok(Err(message)) => TurnOutcome::ResumeFailed(truncate(&message, MAX_GUEST_MESSAGE_BYTES)),
+        Ok(Ok(())) => RunOutcome::Returned,
+        Ok(Err(message)) => RunOutcome::GuestError(truncate(&message, MAX_GUEST_MESSAGE_BYTES)),
         Err(e) => {
             // The whole error, wasm backtrace included, is for the operator's log; the event
             // log and the tool error get one line (`one_line`).
             tracing::warn!(transfer = %st.transfer(), error = ?e, "guest stopped");
             if let Some(c) = st.limiter.breach {
-                TurnOutcome::CeilingExceeded(c)
+                RunOutcome::CeilingExceeded(c)
             } else if let Some(r) = &st.meter.refused {
-                TurnOutcome::Stopped(r.clone())
+                RunOutcome::Stopped(r.clone())
             } else {
                 match e.downcast_ref::<Trap>() {
                     Some(Trap::OutOfFuel) if st.meter.hit_ceiling() => {
-                        TurnOutcome::CeilingExceeded(Ceiling::FuelPerTurn)
+                        RunOutcome::CeilingExceeded(Ceiling::FuelPerTurn)
                     }
-                    Some(Trap::OutOfFuel) => TurnOutcome::BudgetExhausted,
-                    Some(Trap::StackOverflow) => TurnOutcome::CeilingExceeded(Ceiling::Stack),
-                    Some(Trap::Interrupt) => TurnOutcome::CeilingExceeded(Ceiling::WallClock),
-                    _ if host_resources::is_table_full(&e) => TurnOutcome::CeilingExceeded(Ceiling::HostResources),
+                    Some(Trap::OutOfFuel) => RunOutcome::BudgetExhausted,
+                    Some(Trap::StackOverflow) => RunOutcome::CeilingExceeded(Ceiling::Stack),
+                    Some(Trap::Interrupt) => RunOutcome::CeilingExceeded(Ceiling::WallClock),
+                    _ if host_resources::is_table_full(&e) => RunOutcome::CeilingExceeded(Ceiling::HostResources),
                     _ => count_ceiling(&e).map_or_else(
-                        || TurnOutcome::Trapped(truncate(&one_line(&e), MAX_GUEST_MESSAGE_BYTES)),
-                        TurnOutcome::CeilingExceeded,
+                        || RunOutcome::Trapped(truncate(&one_line(&e), MAX_GUEST_MESSAGE_BYTES)),
+                        RunOutcome::CeilingExceeded,
                     ),
                 }
             }
@@ -302,7 +302,7 @@ fn run(sandbox: &mut Sandbox, call: Call) -> (TurnOutcome, u64) {
     (outcome, st.meter.turn_consumed)
 }
 
-/// Instantiates the sandbox's component if this is its first turn, and calls `resume` (or
+/// Instantiates the sandbox's component if this is its first run, and calls `resume` (or
 /// `turn`).
 async fn call_guest(sandbox: &mut Sandbox, turn: bool) -> wasmtime::Result<Result<(), String>> {
     let store = &mut sandbox.store;

@@ -1,4 +1,5 @@
-//! One later turn of a transfer's sandbox, and what its outcome means for the transfer.
+//! One later run of a transfer's sandbox — a conversation turn, or (for tests and the
+//! benches) a repeated `resume` — and what its outcome means for the transfer.
 //!
 //! The sandbox is taken out of the live map for the turn (so no lock is held while guest code
 //! runs, and a second concurrent turn of the same transfer finds none), or set up fresh for a
@@ -24,12 +25,12 @@ use super::Agents;
 use crate::interfaces::TurnCtx;
 #[cfg(doc)]
 use crate::sandbox::Sandboxes;
-use crate::sandbox::{self, Call, Sandbox, TurnOutcome, TurnReport, TurnRun, bounded};
+use crate::sandbox::{self, Call, Run, RunOutcome, RunReport, Sandbox, bounded};
 use crate::shared_store::StoreLock;
 
 /// The turn itself: its run, and — when the sandbox was dropped — the transfer as
 /// [`Agents::end_with_sandbox`] left it (or why it could not).
-type Ran = (TurnRun, Option<Result<Transfer, sandbox::Error>>);
+type Ran = (Run, Option<Result<Transfer, sandbox::Error>>);
 
 impl Agents {
     /// Runs one later turn of `transfer`'s sandbox (see the [module docs](self)).
@@ -40,7 +41,7 @@ impl Agents {
     /// turn is running); [`sandbox::Error::NoTurns`] for a conversation turn of a 0.1.0 component;
     /// the setup errors of [`Sandboxes::prepare`]; [`sandbox::Error::Store`] if the transfer can no
     /// longer be read or terminated.
-    pub fn run_turn(&self, transfer: &str, call: Call) -> Result<TurnReport, sandbox::Error> {
+    pub fn run_call(&self, transfer: &str, call: Call) -> Result<RunReport, sandbox::Error> {
         let (run, ended) = self.run_in_sandbox(transfer, call, None)?;
         let t = match ended {
             Some(t) => t?,
@@ -57,13 +58,8 @@ impl Agents {
     ///
     /// # Errors
     ///
-    /// As [`run_turn`](Self::run_turn), for a turn that could not start.
-    pub(crate) fn run_dispatched(
-        &self,
-        transfer: &str,
-        ctx: TurnCtx,
-        budget_read: u64,
-    ) -> Result<TurnRun, sandbox::Error> {
+    /// As [`run_call`](Self::run_call), for a turn that could not start.
+    pub(crate) fn run_dispatched(&self, transfer: &str, ctx: TurnCtx, budget_read: u64) -> Result<Run, sandbox::Error> {
         let (run, ended) = self.run_in_sandbox(transfer, Call::Turn(Box::new(ctx)), Some(budget_read))?;
         if let Some(Err(e)) = ended {
             tracing::error!(%transfer, error = %e, "the sandbox stopped, but its transfer could not be ended");
@@ -88,8 +84,8 @@ impl Agents {
         }
         let run = sandboxes.run(&mut sandbox, call);
         let keep = match &run.outcome {
-            TurnOutcome::Resumed => true,
-            TurnOutcome::ResumeFailed(_) => conversation,
+            RunOutcome::Returned => true,
+            RunOutcome::GuestError(_) => conversation,
             _ => false,
         };
         if keep {
@@ -99,7 +95,7 @@ impl Agents {
         let reason = run.outcome.failure_reason().unwrap_or_default();
         tracing::info!(%transfer, outcome = ?run.outcome, "dropping sandbox");
         drop(sandbox);
-        sandboxes.end_turn(transfer);
+        sandboxes.end_run(transfer);
         let ended = self.end_with_sandbox(transfer, &reason);
         Ok((run, Some(ended)))
     }
@@ -116,7 +112,7 @@ impl Agents {
         let read = self.store.locked().transfer(transfer);
         let prepared = read.map_err(sandbox::Error::from).and_then(|t| sandboxes.prepare(&t));
         if prepared.is_err() {
-            sandboxes.end_turn(transfer);
+            sandboxes.end_run(transfer);
         }
         prepared
     }
