@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ahp_host::carrier::{Carriers, NoCarriers};
 use ahp_host::console::agents::{AgentCardView, agents_page};
-use ahp_host::mcp::conversation_tools::api_key_caller;
+use ahp_host::mcp::identity::api_key_caller;
 use ahp_store::Store;
 use ahp_store::conversation::bounds::MAX_MESSAGE_BODY_BYTES;
 use ahp_store::conversation::{

@@ -28,6 +28,7 @@ use ahp_host::guests;
 use ahp_host::host::{Host, HostBuilder};
 use ahp_host::interfaces::TurnCtx;
 use ahp_host::sandbox::Call;
+use ahp_host::shared_store::StoreLock;
 use ahp_host::store::conversation::{Acting, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT};
 use ahp_host::store::{Store, Tier, TokenKey};
 use ahp_host::testing;
@@ -180,8 +181,8 @@ fn post_to_reply_http() {
 /// conversation `title` with it: `(transfer, agent, conversation)`.
 fn conversing_agent(host: &Host, key: &TokenKey, tier: Tier, budget: u64, title: &str) -> (String, String, String) {
     let snap = testing::snapshot(0, json!({}));
-    let t = testing::pushed(&mut host.sandboxes().db(), key, &snap, tier, budget, "turn-prober").unwrap();
-    let tok = testing::activate_token(&host.sandboxes().db(), key, &t).unwrap();
+    let t = testing::pushed(&mut host.store().locked(), key, &snap, tier, budget, "turn-prober").unwrap();
+    let tok = testing::activate_token(&host.store().locked(), key, &t).unwrap();
     let agent = host.activate(&t, &tok).unwrap().transfer.agent_id.unwrap();
     let operator = Caller::full(OPERATOR_SUBJECT).unwrap();
     let new = NewConversation {
@@ -189,8 +190,8 @@ fn conversing_agent(host: &Host, key: &TokenKey, tier: Tier, budget: u64, title:
         agents: vec![agent.clone()],
     };
     let cv = host
-        .sandboxes()
-        .db()
+        .store()
+        .locked()
         .create_conversation(&operator, &new, &format!("cv-{title}"))
         .unwrap()
         .value
@@ -221,8 +222,8 @@ fn in_process(c: &mut Criterion) {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 i += 1;
-                host.sandboxes()
-                    .db()
+                host.store()
+                    .locked()
                     .post_message(&operator, &message(&cv, &format!("echo {i}"), &format!("d{i}")))
                     .unwrap();
                 let started = Instant::now();
@@ -237,8 +238,8 @@ fn in_process(c: &mut Criterion) {
     // and its one inbox read, without the controller's commits.
     let carrier = agents.carrier(&agent).unwrap();
     let wake = host
-        .sandboxes()
-        .db()
+        .store()
+        .locked()
         .list_wakes(&carrier.caller, &carrier.actor, 1)
         .unwrap()
         .pop()
@@ -252,15 +253,15 @@ fn in_process(c: &mut Criterion) {
                 queued: 0,
                 replies: 0,
             };
-            let r = ahp_host::agents::run_turn(host.sandboxes(), &t, Call::Turn(Box::new(ctx))).unwrap();
-            assert_eq!(r.outcome, ahp_host::sandbox::TurnOutcome::Resumed);
+            let r = host.agents().run_call(&t, Call::Turn(Box::new(ctx))).unwrap();
+            assert_eq!(r.outcome, ahp_host::sandbox::RunOutcome::Returned);
         });
     });
     g.bench_function("single_commit", |b| {
         b.iter(|| {
             i += 1;
-            host.sandboxes()
-                .db()
+            host.store()
+                .locked()
                 .post_message(&operator, &message(&cv, "noop", &format!("c{i}")))
                 .unwrap()
         });
@@ -301,7 +302,7 @@ fn thousand() {
     let started = Instant::now();
     for (i, cv) in conversations.iter().enumerate() {
         ahp_host::posting::post(
-            &mut host.sandboxes().db(),
+            &mut host.store().locked(),
             agents.as_ref(),
             &operator,
             &message(cv, "echo hello", &format!("m{i}")),

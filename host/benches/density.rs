@@ -8,6 +8,7 @@
 use std::time::Instant;
 
 use ahp_host::sandbox::engine::EngineConfig;
+use ahp_host::shared_store::StoreLock;
 use ahp_host::testing;
 
 mod common;
@@ -54,7 +55,7 @@ fn main() {
     let elapsed = started.elapsed();
     let (rss1, maps1) = (proc_status("VmRSS:"), maps());
     let db_kib = {
-        let mut db = b.sandboxes.db();
+        let mut db = b.host.store().locked();
         let conn = db.connection();
         let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0)).unwrap();
         let size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();

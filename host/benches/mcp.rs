@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use ahp_host::guests;
 use ahp_host::host::HostBuilder;
-use ahp_host::sandbox::TurnOutcome;
+use ahp_host::sandbox::RunOutcome;
 use ahp_host::testing;
 use ahp_store::{SnapshotInput, Store, Tier, TokenKey, TransferStatus};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -175,7 +175,7 @@ fn activate(c: &mut Criterion) {
                 let r = host.activate(id, tok).unwrap();
                 assert_eq!(
                     (r.outcome, r.transfer.status),
-                    (TurnOutcome::Resumed, TransferStatus::Active)
+                    (RunOutcome::Returned, TransferStatus::Active)
                 );
                 sandboxes.drop_sandbox(id);
             })

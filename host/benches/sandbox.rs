@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use ahp_host::guests;
-use ahp_host::sandbox::TurnOutcome;
+use ahp_host::sandbox::RunOutcome;
 use ahp_host::sandbox::baseline::RawRunner;
 use ahp_host::testing;
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -32,7 +32,7 @@ fn warm_activate(c: &mut Criterion) {
         let raw = RawRunner::new(&b.sandboxes, &std::fs::read(path).unwrap(), &t).unwrap();
         let sandbox = || {
             let (outcome, store_time) = b.sandboxes.trial_resume(&t).unwrap();
-            assert_eq!(outcome, TurnOutcome::Resumed);
+            assert_eq!(outcome, RunOutcome::Returned);
             store_time
         };
         let raw_turn = || {
@@ -102,7 +102,7 @@ fn fuel_overhead(c: &mut Criterion) {
     let mut g = c.benchmark_group("fuel_overhead_5M_rounds");
     g.sample_size(20);
     g.bench_function("fuel_and_epochs_on", |bench| {
-        bench.iter(|| assert_eq!(b.sandboxes.trial_resume(&t).unwrap().0, TurnOutcome::Resumed));
+        bench.iter(|| assert_eq!(b.sandboxes.trial_resume(&t).unwrap().0, RunOutcome::Returned));
     });
     g.bench_function("fuel_off_raw_wasmtime", |bench| {
         bench.iter(|| assert!(raw.run().unwrap().0))

@@ -11,32 +11,38 @@
 //!
 //! [`Host`]: crate::host::Host
 
-use crate::sandbox::{self, Call, Sandboxes, TurnReport, bounded};
+use crate::sandbox::{self, Call, RunReport, Sandboxes, bounded};
+use crate::shared_store::{SharedStore, StoreLock};
 
-/// Begins the activation of `transfer` with `token`, resumes its guest in a fresh sandbox and
-/// completes or fails the activation. A guest failure is not an `Err`: it is reported in
-/// [`TurnReport::outcome`], with the transfer back in `pushed`.
+/// Begins the activation of `transfer` with `token` in `store`, resumes its guest in a fresh
+/// sandbox of `sandboxes` and completes or fails the activation. A guest failure is not an `Err`: it is reported in
+/// [`RunReport::outcome`], with the transfer back in `pushed`.
 ///
 /// # Errors
 ///
 /// [`sandbox::Error::Store`] if `begin_activation` refuses (token, state; nothing changed);
 /// after it, setup failures ([`sandbox::Error::UnknownComponent`],
 /// [`sandbox::Error::InvalidComponent`], …) are recorded with `fail_activation` and returned.
-pub fn activate(sandboxes: &Sandboxes, transfer: &str, token: &str) -> Result<TurnReport, sandbox::Error> {
-    let t = sandboxes.db().begin_activation(transfer, token)?;
+pub fn activate(
+    store: &SharedStore,
+    sandboxes: &Sandboxes,
+    transfer: &str,
+    token: &str,
+) -> Result<RunReport, sandbox::Error> {
+    let t = store.locked().begin_activation(transfer, token)?;
     let mut sandbox = match sandboxes.prepare(&t) {
         Ok(s) => s,
         Err(e) => {
-            sandboxes
-                .db()
+            store
+                .locked()
                 .fail_activation(transfer, &bounded(&format!("sandbox setup failed: {e}")))?;
             return Err(e);
         }
     };
     let run = sandboxes.run(&mut sandbox, Call::Resume);
     let t = match run.outcome.failure_reason() {
-        None => sandboxes.db().complete_activation(transfer),
-        Some(reason) => sandboxes.db().fail_activation(transfer, &bounded(&reason)),
+        None => store.locked().complete_activation(transfer),
+        Some(reason) => store.locked().fail_activation(transfer, &bounded(&reason)),
     };
     // Err: the transfer moved under us (terminated or expired mid-activation).
     let report = run.report(t?);

@@ -12,7 +12,7 @@ use crate::activation;
 use crate::agents::{Agents, AgentsConfig};
 use crate::policy::Policy;
 use crate::sandbox::engine::EngineConfig;
-use crate::sandbox::{self, CeilingCap, SandboxConfig, Sandboxes, TurnReport};
+use crate::sandbox::{self, CeilingCap, RunReport, SandboxConfig, Sandboxes};
 use crate::shared_store::{SharedStore, share};
 use crate::vault::{DirVault, Vault};
 
@@ -99,7 +99,7 @@ impl HostBuilder {
         };
         let store = share(self.store);
         let sandboxes = Arc::new(Sandboxes::open(&self.sandbox, store.clone(), vault)?);
-        let agents = Arc::new(Agents::new(sandboxes.clone(), self.agents));
+        let agents = Arc::new(Agents::new(store.clone(), sandboxes.clone(), self.agents));
         // The controller schedules the agents an agent's reply woke (weak: it owns the sandboxes).
         let carriers: std::sync::Weak<dyn crate::carrier::Carriers> = Arc::downgrade(&agents) as _;
         sandboxes.schedule_through(carriers);
@@ -138,9 +138,9 @@ impl Host {
     /// # Errors
     ///
     /// As [`activation::activate`].
-    pub fn activate(&self, transfer: &str, token: &str) -> Result<TurnReport, sandbox::Error> {
+    pub fn activate(&self, transfer: &str, token: &str) -> Result<RunReport, sandbox::Error> {
         let _activating = self.agents.activating(transfer);
-        let mut report = activation::activate(&self.sandboxes, transfer, token)?;
+        let mut report = activation::activate(&self.store, &self.sandboxes, transfer, token)?;
         if report.outcome.failure_reason().is_none() {
             match self.agents.bind(&report.transfer) {
                 Ok(b) => report.transfer.agent_id = Some(b.agent.id),

@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 use ahp_host::agents::{Agents, CARRIER_LEASE};
 use ahp_host::guests;
 use ahp_host::host::HostBuilder;
-use ahp_host::sandbox::{Sandboxes, TurnOutcome};
+use ahp_host::sandbox::{RunOutcome, Sandboxes};
+use ahp_host::shared_store::StoreLock;
 use ahp_host::store::conversation::{Acting, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT};
 use ahp_host::store::fault::FaultStep;
 use ahp_host::store::{Clock, ManualClock, Store, Tier, Timestamp, TokenKey, TransferStatus};
@@ -85,6 +86,11 @@ fn world() -> World {
 }
 
 impl World {
+    /// The host's database.
+    fn db(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.host.store().locked()
+    }
+
     fn sandboxes(&self) -> &Arc<Sandboxes> {
         self.host.sandboxes()
     }
@@ -95,11 +101,11 @@ impl World {
 
     /// Arms `step` on the host's store: `pass` calls through, then `fail` failures.
     fn fault(&self, step: FaultStep, pass: u32, fail: u32) {
-        self.sandboxes().db().inject_transient_fault(step, pass, fail).unwrap();
+        self.db().inject_transient_fault(step, pass, fail).unwrap();
     }
 
     fn fired(&self, step: FaultStep) -> u32 {
-        self.sandboxes().db().faults_fired(step)
+        self.db().faults_fired(step)
     }
 
     /// A pushed turn-prober transfer with a roomy budget.
@@ -109,38 +115,23 @@ impl World {
 
     fn pushed_at(&self, tier: Tier) -> String {
         let snap = testing::snapshot(0, json!({}));
-        testing::pushed(
-            &mut self.sandboxes().db(),
-            &self.key,
-            &snap,
-            tier,
-            1_000_000,
-            "turn-prober",
-        )
-        .unwrap()
+        testing::pushed(&mut self.db(), &self.key, &snap, tier, 1_000_000, "turn-prober").unwrap()
     }
 
     /// Activates `transfer` on this world's host; returns how it went.
-    fn activate(&self, transfer: &str) -> ahp_host::sandbox::TurnReport {
-        let tok = testing::activate_token(&self.sandboxes().db(), &self.key, transfer).unwrap();
+    fn activate(&self, transfer: &str) -> ahp_host::sandbox::RunReport {
+        let tok = testing::activate_token(&self.db(), &self.key, transfer).unwrap();
         self.host.activate(transfer, &tok).unwrap()
     }
 
     /// A conversation of the operator with the agent of the bound `transfer`.
     fn conversation(&self, transfer: &str) -> Agent {
-        let id = self
-            .sandboxes()
-            .db()
-            .transfer(transfer)
-            .unwrap()
-            .agent_id
-            .expect("bound");
+        let id = self.db().transfer(transfer).unwrap().agent_id.expect("bound");
         let new = NewConversation {
             title: "questions".into(),
             agents: vec![id.clone()],
         };
         let cv = self
-            .sandboxes()
             .db()
             .create_conversation(&operator(), &new, &format!("cv-{transfer}"))
             .unwrap()
@@ -160,7 +151,7 @@ impl World {
 
     fn agent_at(&self, tier: Tier) -> Agent {
         let t = self.pushed_at(tier);
-        assert_eq!(self.activate(&t).outcome, TurnOutcome::Resumed);
+        assert_eq!(self.activate(&t).outcome, RunOutcome::Returned);
         let a = self.conversation(&t);
         assert!(self.agents().carrier(&a.id).is_some(), "carried from its activation");
         a
@@ -176,13 +167,12 @@ impl World {
             reply_to: None,
             idempotency: IdempotencyKey::Key(format!("post-{}", self.posts.get())),
         };
-        self.sandboxes().db().post_message(&operator(), &new).unwrap().value.id
+        self.db().post_message(&operator(), &new).unwrap().value.id
     }
 
     /// The bodies of the agent's messages in `a`'s conversation, in order.
     fn replies(&self, a: &Agent) -> Vec<String> {
-        self.sandboxes()
-            .db()
+        self.db()
             .read_transcript(&operator(), &Acting::Human, &a.cv, 0, 200)
             .unwrap()
             .into_iter()
@@ -193,7 +183,7 @@ impl World {
 
     /// Every wake of `a`'s agent, oldest first, with the states of its attempts.
     fn wakes(&self, a: &Agent) -> Vec<(String, Vec<String>)> {
-        let mut db = self.sandboxes().db();
+        let mut db = self.db();
         let conn = db.connection();
         let wakes: Vec<(String, String)> = conn
             .prepare("SELECT id, state FROM wakes WHERE agent_id = ?1 ORDER BY created_at, rowid")
@@ -236,7 +226,7 @@ impl World {
     /// The agent is still carried and its transfer active.
     fn assert_carried(&self, a: &Agent) {
         assert!(self.agents().carrier(&a.id).is_some(), "the carrier is kept");
-        let t = self.sandboxes().db().transfer(&a.transfer).unwrap();
+        let t = self.db().transfer(&a.transfer).unwrap();
         assert_eq!(t.status, TransferStatus::Active, "{:?}", t.status);
     }
 
@@ -387,7 +377,7 @@ fn an_unresolved_dispatch_in_the_way_is_settled() {
     // lost it would leave it): the next claim is refused by the unresolved-dispatch bound.
     w.post(&a, "echo one");
     {
-        let mut db = w.sandboxes().db();
+        let mut db = w.db();
         let claim = db
             .claim_wake(&c.caller, &c.actor, Duration::from_secs(60))
             .unwrap()
@@ -417,8 +407,7 @@ fn leases() {
     let a = w.agent();
     let lease = |w: &World| {
         let c = w.agents().carrier(&a.id).unwrap();
-        w.sandboxes()
-            .db()
+        w.db()
             .get_endpoint(&operator(), &a.id, &c.actor.endpoint)
             .unwrap()
             .lease_expires_at
@@ -512,9 +501,9 @@ fn a_failed_first_bind_is_repaired_by_the_tick() {
     // Every attempt of the bind's write fails: the transfer is active with no agent.
     w.fault(FaultStep::AttachEndpoint, 0, ahp_host::store::MAX_WRITE_ATTEMPTS);
     let report = w.activate(&t);
-    assert_eq!(report.outcome, TurnOutcome::Resumed);
+    assert_eq!(report.outcome, RunOutcome::Returned);
     assert_eq!(report.transfer.status, TransferStatus::Active);
-    assert_eq!(w.sandboxes().db().transfer(&t).unwrap().agent_id, None);
+    assert_eq!(w.db().transfer(&t).unwrap().agent_id, None);
     assert_eq!(w.sandboxes().live_count(), 0, "its sandbox is not kept unbound");
     // The next reaper tick binds it.
     assert_eq!(w.agents().repair_bindings().unwrap(), std::slice::from_ref(&t));
@@ -532,13 +521,7 @@ fn a_failed_registration_is_repaired_by_the_tick() {
     w.fault(FaultStep::RegisterCarrier, 0, 1);
     let report = w.activate(&t);
     assert_eq!(report.transfer.status, TransferStatus::Active);
-    let agent = w
-        .sandboxes()
-        .db()
-        .transfer(&t)
-        .unwrap()
-        .agent_id
-        .expect("bound, not registered");
+    let agent = w.db().transfer(&t).unwrap().agent_id.expect("bound, not registered");
     assert!(w.agents().carrier(&agent).is_none());
     assert_eq!(w.sandboxes().live_count(), 0);
     assert_eq!(w.agents().repair_bindings().unwrap(), std::slice::from_ref(&t));
@@ -552,13 +535,13 @@ fn a_failed_first_bind_is_repaired_by_a_restart() {
     let t = w.pushed();
     w.fault(FaultStep::AttachEndpoint, 0, ahp_host::store::MAX_WRITE_ATTEMPTS);
     assert_eq!(w.activate(&t).transfer.status, TransferStatus::Active);
-    assert_eq!(w.sandboxes().db().transfer(&t).unwrap().agent_id, None);
+    assert_eq!(w.db().transfer(&t).unwrap().agent_id, None);
     // A successor process over the same database takes over.
     let successor = host_over(w.dir.path(), &w.key, &w.clock);
     successor.agents().take_over("interrupted").unwrap();
     let agent = successor
-        .sandboxes()
-        .db()
+        .store()
+        .locked()
         .transfer(&t)
         .unwrap()
         .agent_id

@@ -9,7 +9,8 @@ use std::time::Duration;
 use ahp_host::guests;
 use ahp_host::host::HostBuilder;
 use ahp_host::policy::Policy;
-use ahp_host::sandbox::{Call, Ceiling, CeilingCap, Sandboxes, TurnOutcome, TurnReport, host_resources};
+use ahp_host::sandbox::{Call, Ceiling, CeilingCap, RunOutcome, RunReport, Sandboxes, host_resources};
+use ahp_host::shared_store::StoreLock;
 use ahp_host::store::{
     DEFAULT_TOKEN_TTL, EventKind, SnapshotInput, Store, Tier, TokenKey, TokenScope, TransferStatus,
     issue_transfer_token,
@@ -84,6 +85,11 @@ fn host() -> Host {
 }
 
 impl Host {
+    /// The host's database.
+    fn db(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.host.store().locked()
+    }
+
     /// Adds `servers` (each a policy `servers` entry) to the default policy, and makes
     /// loopback reachable if `loopback`.
     fn allow(&self, servers: Value, loopback: bool) {
@@ -99,21 +105,21 @@ impl Host {
 
     /// A pushed transfer running `component` at `tier` with `budget` micro-USD.
     fn pushed(&self, snap: &SnapshotInput, tier: Tier, budget: u64, component: &str) -> String {
-        testing::pushed(&mut self.sandboxes.db(), &self.key, snap, tier, budget, component).unwrap()
+        testing::pushed(&mut self.db(), &self.key, snap, tier, budget, component).unwrap()
     }
 
-    fn activate(&self, id: &str) -> TurnReport {
-        let tok = testing::activate_token(&self.sandboxes.db(), &self.key, id).unwrap();
+    fn activate(&self, id: &str) -> RunReport {
+        let tok = testing::activate_token(&self.db(), &self.key, id).unwrap();
         self.host.activate(id, &tok).unwrap()
     }
 
     /// A later turn that calls `resume` again.
-    fn run_turn(&self, id: &str) -> Result<TurnReport, ahp_host::sandbox::Error> {
-        ahp_host::agents::run_turn(&self.sandboxes, id, Call::Resume)
+    fn run_call(&self, id: &str) -> Result<RunReport, ahp_host::sandbox::Error> {
+        self.host.agents().run_call(id, Call::Resume)
     }
 
     fn events(&self, id: &str, kind: EventKind) -> Vec<Value> {
-        let status = self.sandboxes.db().get_status(id).unwrap();
+        let status = self.db().get_status(id).unwrap();
         status
             .events
             .into_iter()
@@ -127,7 +133,7 @@ impl Host {
     fn assert_stopped_by(&self, component: &str, tier: Tier, ceiling: Ceiling) {
         let id = self.pushed(&snapshot(3, json!({})), tier, 1_000_000, component);
         let report = self.activate(&id);
-        assert_eq!(report.outcome, TurnOutcome::CeilingExceeded(ceiling), "{component}");
+        assert_eq!(report.outcome, RunOutcome::CeilingExceeded(ceiling), "{component}");
         assert_eq!(report.transfer.status, TransferStatus::Pushed);
         assert!(!report.transfer.activating);
         let breaches = self.events(&id, EventKind::CeilingExceeded);
@@ -147,7 +153,7 @@ impl Host {
         self.assert_stopped_by(component, Tier::Nano, ceiling);
         let id = self.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, component);
         let report = self.activate(&id);
-        assert_eq!(report.outcome, TurnOutcome::CeilingExceeded(ceiling));
+        assert_eq!(report.outcome, RunOutcome::CeilingExceeded(ceiling));
         assert_eq!(report.fuel_consumed, 0, "no guest code ran");
         let breach = &self.events(&id, EventKind::CeilingExceeded)[0];
         let limit = match ceiling {
@@ -161,7 +167,7 @@ impl Host {
 
         let roomier = self.pushed(&snapshot(0, json!({})), Tier::Small, 1_000_000, component);
         let report = self.activate(&roomier);
-        assert_eq!(report.outcome, TurnOutcome::Resumed, "{component} under the small tier");
+        assert_eq!(report.outcome, RunOutcome::Returned, "{component} under the small tier");
         assert_eq!(report.transfer.status, TransferStatus::Active);
         assert!(self.events(&roomier, EventKind::CeilingExceeded).is_empty());
         assert!(self.sandboxes.drop_sandbox(&roomier));
@@ -178,13 +184,13 @@ impl Host {
     fn assert_later_turn_terminates_with(&self, snap: &SnapshotInput, component: &str, ceiling: Ceiling) {
         let id = self.pushed(snap, Tier::Nano, 1_000_000, component);
         let first = self.activate(&id);
-        assert_eq!(first.outcome, TurnOutcome::Resumed);
+        assert_eq!(first.outcome, RunOutcome::Returned);
         assert_eq!(first.transfer.status, TransferStatus::Active);
         assert_eq!(self.sandboxes.live_count(), 1);
 
         let started = std::time::Instant::now();
-        let second = self.run_turn(&id).unwrap();
-        assert_eq!(second.outcome, TurnOutcome::CeilingExceeded(ceiling), "{component}");
+        let second = self.run_call(&id).unwrap();
+        assert_eq!(second.outcome, RunOutcome::CeilingExceeded(ceiling), "{component}");
         if ceiling == Ceiling::WallClock {
             assert!(
                 started.elapsed() <= wall_clock_bound(Tier::Nano),
@@ -195,10 +201,10 @@ impl Host {
         assert_eq!(second.transfer.status, TransferStatus::Terminated);
         assert_eq!(self.sandboxes.live_count(), 0, "the sandbox is dropped");
         assert!(matches!(
-            self.run_turn(&id),
+            self.run_call(&id),
             Err(ahp_host::sandbox::Error::NoSandbox(_))
         ));
-        let events = self.sandboxes.db().get_status(&id).unwrap().events;
+        let events = self.db().get_status(&id).unwrap().events;
         let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
         let breach = kinds.iter().position(|k| *k == EventKind::CeilingExceeded).unwrap();
         let ended = kinds.iter().position(|k| *k == EventKind::Terminated).unwrap();
@@ -215,7 +221,7 @@ impl Host {
     fn assert_serves_a_forecaster(&self) {
         let id = self.pushed(&snapshot(4, inventory()), Tier::Nano, 1_000_000, "forecaster");
         let report = self.activate(&id);
-        assert_eq!(report.outcome, TurnOutcome::Resumed);
+        assert_eq!(report.outcome, RunOutcome::Returned);
         assert_eq!(report.transfer.status, TransferStatus::Active);
         assert!(self.sandboxes.drop_sandbox(&id));
     }
@@ -227,12 +233,12 @@ fn forecaster() {
     // 600 messages: three pages of the snapshot interface.
     let id = h.pushed(&snapshot(600, inventory()), Tier::Nano, 1_000_000, "forecaster");
     let report = h.activate(&id);
-    assert_eq!(report.outcome, TurnOutcome::Resumed);
+    assert_eq!(report.outcome, RunOutcome::Returned);
     assert_eq!(report.transfer.status, TransferStatus::Active);
     assert!(report.fuel_consumed > 0);
     assert!(report.compute_micro_usd >= 1, "compute is charged");
 
-    let db = h.sandboxes.db();
+    let db = h.db();
     let saved: Value = serde_json::from_slice(&db.load_checkpoint(&id).unwrap().unwrap().state).unwrap();
     assert_eq!(saved["turn"], 1);
     assert_eq!(saved["messagesSeen"], 600, "resume saw the whole history");
@@ -256,12 +262,12 @@ fn forecaster() {
     assert!(!log.contains(SECRET));
 
     // A later turn runs on the same live instance and sees its own checkpoint.
-    let again = h.run_turn(&id).unwrap();
-    assert_eq!(again.outcome, TurnOutcome::Resumed);
-    let saved: Value = serde_json::from_slice(&h.sandboxes.db().load_checkpoint(&id).unwrap().unwrap().state).unwrap();
+    let again = h.run_call(&id).unwrap();
+    assert_eq!(again.outcome, RunOutcome::Returned);
+    let saved: Value = serde_json::from_slice(&h.db().load_checkpoint(&id).unwrap().unwrap().state).unwrap();
     assert_eq!(saved["turn"], 2);
     assert!(h.sandboxes.drop_sandbox(&id));
-    assert!(matches!(h.run_turn(&id), Err(ahp_host::sandbox::Error::NoSandbox(_))));
+    assert!(matches!(h.run_call(&id), Err(ahp_host::sandbox::Error::NoSandbox(_))));
 }
 
 #[test]
@@ -350,7 +356,7 @@ fn credential_prober() {
     let id = h.pushed(&snapshot(1, json!({})), Tier::Nano, 1_000_000, "credential-prober");
     let report = h.activate(&id);
     // The prober resumes only if every probe was refused and its own ref resolved.
-    assert_eq!(report.outcome, TurnOutcome::Resumed);
+    assert_eq!(report.outcome, RunOutcome::Returned);
     let denied = h.events(&id, EventKind::CredentialDenied);
     let refs: Vec<&str> = denied.iter().map(|d| d["credRef"].as_str().unwrap()).collect();
     assert_eq!(refs, ["someone-elses-key", "../token-key", "../../etc/passwd"]);
@@ -358,7 +364,7 @@ fn credential_prober() {
     assert!(denied[1]["reason"].as_str().unwrap().contains("malformed"));
     let resolved = h.events(&id, EventKind::CredentialResolved);
     assert_eq!(resolved.len(), 1);
-    let log = serde_json::to_string(&h.sandboxes.db().get_status(&id).unwrap().events).unwrap();
+    let log = serde_json::to_string(&h.db().get_status(&id).unwrap().events).unwrap();
     assert!(
         !log.contains(SECRET) && !log.contains("host secret"),
         "no value is audited"
@@ -372,7 +378,7 @@ fn cpu_burn() {
     let a = h.pushed(&snapshot(0, work.clone()), Tier::Nano, 1_000_000, "cpu-burn");
     let b = h.pushed(&snapshot(0, work), Tier::Nano, 1_000_000, "cpu-burn");
     let (ra, rb) = (h.activate(&a), h.activate(&b));
-    assert_eq!(ra.outcome, TurnOutcome::Resumed);
+    assert_eq!(ra.outcome, RunOutcome::Returned);
     assert_eq!(ra.fuel_consumed, rb.fuel_consumed, "fuel is bit-exact run to run");
     assert!(ra.fuel_consumed > 200_000 * 3, "every round costs fuel");
 }
@@ -390,12 +396,12 @@ fn a_guest_out_of_budget_makes_the_transfer_insolvent_within_one_quantum() {
         "loop-forever",
     );
     let first = h.activate(&id);
-    assert_eq!(first.outcome, TurnOutcome::Resumed);
+    assert_eq!(first.outcome, RunOutcome::Returned);
     assert_eq!(first.transfer.status, TransferStatus::Active);
-    let second = h.run_turn(&id).unwrap();
-    assert_eq!(second.outcome, TurnOutcome::BudgetExhausted);
+    let second = h.run_call(&id).unwrap();
+    assert_eq!(second.outcome, RunOutcome::BudgetExhausted);
     assert_eq!(second.transfer.status, TransferStatus::Insolvent);
-    let budget = h.sandboxes.db().get_status(&id).unwrap().budget.unwrap();
+    let budget = h.db().get_status(&id).unwrap().budget.unwrap();
     assert!(budget.spent_micro_usd >= allocated);
     assert!(
         budget.spent_micro_usd <= allocated + 1,
@@ -416,7 +422,7 @@ fn metering_ticks_while_the_guest_runs() {
     let h = host();
     let id = h.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, "loop-forever");
     let report = h.activate(&id);
-    assert_eq!(report.outcome, TurnOutcome::CeilingExceeded(Ceiling::FuelPerTurn));
+    assert_eq!(report.outcome, RunOutcome::CeilingExceeded(Ceiling::FuelPerTurn));
     let compute: Vec<u64> = h
         .events(&id, EventKind::UsageReported)
         .iter()
@@ -429,7 +435,7 @@ fn metering_ticks_while_the_guest_runs() {
     assert!(!compute.is_empty(), "{compute:?}");
     assert_eq!(compute.iter().sum::<u64>(), 5);
     assert_eq!(report.compute_micro_usd, 5);
-    assert_eq!(h.sandboxes.db().budget(&id).unwrap().unwrap().spent_micro_usd, 5);
+    assert_eq!(h.db().budget(&id).unwrap().unwrap().spent_micro_usd, 5);
 }
 
 #[test]
@@ -442,9 +448,9 @@ fn a_guest_out_of_budget_during_activation_fails_it() {
     let h = host();
     let id = h.pushed(&snapshot(0, json!({})), Tier::Nano, 1, "loop-forever");
     let report = h.activate(&id);
-    assert_eq!(report.outcome, TurnOutcome::BudgetExhausted);
+    assert_eq!(report.outcome, RunOutcome::BudgetExhausted);
     assert_eq!(report.transfer.status, TransferStatus::Pushed);
-    let budget = h.sandboxes.db().get_status(&id).unwrap().budget.unwrap();
+    let budget = h.db().get_status(&id).unwrap().budget.unwrap();
     assert!(budget.spent_micro_usd <= 1 + 1);
     assert!(
         h.events(&id, EventKind::CeilingExceeded).is_empty(),
@@ -457,7 +463,7 @@ fn activation_is_refused_without_a_valid_token_and_changes_nothing() {
     let h = host();
     let id = h.pushed(&snapshot(1, inventory()), Tier::Nano, 1_000, "forecaster");
     assert!(h.host.activate(&id, "not-a-token").is_err());
-    assert_eq!(h.sandboxes.db().transfer(&id).unwrap().status, TransferStatus::Pushed);
+    assert_eq!(h.db().transfer(&id).unwrap().status, TransferStatus::Pushed);
     assert_eq!(h.sandboxes.live_count(), 0);
 }
 
@@ -469,17 +475,10 @@ fn unregistered_or_invalid_components_are_refused() {
     let too_big = vec![0u8; ahp_host::store::MAX_COMPONENT_BYTES as usize + 1];
     assert!(h.sandboxes.register_component(&too_big, None).is_err());
     let id = h.pushed(&snapshot(1, inventory()), Tier::Nano, 1_000, "never-registered");
-    let tok = issue_transfer_token(
-        &h.key,
-        &id,
-        TokenScope::Activate,
-        h.sandboxes.db().now(),
-        DEFAULT_TOKEN_TTL,
-    )
-    .unwrap();
+    let tok = issue_transfer_token(&h.key, &id, TokenScope::Activate, h.db().now(), DEFAULT_TOKEN_TTL).unwrap();
     let err = h.host.activate(&id, &tok).unwrap_err();
     assert!(matches!(err, ahp_host::sandbox::Error::UnknownComponent(_)), "{err}");
-    let t = h.sandboxes.db().transfer(&id).unwrap();
+    let t = h.db().transfer(&id).unwrap();
     assert_eq!((t.status, t.activating), (TransferStatus::Pushed, false));
     assert_eq!(h.events(&id, EventKind::ActivationFailed).len(), 1);
 }
@@ -501,7 +500,7 @@ fn a_component_importing_sockets_is_refused_at_registration() {
         "{err}"
     );
     // Nothing changed: no record, no file left behind.
-    assert!(h.sandboxes.db().component("imports-sockets").unwrap().is_none());
+    assert!(h.db().component("imports-sockets").unwrap().is_none());
     assert_eq!((files("components"), files("compiled")), (before.0, before.1));
 }
 
@@ -627,7 +626,7 @@ fn egress_flood() {
     let id = h.pushed(&snapshot_for(&server.url), Tier::Nano, 1_000_000, "egress-flood");
     let report = h.activate(&id);
     // The flood was cut off at the ceiling (the guest resumes only once it was).
-    assert_eq!(report.outcome, TurnOutcome::Resumed);
+    assert_eq!(report.outcome, RunOutcome::Returned);
     let ceiling = Tier::Nano.limits().egress_bytes;
     let breaches = h.events(&id, EventKind::CeilingExceeded);
     assert_eq!(breaches.len(), 1, "{breaches:?}");
@@ -646,7 +645,7 @@ fn egress_flood() {
     // (The server counts the cut-off request when its connection closes: let it settle.)
     std::thread::sleep(Duration::from_millis(300));
     let before = server.requests.load(Ordering::Relaxed);
-    h.run_turn(&id).unwrap();
+    h.run_call(&id).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(server.requests.load(Ordering::Relaxed), before);
     assert_eq!(
@@ -666,7 +665,7 @@ fn egress_denied() {
     let report = h.activate(&id);
     // The guest resumes only if example.com and `localhost` were refused and its own server
     // (named 127.0.0.1) answered.
-    assert_eq!(report.outcome, TurnOutcome::Resumed, "{:?}", h.sandboxes.guest_log(&id));
+    assert_eq!(report.outcome, RunOutcome::Returned, "{:?}", h.sandboxes.guest_log(&id));
     assert_eq!(server.requests.load(Ordering::Relaxed), 1);
     assert!(h.sandboxes.guest_log(&id).unwrap().contains("own server answered 200"));
 }
@@ -682,14 +681,14 @@ impl Host {
     /// wall-clock ceiling within its bound: the transfer back in `pushed`, the breach audited.
     fn assert_wait_ends_with_the_turn(&self, snap: &SnapshotInput) {
         let id = self.pushed(snap, Tier::Nano, 1_000_000, "sleeper");
-        let tok = testing::activate_token(&self.sandboxes.db(), &self.key, &id).unwrap();
+        let tok = testing::activate_token(&self.db(), &self.key, &id).unwrap();
         let started = std::time::Instant::now();
         let report = self.host.activate(&id, &tok).unwrap();
         let took = started.elapsed();
         let mode = &snap.tool_state["mode"];
         assert_eq!(
             report.outcome,
-            TurnOutcome::CeilingExceeded(Ceiling::WallClock),
+            RunOutcome::CeilingExceeded(Ceiling::WallClock),
             "{mode}: {:?}",
             self.sandboxes.guest_log(&id)
         );
@@ -792,7 +791,7 @@ fn resource_hoarder() {
         "resource-hoarder",
     );
     let report = h.activate(&id);
-    assert_eq!(report.outcome, TurnOutcome::Resumed, "{capacity} fields fit");
+    assert_eq!(report.outcome, RunOutcome::Returned, "{capacity} fields fit");
     assert!(h.sandboxes.drop_sandbox(&id));
     // One past it, and the issue's 8,000.
     for count in [capacity + 1, 8_000] {
@@ -805,7 +804,7 @@ fn resource_hoarder() {
         let report = h.activate(&id);
         assert_eq!(
             report.outcome,
-            TurnOutcome::CeilingExceeded(Ceiling::HostResources),
+            RunOutcome::CeilingExceeded(Ceiling::HostResources),
             "{count}"
         );
         assert_eq!(report.transfer.status, TransferStatus::Pushed);
@@ -861,13 +860,13 @@ fn hoarder_rss_probe() {
         1_000_000,
         "resource-hoarder",
     );
-    let tok = testing::activate_token(&h.sandboxes.db(), &h.key, &id).unwrap();
+    let tok = testing::activate_token(&h.db(), &h.key, &id).unwrap();
     // Reset the peak (VmHWM) to the current RSS, then take the peak over the activation.
     std::fs::write("/proc/self/clear_refs", "5").unwrap();
     let before = proc_status_bytes("VmRSS:");
     let report = h.host.activate(&id, &tok).unwrap();
     let peak = proc_status_bytes("VmHWM:");
-    assert_eq!(report.outcome, TurnOutcome::CeilingExceeded(Ceiling::HostResources));
+    assert_eq!(report.outcome, RunOutcome::CeilingExceeded(Ceiling::HostResources));
     println!("rss_growth_bytes={}", peak.saturating_sub(before));
 }
 
@@ -924,7 +923,7 @@ impl Host {
     fn probe(&self, snap: &SnapshotInput) -> (String, String) {
         let id = self.pushed(snap, Tier::Nano, 1_000_000, "egress-prober");
         let report = self.activate(&id);
-        assert_eq!(report.outcome, TurnOutcome::Resumed);
+        assert_eq!(report.outcome, RunOutcome::Returned);
         let log = self.sandboxes.guest_log(&id).unwrap();
         assert!(self.sandboxes.drop_sandbox(&id));
         (id, log)
@@ -989,7 +988,7 @@ fn an_injected_credential_reaches_the_server_and_never_the_guest() {
         "{log}"
     );
     assert!(!log.contains(SECRET), "{log}");
-    let events = h.sandboxes.db().get_status(&id).unwrap().events;
+    let events = h.db().get_status(&id).unwrap().events;
     let injected: Vec<&Value> = events
         .iter()
         .filter(|e| e.kind == EventKind::CredentialResolved)
@@ -1088,8 +1087,8 @@ fn stress_probe() {
     }
     let pushed = |tool_state: &str, tier: Tier, component: &str| {
         let snap = snapshot(2, serde_json::from_str(tool_state).unwrap());
-        let id = testing::pushed(&mut sandboxes.db(), &key, &snap, tier, 1_000_000, component).unwrap();
-        let tok = testing::activate_token(&sandboxes.db(), &key, &id).unwrap();
+        let id = testing::pushed(&mut host.store().locked(), &key, &snap, tier, 1_000_000, component).unwrap();
+        let tok = testing::activate_token(&host.store().locked(), &key, &id).unwrap();
         (id, tok)
     };
     let hostile: Vec<(String, String, &str)> = (0..50)
@@ -1113,8 +1112,9 @@ fn stress_probe() {
                 title: "hammer".into(),
                 agents: vec![agent.clone()],
             };
-            let cv = sandboxes
-                .db()
+            let cv = host
+                .store()
+                .locked()
                 .create_conversation(&operator, &new, &id)
                 .unwrap()
                 .value
@@ -1126,7 +1126,7 @@ fn stress_probe() {
                 reply_to: None,
                 idempotency: ahp_host::store::conversation::IdempotencyKey::Key(id.clone()),
             };
-            sandboxes.db().post_message(&operator, &ask).unwrap();
+            host.store().locked().post_message(&operator, &ask).unwrap();
             (agent, call)
         })
         .collect();
@@ -1158,7 +1158,7 @@ fn stress_probe() {
                 jobs.into_iter()
                     .map(|(id, tok)| {
                         let r = s.activate(&id, &tok).unwrap();
-                        assert!(s.sandboxes().drop_sandbox(&id) || r.outcome != TurnOutcome::Resumed);
+                        assert!(s.sandboxes().drop_sandbox(&id) || r.outcome != RunOutcome::Returned);
                         r.outcome
                     })
                     .collect::<Vec<_>>()
@@ -1170,12 +1170,12 @@ fn stress_probe() {
     let watched = pushed(&inventory, Tier::Small, "forecaster").0;
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let poller = {
-        let (s, done) = (sandboxes.clone(), done.clone());
+        let (s, done) = (host.store().clone(), done.clone());
         std::thread::spawn(move || {
             let mut latencies = Vec::new();
             loop {
                 let t = std::time::Instant::now();
-                s.db().get_status(&watched).unwrap();
+                s.locked().get_status(&watched).unwrap();
                 latencies.push(t.elapsed());
                 if done.load(std::sync::atomic::Ordering::Relaxed) {
                     break;
@@ -1187,14 +1187,14 @@ fn stress_probe() {
     };
     for t in honest {
         for outcome in t.join().unwrap() {
-            assert_eq!(outcome, TurnOutcome::Resumed, "an honest activation failed");
+            assert_eq!(outcome, RunOutcome::Returned, "an honest activation failed");
         }
     }
 
     for t in threads {
         let (component, outcome) = t.join().unwrap();
         assert!(
-            matches!(outcome, TurnOutcome::CeilingExceeded(_)),
+            matches!(outcome, RunOutcome::CeilingExceeded(_)),
             "{component} was not stopped by a ceiling: {outcome:?}"
         );
     }
@@ -1265,19 +1265,19 @@ fn sandboxes_of_transfers_no_longer_active_are_swept() {
     let h = host();
     let ended = h.pushed(&snapshot(2, inventory()), Tier::Nano, 1_000_000, "forecaster");
     let running = h.pushed(&snapshot(2, inventory()), Tier::Nano, 1_000_000, "forecaster");
-    assert_eq!(h.activate(&ended).outcome, TurnOutcome::Resumed);
-    assert_eq!(h.activate(&running).outcome, TurnOutcome::Resumed);
+    assert_eq!(h.activate(&ended).outcome, RunOutcome::Returned);
+    assert_eq!(h.activate(&running).outcome, RunOutcome::Returned);
     assert_eq!(h.sandboxes.live_count(), 2);
     assert!(h.sandboxes.drop_finished().unwrap().is_empty(), "both are active");
     // Ended behind the sandbox's back, as `ahp transfer terminate` from another process does.
-    h.sandboxes.db().terminate(&ended, "operator ended it").unwrap();
+    h.db().terminate(&ended, "operator ended it").unwrap();
     assert_eq!(h.sandboxes.drop_finished().unwrap(), vec![ended.clone()]);
     assert_eq!(h.sandboxes.live_count(), 1);
     assert!(matches!(
-        h.run_turn(&ended),
+        h.run_call(&ended),
         Err(ahp_host::sandbox::Error::NoSandbox(_))
     ));
-    assert_eq!(h.run_turn(&running).unwrap().outcome, TurnOutcome::Resumed);
+    assert_eq!(h.run_call(&running).unwrap().outcome, RunOutcome::Returned);
     assert!(h.sandboxes.drop_finished().unwrap().is_empty());
     assert!(h.sandboxes.drop_sandbox(&running));
 }
@@ -1288,14 +1288,12 @@ fn conversation_with(h: &Host, transfer: &str) -> (String, String, ahp_host::sto
     use ahp_host::store::conversation::{Caller, NewConversation, OPERATOR_SUBJECT};
     let caller = Caller::full(OPERATOR_SUBJECT).unwrap();
     let agent = h
-        .sandboxes
         .db()
         .transfer(transfer)
         .unwrap()
         .agent_id
         .expect("bound at activation");
     let cv = h
-        .sandboxes
         .db()
         .create_conversation(
             &caller,
@@ -1320,7 +1318,7 @@ fn post(h: &Host, caller: &ahp_host::store::conversation::Caller, cv: &str, body
         reply_to: None,
         idempotency: IdempotencyKey::Key(key.to_owned()),
     };
-    h.sandboxes.db().post_message(caller, &new).unwrap().value.id
+    h.db().post_message(caller, &new).unwrap().value.id
 }
 
 fn transcript(
@@ -1329,14 +1327,11 @@ fn transcript(
     cv: &str,
 ) -> Vec<ahp_host::store::conversation::TranscriptMessage> {
     use ahp_host::store::conversation::Acting;
-    h.sandboxes
-        .db()
-        .read_transcript(caller, &Acting::Human, cv, 0, 200)
-        .unwrap()
+    h.db().read_transcript(caller, &Acting::Human, cv, 0, 200).unwrap()
 }
 
 fn spent(h: &Host, transfer: &str) -> u64 {
-    h.sandboxes.db().budget(transfer).unwrap().unwrap().spent_micro_usd
+    h.db().budget(transfer).unwrap().unwrap().spent_micro_usd
 }
 
 #[test]
@@ -1346,7 +1341,7 @@ fn turn_prober() {
     let agents = h.host.agents();
     let id = h.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, "turn-prober");
     let report = h.activate(&id);
-    assert_eq!(report.outcome, TurnOutcome::Resumed);
+    assert_eq!(report.outcome, RunOutcome::Returned);
     let agent = report.transfer.agent_id.clone().expect("activate returns the agentId");
     let carrier = agents.carrier(&agent).expect("this host carries the agent");
     assert!(ahp_host::carrier::Carriers::holds(
@@ -1389,10 +1384,7 @@ fn turn_prober() {
     // The prober acts on its first queued message, which a failed turn leaves queued: consume
     // it as the agent, so the next mode is read.
     let handled = |msg: &str| {
-        h.sandboxes
-            .db()
-            .consume_delivery(&carrier.caller, &carrier.actor, msg)
-            .unwrap();
+        h.db().consume_delivery(&carrier.caller, &carrier.actor, msg).unwrap();
     };
     // Flooding replies stops at the per-wake bound.
     let flood = post(&h, &caller, &cv, "flood", "flood");
@@ -1403,14 +1395,14 @@ fn turn_prober() {
         .filter(|m| m.body.starts_with("flood "))
         .count();
     assert_eq!(floods, 64, "a wake's replies stop at its bound");
-    assert_eq!(h.sandboxes.db().transfer(&id).unwrap().status, TransferStatus::Active);
+    assert_eq!(h.db().transfer(&id).unwrap().status, TransferStatus::Active);
     handled(&flood);
 
     // A turn that fails keeps its sandbox and transfer; the wake is delivery_unknown.
     let fail = post(&h, &caller, &cv, "fail", "fail");
     let drive = agents.drive(&agent).unwrap();
     assert_eq!(drive.unknown, 1);
-    assert_eq!(h.sandboxes.db().transfer(&id).unwrap().status, TransferStatus::Active);
+    assert_eq!(h.db().transfer(&id).unwrap().status, TransferStatus::Active);
     assert_eq!(h.sandboxes.live_count(), 1, "the sandbox lives on");
     handled(&fail);
 
@@ -1424,7 +1416,7 @@ fn turn_prober() {
         started.elapsed()
     );
     assert_eq!(drive.unknown, 1);
-    let t = h.sandboxes.db().transfer(&id).unwrap();
+    let t = h.db().transfer(&id).unwrap();
     assert_eq!(t.status, TransferStatus::Terminated);
     assert!(agents.carrier(&agent).is_none(), "the carrier is released");
     assert_eq!(h.sandboxes.live_count(), 0);
@@ -1449,11 +1441,8 @@ fn an_insolvent_transfer_gets_no_more_turns() {
     let agent = h.activate(&id).transfer.agent_id.unwrap();
     let (_, cv, caller) = conversation_with(&h, &id);
     let left = 1_000_000 - spent(&h, &id);
-    h.sandboxes.db().report_usage(&id, left, "model_tokens").unwrap();
-    assert_eq!(
-        h.sandboxes.db().transfer(&id).unwrap().status,
-        TransferStatus::Insolvent
-    );
+    h.db().report_usage(&id, left, "model_tokens").unwrap();
+    assert_eq!(h.db().transfer(&id).unwrap().status, TransferStatus::Insolvent);
     post(&h, &caller, &cv, "echo late", "late");
     assert_eq!(h.host.agents().drive(&agent).unwrap(), Default::default());
     assert_eq!(
@@ -1471,14 +1460,14 @@ fn assistant() {
     let h = host();
     let id = h.pushed(&snapshot(2, json!({})), Tier::Nano, 1_000_000, "assistant");
     let report = h.activate(&id);
-    assert_eq!(report.outcome, TurnOutcome::Resumed);
+    assert_eq!(report.outcome, RunOutcome::Returned);
     let agent = report.transfer.agent_id.expect("bound at activation");
     let (_, cv, caller) = conversation_with(&h, &id);
     post(&h, &caller, &cv, "what is in stock?", "assistant-1");
     let drive = h.host.agents().drive(&agent).unwrap();
     assert_eq!((drive.consumed, drive.unknown), (0, 1), "{drive:?}");
     assert_eq!(transcript(&h, &caller, &cv).len(), 1, "no answer without a model");
-    assert_eq!(h.sandboxes.db().transfer(&id).unwrap().status, TransferStatus::Active);
+    assert_eq!(h.db().transfer(&id).unwrap().status, TransferStatus::Active);
 }
 
 #[test]
@@ -1488,7 +1477,7 @@ fn turns_v0_2() {
     let report = h.activate(&id);
     assert_eq!(
         report.outcome,
-        TurnOutcome::Resumed,
+        RunOutcome::Returned,
         "a 0.2.0 component still activates"
     );
     let agent = report.transfer.agent_id.expect("bound at activation");
@@ -1508,7 +1497,7 @@ fn legacy_agent() {
     let report = h.activate(&id);
     assert_eq!(
         report.outcome,
-        TurnOutcome::Resumed,
+        RunOutcome::Returned,
         "a 0.1.0 component still activates"
     );
     assert_eq!(report.transfer.status, TransferStatus::Active);
@@ -1523,5 +1512,5 @@ fn legacy_agent() {
         h.host.agents().carrier(&agent).is_none(),
         "but no carrier: it takes no turns"
     );
-    assert!(h.sandboxes.db().load_checkpoint(&id).unwrap().is_some());
+    assert!(h.db().load_checkpoint(&id).unwrap().is_some());
 }

@@ -15,8 +15,9 @@ use ahp_host::guests;
 use ahp_host::host::HostBuilder;
 use ahp_host::sandbox::{
     Ceiling, CeilingCap, FUEL_FLUSH_INTERVAL, MAX_BUDGET_CALLS_PER_TURN, MAX_CONSUMES_PER_TURN, MAX_LOADS_PER_TURN,
-    Sandboxes, TurnOutcome, TurnReport,
+    RunOutcome, RunReport,
 };
+use ahp_host::shared_store::StoreLock;
 use ahp_host::store::conversation::{
     Acting, Author, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT, TranscriptMessage,
 };
@@ -28,7 +29,6 @@ struct Host {
     _dir: tempfile::TempDir,
     key: TokenKey,
     host: ahp_host::host::Host,
-    sandboxes: Arc<Sandboxes>,
     operator: Caller,
 }
 
@@ -60,16 +60,20 @@ fn host_with_workers(cap: CeilingCap, workers: usize) -> Host {
         _dir: dir,
         key,
         host,
-        sandboxes,
         operator: Caller::full(OPERATOR_SUBJECT).unwrap(),
     }
 }
 
 impl Host {
+    /// The host's database.
+    fn db(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.host.store().locked()
+    }
+
     /// Activates a new `component` transfer at `tier`; returns the transfer and the report.
-    fn activated(&self, component: &str, tier: Tier) -> (String, TurnReport) {
+    fn activated(&self, component: &str, tier: Tier) -> (String, RunReport) {
         let id = testing::pushed(
-            &mut self.sandboxes.db(),
+            &mut self.db(),
             &self.key,
             &snapshot(0, json!({})),
             tier,
@@ -77,7 +81,7 @@ impl Host {
             component,
         )
         .unwrap();
-        let tok = testing::activate_token(&self.sandboxes.db(), &self.key, &id).unwrap();
+        let tok = testing::activate_token(&self.db(), &self.key, &id).unwrap();
         let report = self.host.activate(&id, &tok).unwrap();
         (id, report)
     }
@@ -85,7 +89,7 @@ impl Host {
     /// A turn-prober agent, activated and carried by this host.
     fn prober(&self) -> (String, String) {
         let (id, report) = self.activated("turn-prober", Tier::Nano);
-        assert_eq!(report.outcome, TurnOutcome::Resumed);
+        assert_eq!(report.outcome, RunOutcome::Returned);
         (id, report.transfer.agent_id.expect("bound at activation"))
     }
 
@@ -95,8 +99,7 @@ impl Host {
             agents: agents.iter().map(|a| (*a).to_owned()).collect(),
         };
         let key = format!("cv-{}", agents.join("-"));
-        self.sandboxes
-            .db()
+        self.db()
             .create_conversation(&self.operator, &new, &key)
             .unwrap()
             .value
@@ -112,12 +115,11 @@ impl Host {
             reply_to: None,
             idempotency: IdempotencyKey::Key(body.replace(' ', "_")),
         };
-        self.sandboxes.db().post_message(&self.operator, &new).unwrap().value.id
+        self.db().post_message(&self.operator, &new).unwrap().value.id
     }
 
     fn transcript(&self, cv: &str) -> Vec<TranscriptMessage> {
-        self.sandboxes
-            .db()
+        self.db()
             .read_transcript(&self.operator, &Acting::Human, cv, 0, 200)
             .unwrap()
     }
@@ -125,8 +127,7 @@ impl Host {
     /// Marks `message` handled in `agent`'s inbox (the prober acts on its first queued one).
     fn handled(&self, agent: &str, message: &str) {
         let carrier = self.host.agents().carrier(agent).unwrap();
-        self.sandboxes
-            .db()
+        self.db()
             .consume_delivery(&carrier.caller, &carrier.actor, message)
             .unwrap();
     }
@@ -239,11 +240,8 @@ mod bounds {
         // the sandbox and the transfer with the reason.
         let past = format!("count budget {}", MAX_BUDGET_CALLS_PER_TURN + 1);
         assert_eq!(h.ask(&agent, &cv, &past), None, "a trapped turn replies nothing");
-        assert_eq!(
-            h.sandboxes.db().transfer(&id).unwrap().status,
-            TransferStatus::Terminated
-        );
-        let status = h.sandboxes.db().get_status(&id).unwrap();
+        assert_eq!(h.db().transfer(&id).unwrap().status, TransferStatus::Terminated);
+        let status = h.db().get_status(&id).unwrap();
         let ended = status
             .events
             .iter()
@@ -268,7 +266,7 @@ mod spin {
         };
         let h = host_with(cap);
         let (id, report) = h.activated("loop-forever", Tier::Large);
-        assert_eq!(report.outcome, TurnOutcome::CeilingExceeded(Ceiling::WallClock));
+        assert_eq!(report.outcome, RunOutcome::CeilingExceeded(Ceiling::WallClock));
         // A second of spinning burns hundreds of millions of fuel on any machine; what the
         // meter cannot see of it is at most one flush interval.
         assert!(
@@ -279,7 +277,7 @@ mod spin {
         let limits = Tier::Large.limits();
         assert!(report.fuel_consumed <= limits.fuel_per_turn);
         let compute = limits.compute_cost_micro_usd(report.fuel_consumed);
-        let spent = h.sandboxes.db().budget(&id).unwrap().unwrap().spent_micro_usd;
+        let spent = h.db().budget(&id).unwrap().unwrap().spent_micro_usd;
         assert_eq!(report.compute_micro_usd, compute, "the fuel burnt is what was charged");
         assert_eq!(spent, compute, "and what the budget shows spent");
         eprintln!(

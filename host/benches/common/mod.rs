@@ -7,7 +7,8 @@ use std::sync::Arc;
 use ahp_host::guests;
 use ahp_host::host::{Host, HostBuilder};
 use ahp_host::sandbox::engine::EngineConfig;
-use ahp_host::sandbox::{Sandboxes, TurnOutcome};
+use ahp_host::sandbox::{RunOutcome, Sandboxes};
+use ahp_host::shared_store::StoreLock;
 use ahp_host::store::{SnapshotInput, Store, Tier, TokenKey, Transfer};
 use ahp_host::testing;
 
@@ -44,7 +45,7 @@ impl Bench {
     /// An activated transfer running `component`, its sandbox kept live unless `keep` is false.
     pub(crate) fn active(&self, snap: &SnapshotInput, component: &str, keep: bool) -> Transfer {
         let id = testing::pushed(
-            &mut self.sandboxes.db(),
+            &mut self.host.store().locked(),
             &self.key,
             snap,
             Tier::Small,
@@ -52,9 +53,9 @@ impl Bench {
             component,
         )
         .unwrap();
-        let tok = testing::activate_token(&self.sandboxes.db(), &self.key, &id).unwrap();
+        let tok = testing::activate_token(&self.host.store().locked(), &self.key, &id).unwrap();
         let report = self.host.activate(&id, &tok).unwrap();
-        assert_eq!(report.outcome, TurnOutcome::Resumed, "{component}");
+        assert_eq!(report.outcome, RunOutcome::Returned, "{component}");
         if !keep {
             self.sandboxes.drop_sandbox(&id);
         }

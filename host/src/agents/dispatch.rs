@@ -9,9 +9,9 @@ use ahp_store::TransferStatus;
 use ahp_store::conversation::{ConversationError, DispatchOutcome, DispatchTicket};
 
 use super::recovery::{self, Failure, retry};
-use super::{Agents, Carrier, Drive, MAX_TURNS_PER_OPPORTUNITY, turn};
+use super::{Agents, Carrier, Drive, MAX_TURNS_PER_OPPORTUNITY};
 use crate::interfaces::TurnCtx;
-use crate::sandbox::TurnOutcome;
+use crate::sandbox::RunOutcome;
 use crate::shared_store::StoreLock;
 
 /// How one turn of a dispatch opportunity ended.
@@ -70,7 +70,7 @@ impl Agents {
         // Before anything is claimed: the transfer still runs, and what its budget holds. A
         // failed read here leaves the wake pending.
         let (tier, budget) = {
-            let db = self.sandboxes.db();
+            let db = self.store.locked();
             let t = db.transfer(&c.transfer).map_err(|e| Failure::of_store(&e))?;
             if t.status != TransferStatus::Active {
                 return Err(Failure::Gone(format!("transfer {} is {}", t.id, t.status)));
@@ -82,7 +82,7 @@ impl Agents {
             .map_or(Duration::from_secs(30), |tier| tier.limits().wall_clock_per_turn)
             .saturating_add(Duration::from_secs(30))
             .min(ahp_store::conversation::bounds::MAX_CLAIM_LEASE);
-        let claimed = self.sandboxes.db().claim_wake(caller, actor, lease);
+        let claimed = self.store.locked().claim_wake(caller, actor, lease);
         let claim = match claimed {
             Ok(Some(claim)) => claim,
             Ok(None) => return Ok(Next::Idle),
@@ -100,7 +100,7 @@ impl Agents {
             Err(e) => return Err(Failure::of(&e)),
         };
         // The durable dispatch fence: from here on this wake is never dispatched again.
-        let fenced = self.sandboxes.db().prepare_dispatch(caller, actor, &claim.attempt.id);
+        let fenced = self.store.locked().prepare_dispatch(caller, actor, &claim.attempt.id);
         let ticket = match fenced {
             Ok(ticket) => ticket,
             // The claim lapsed; the wake is pending again.
@@ -120,30 +120,30 @@ impl Agents {
             wake: ticket.wake.clone(),
             replies: 0,
         };
-        let outcome = match turn::run_dispatched(&self.sandboxes, &c.transfer, ctx, budget) {
+        let outcome = match self.run_dispatched(&c.transfer, ctx, budget) {
             Ok(run) => {
                 drive.fuel_consumed += run.fuel_consumed;
                 run.outcome
             }
             Err(e) => {
                 tracing::warn!(%agent, error = %e, "the turn could not run");
-                TurnOutcome::Stopped(e.to_string())
+                RunOutcome::Stopped(e.to_string())
             }
         };
-        if outcome == TurnOutcome::Resumed
+        if outcome == RunOutcome::Returned
             && self.finish(c, &ticket, DispatchOutcome::Accepted)? == DispatchOutcome::Accepted
         {
             drive.consumed += 1;
             return Ok(Next::Again);
         }
         drive.unknown += 1;
-        if outcome != TurnOutcome::Resumed {
+        if outcome != RunOutcome::Returned {
             tracing::info!(%agent, wake = %ticket.wake.id, ?outcome, "turn did not succeed: delivery unknown");
             // A turn that ended its transfer also detached its endpoint, which settled the
             // attempt as `delivery_unknown` already: the endpoint is then gone.
             self.finish(c, &ticket, DispatchOutcome::Unknown)?;
         }
-        let status = self.sandboxes.db().transfer(&c.transfer).map(|t| t.status);
+        let status = self.store.locked().transfer(&c.transfer).map(|t| t.status);
         match status {
             Ok(TransferStatus::Active) => Ok(Next::Idle),
             Ok(status) => Err(Failure::Gone(format!("transfer {} is {status}", c.transfer))),
@@ -162,7 +162,7 @@ impl Agents {
         outcome: DispatchOutcome,
     ) -> Result<DispatchOutcome, Failure> {
         let (caller, actor) = (&c.caller, &c.actor);
-        let end = |outcome| retry(|| self.sandboxes.db().finish_turn(caller, actor, ticket, outcome));
+        let end = |outcome| retry(|| self.store.locked().finish_turn(caller, actor, ticket, outcome));
         let failure = match end(outcome) {
             Ok(_) => return Ok(outcome),
             Err(e) => Failure::of(&e),
@@ -192,7 +192,7 @@ impl Agents {
     /// Settles the post-fence attempts of `c`'s endpoint no turn is running for: they become
     /// `delivery_unknown`. Returns whether there were any.
     fn settle(&self, c: &Carrier) -> Result<bool, Failure> {
-        let settled = retry(|| self.sandboxes.db().settle_unconfirmed_attempts(&c.caller, &c.actor))
+        let settled = retry(|| self.store.locked().settle_unconfirmed_attempts(&c.caller, &c.actor))
             .map_err(|e| Failure::of(&e))?;
         self.unsettled.locked().remove(&c.actor.agent);
         for a in &settled {
@@ -204,7 +204,7 @@ impl Agents {
     /// Gives a claim back before the fence (best effort: a claim that cannot be given back
     /// lapses by its lease).
     fn give_back(&self, c: &Carrier, attempt: &str) {
-        if let Err(e) = retry(|| self.sandboxes.db().release_claim(&c.caller, &c.actor, attempt)) {
+        if let Err(e) = retry(|| self.store.locked().release_claim(&c.caller, &c.actor, attempt)) {
             tracing::info!(agent = %c.actor.agent, %attempt, error = %e, "cannot give the claim back; it lapses with its lease");
         }
     }

@@ -13,7 +13,7 @@
 //! [`drives`](Agents::drive) it: claims its pending wake through the exact endpoint and
 //! generation (`claim_wake`), crosses the durable dispatch fence
 //! (`prepare_dispatch`), runs one `turn` in the sandbox under the tier's fuel and wall clock
-//! ([`turn`]), records the outcome (`finish_dispatch`), and only after the turn returned `ok`
+//! ([`run`]), records the outcome (`finish_dispatch`), and only after the turn returned `ok`
 //! exact-consumes the wake — that consume is what proves the turn ran. The budget is read
 //! before anything is claimed, and the end of a turn (outcome and consume) is one store
 //! transaction (`finish_turn`). A failure before the fence gives the claim back (the wake is
@@ -40,8 +40,8 @@
 mod dispatch;
 mod queue;
 pub mod recovery;
+pub mod run;
 pub mod takeover;
-pub mod turn;
 mod upkeep;
 
 use std::collections::{HashMap, HashSet};
@@ -52,10 +52,9 @@ use ahp_store::conversation::{AgentActor, Caller};
 use ahp_store::{AgentBinding, Timestamp, Transfer};
 
 use self::queue::DispatchQueue;
-pub use self::turn::run_turn;
 use crate::carrier::Carriers;
 use crate::sandbox::Sandboxes;
-use crate::shared_store::StoreLock;
+use crate::shared_store::{SharedStore, StoreLock};
 
 /// How long an endpoint attached by a binding is leased; [`Agents::renew_leases`] renews it.
 pub const CARRIER_LEASE: Duration = Duration::from_secs(3600);
@@ -116,6 +115,7 @@ pub struct Drive {
 /// The agents this process carries, and its continuation controller. See the
 /// [module docs](self).
 pub struct Agents {
+    store: SharedStore,
     sandboxes: Arc<Sandboxes>,
     carriers: Mutex<HashMap<String, Carrier>>,
     queue: Mutex<DispatchQueue>,
@@ -167,9 +167,11 @@ impl Carriers for Agents {
 }
 
 impl Agents {
-    /// A controller over `sandboxes` (workers start with [`run_workers`](Self::run_workers)).
-    pub fn new(sandboxes: Arc<Sandboxes>, config: AgentsConfig) -> Self {
+    /// A controller over `store` that runs its agents in `sandboxes` (workers start with
+    /// [`run_workers`](Self::run_workers)).
+    pub fn new(store: SharedStore, sandboxes: Arc<Sandboxes>, config: AgentsConfig) -> Self {
         Self {
+            store,
             sandboxes,
             carriers: Mutex::new(HashMap::new()),
             queue: Mutex::new(DispatchQueue::new(config.capacity.max(1))),
@@ -212,13 +214,13 @@ impl Agents {
     /// The store's refusal (not active, …) or failure. A failure leaves the transfer without a
     /// carrier; [`repair_bindings`](Self::repair_bindings) binds it on the next tick.
     pub fn bind(&self, t: &Transfer) -> Result<AgentBinding, crate::sandbox::Error> {
-        let binding = self.sandboxes.db().bind_transfer_agent(&t.id, CARRIER_LEASE)?;
+        let binding = self.store.locked().bind_transfer_agent(&t.id, CARRIER_LEASE)?;
         let takes_turns = self.sandboxes.takes_turns(t).unwrap_or(false);
         if takes_turns {
             let ep = &binding.endpoint;
             let registered = self
-                .sandboxes
-                .db()
+                .store
+                .locked()
                 .register_wake_carrier(&ep.agent_id, &ep.id, ep.generation)?;
             let carrier = Carrier {
                 transfer: t.id.clone(),

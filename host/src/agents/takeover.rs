@@ -20,6 +20,7 @@
 use serde::Serialize;
 
 use super::Agents;
+use crate::shared_store::StoreLock;
 use ahp_store::conversation::ReconcileReport;
 
 /// Transfers re-bound per page of the scan.
@@ -47,16 +48,16 @@ impl Agents {
     ///
     /// A store failure; the steps already done stay done (each is safe to run again).
     pub fn take_over(&self, interrupted_reason: &str) -> Result<TakeoverReport, crate::sandbox::Error> {
-        let reconciled = self.sandboxes.db().reconcile_takeover()?;
-        let interrupted = self.sandboxes.db().fail_interrupted_activations(interrupted_reason)?;
+        let reconciled = self.store.locked().reconcile_takeover()?;
+        let interrupted = self.store.locked().fail_interrupted_activations(interrupted_reason)?;
         let mut rebound = 0;
         let mut after: Option<String> = None;
         loop {
-            let page = self.sandboxes.db().bound_active_transfers(after.as_deref(), PAGE)?;
+            let page = self.store.locked().bound_active_transfers(after.as_deref(), PAGE)?;
             let Some((last, _)) = page.last() else { break };
             after = Some(last.clone());
             for (transfer, _agent) in &page {
-                let t = self.sandboxes.db().transfer(transfer)?;
+                let t = self.store.locked().transfer(transfer)?;
                 match self.bind(&t) {
                     Ok(_) => rebound += 1,
                     Err(e) => tracing::warn!(%transfer, error = %e, "cannot re-bind an active transfer"),

@@ -26,7 +26,7 @@ impl Agents {
         let mut bound = Vec::new();
         let mut after: Option<String> = None;
         loop {
-            let page = self.sandboxes.db().unbound_active_transfers(after.as_deref(), PAGE)?;
+            let page = self.store.locked().unbound_active_transfers(after.as_deref(), PAGE)?;
             let Some((last, _)) = page.last() else { break };
             after = Some(last.clone());
             for (transfer, agent) in &page {
@@ -48,7 +48,7 @@ impl Agents {
         if self.activating.locked().contains(transfer) {
             return Ok(false);
         }
-        let t = self.sandboxes.db().transfer(transfer)?;
+        let t = self.store.locked().transfer(transfer)?;
         if t.status != TransferStatus::Active {
             return Ok(false);
         }
@@ -59,7 +59,7 @@ impl Agents {
             }
             // Bound by this process since the list was read?
             if let Some(c) = self.carrier(agent) {
-                let db = self.sandboxes.db();
+                let db = self.store.locked();
                 let now = db.now();
                 let current = db
                     .get_endpoint(&c.caller, agent, &c.actor.endpoint)
@@ -90,7 +90,7 @@ impl Agents {
         let mut due: Vec<String> = self.unsettled.locked().iter().cloned().collect();
         let mut after: Option<String> = None;
         loop {
-            let page = match self.sandboxes.db().wake_ready_endpoints(after.as_deref(), PAGE) {
+            let page = match self.store.locked().wake_ready_endpoints(after.as_deref(), PAGE) {
                 Ok(page) => page,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot list the agents with wakes; scheduling every carrier");
@@ -125,7 +125,7 @@ impl Agents {
         let mut ended = Vec::new();
         let mut failed = None;
         for c in held {
-            let read = self.sandboxes.db().transfer(&c.transfer);
+            let read = self.store.locked().transfer(&c.transfer);
             let active = match read {
                 Ok(t) => t.status == TransferStatus::Active,
                 Err(ahp_store::Error::TransferNotFound(_)) => false,
@@ -152,7 +152,7 @@ impl Agents {
     /// next tick (it still has half a lease).
     pub fn renew_leases(&self) {
         let held: Vec<Carrier> = self.carriers.locked().values().cloned().collect();
-        let now = self.sandboxes.db().now();
+        let now = self.store.locked().now();
         let due = now.saturating_add(CARRIER_LEASE / 2);
         for c in held {
             if c.lease_expires_at > due {
@@ -160,8 +160,8 @@ impl Agents {
             }
             let agent = &c.actor.agent;
             let renewed =
-                self.sandboxes
-                    .db()
+                self.store
+                    .locked()
                     .renew_carrier_lease(agent, &c.actor.endpoint, c.actor.generation, CARRIER_LEASE);
             match renewed {
                 Ok(ep) => {

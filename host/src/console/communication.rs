@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::{Caller, Console, caller, html, pages, session};
-use crate::mcp::conversation_tools::api_key_caller;
+use crate::mcp::identity::api_key_caller;
 
 /// The `?after=` cursor of a paged list.
 #[derive(Deserialize)]

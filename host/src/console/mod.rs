@@ -14,7 +14,7 @@
 //! - **Host** must name this server (DNS-rebinding protection, as for `/mcp`).
 //! - **Scopes** apply as on the MCP surfaces: without `transfer:read` a key sees no transfers;
 //!   the [`agents`] and [`conversations`] pages act as the key's communication principal
-//!   ([`api_key_caller`](crate::mcp::conversation_tools::api_key_caller)), so they show exactly
+//!   ([`api_key_caller`](crate::mcp::identity::api_key_caller)), so they show exactly
 //!   what the MCP conversation tools show that key, and need `communication:read` (to look) and
 //!   `communication:manage` (to start a conversation or post).
 //! - **Responses** carry a strict Content-Security-Policy (`default-src 'none'`; scripts, styles
@@ -207,7 +207,7 @@ struct Caller {
 impl Caller {
     /// Whose transfers the caller sees: its key's own (the rule `get_status` follows).
     fn owner(&self) -> TransferOwner {
-        TransferOwner::ApiKey(self.principal.id.clone())
+        crate::mcp::identity::api_key_owner(&self.principal)
     }
 
     fn who(&self) -> (&Principal, &str) {

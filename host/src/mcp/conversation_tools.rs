@@ -5,12 +5,13 @@
 //! eras as `/mcp`; read tools need `communication:read`, the rest `communication:manage`, see
 //! [`required_scope`]) and over stdio by `ahp serve --stdio --surface conversations`.
 //!
-//! **Who is calling.** Over HTTP the caller's communication principal is a stable hash of its
-//! API key's principal (`prn_…`) in its own namespace (`api-key:`), with the key's communication
-//! scopes; a transfer token never becomes one, and no result shows a digest. Over stdio (and
-//! over HTTP with `--auth none`, loopback only) the caller is the local operator: the principal
-//! of the subject [`OPERATOR_SUBJECT`], with both scopes. Its agents and conversations are its
-//! own, invisible to API keys, and the reverse.
+//! **Who is calling** ([`identity`](super::identity)). Over HTTP the caller's communication
+//! principal is a stable hash of its API key's principal (`prn_…`) in its own namespace
+//! (`api-key:`), with the key's communication scopes ([`api_key_caller`]); a transfer token
+//! never becomes one, and no result shows a digest. Over stdio (and over HTTP with
+//! `--auth none`, loopback only) the caller is the local operator: the principal of the subject
+//! [`OPERATOR_SUBJECT`](super::identity::OPERATOR_SUBJECT), with both scopes ([`operator_caller`]). Its agents and conversations
+//! are its own, invisible to API keys, and the reverse.
 //!
 //! **Refusals** are tool errors whose structured content is a [`ToolErrorContent`] with a stable
 //! `kind`. A not-found message never echoes the id, so a well-formed foreign id and a
@@ -19,28 +20,22 @@
 //! for the model.
 
 use crate::shared_store::StoreLock;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ahp_store::conversation::{
-    Acting, AgentActor, Caller, CommunicationPrincipal, ConversationError, IdempotencyKey, NewConversation, NewMessage,
-    Scope,
+    Acting, AgentActor, Caller, ConversationError, IdempotencyKey, NewConversation, NewMessage,
 };
 use ahp_store::{ApiScope, Store};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::IntoCallToolResult;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResponse, CallToolResult, Extensions, Implementation, ServerCapabilities, ServerConfig};
-use rmcp::transport::streamable_http_server::StreamableHttpService;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
 
 use super::conversation_schema::*;
+use super::identity::{api_key_caller, operator_caller, principal_of};
 use crate::carrier::{Carriers, NoCarriers};
-
-/// The subject the local operator (stdio, or HTTP with `--auth none`) acts as.
-pub const OPERATOR_SUBJECT: &str = "operator:local";
 
 /// Default page size of the listing tools.
 const DEFAULT_PAGE: usize = 50;
@@ -65,33 +60,6 @@ pub fn required_scope(tool: &str) -> ApiScope {
     } else {
         ApiScope::CommunicationManage
     }
-}
-
-/// The communication caller of an API key's principal: a hash of its id in the `api-key:`
-/// namespace, with the key's communication scopes.
-///
-/// # Panics
-///
-/// Never: principal ids are short.
-pub fn api_key_caller(p: &ahp_store::Principal) -> Caller {
-    let principal = CommunicationPrincipal::from_subject(&format!("api-key:{}", p.id)).expect("a prn_ id is short");
-    let mut scopes = Vec::new();
-    if p.has(ApiScope::CommunicationRead) {
-        scopes.push(Scope::Read);
-    }
-    if p.has(ApiScope::CommunicationManage) {
-        scopes.push(Scope::Manage);
-    }
-    Caller::new(principal, &scopes)
-}
-
-/// The local operator's caller.
-///
-/// # Panics
-///
-/// Never: the subject is a short constant.
-pub fn operator_caller() -> Caller {
-    Caller::full(OPERATOR_SUBJECT).expect("the operator subject is short")
 }
 
 /// A refused call: a stable `kind` and a message, sent as the tool error's structured content.
@@ -193,10 +161,7 @@ impl ConversationTools {
 
     /// The caller of a request: its API key's principal over HTTP, else the local operator.
     fn caller(&self, ext: &Extensions) -> Result<Caller, ToolError> {
-        let principal = ext
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<ahp_store::Principal>());
-        match principal {
+        match principal_of(ext) {
             Some(p) => Ok(api_key_caller(p)),
             None if self.operator_fallback => Ok(operator_caller()),
             None => Err(ToolError::new("insufficient_scope", "no authenticated principal")),
@@ -702,20 +667,6 @@ impl ServerHandler for ConversationTools {
     }
 }
 
-/// The Streamable HTTP service for `/mcp/conversations`: the same Host/Origin rules and body
-/// limit as `/mcp`, with its own tools. Bearer keys and scopes are checked by the router's
-/// middleware in front of it.
-pub fn http_service(
-    tools: ConversationTools,
-    local: SocketAddr,
-) -> StreamableHttpService<ConversationTools, LocalSessionManager> {
-    StreamableHttpService::new(
-        move || Ok(tools.clone()),
-        Arc::new(LocalSessionManager::default()),
-        super::http::service_config(local),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -744,19 +695,5 @@ mod tests {
         }
         assert_eq!(required_scope("post_message"), ApiScope::CommunicationManage);
         assert_eq!(required_scope("no_such_tool"), ApiScope::CommunicationManage);
-    }
-
-    #[test]
-    fn api_keys_and_the_operator_are_different_principals() {
-        let key = ahp_store::Principal {
-            id: "prn_000000000000000000000001".into(),
-            name: "k".into(),
-            scopes: vec![ApiScope::CommunicationRead],
-            created_at: ahp_store::Timestamp::from_micros(0),
-            revoked_at: None,
-        };
-        let c = api_key_caller(&key);
-        assert!(c.has(Scope::Read) && !c.has(Scope::Manage));
-        assert_ne!(c.principal(), operator_caller().principal());
     }
 }

@@ -6,8 +6,11 @@
 //! `error="insufficient_scope"`. `get_status` needs `transfer:read`; `report_usage` needs
 //! `transfer:meter` (spend drains a budget, so a key that may move transfers does not thereby
 //! get to end them); the other tools `transfer:write` (and still their provision/activate
-//! token). The conversation tools are at `/mcp/conversations` behind the same keys (see
-//! [`conversation_tools::required_scope`] for their scopes). Host and Origin headers are
+//! token; see [`transfer_tools::required_scope`]). The conversation tools are at
+//! `/mcp/conversations` behind the same keys (see [`conversation_tools::required_scope`] for
+//! their scopes). Both tool sets are served the same way (one private `service` function): each module knows its
+//! tools and their scopes, this one the routes, the gate and the HTTP settings; who a request
+//! acts as is [`identity`](super::identity)'s. Host and Origin headers are
 //! validated by rmcp (DNS-rebinding protection). [`Auth::None`] disables the key check and is
 //! meant only for loopback (the CLI refuses it elsewhere).
 //!
@@ -42,8 +45,8 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tower::{Layer, Service};
 
-use super::TransferTools;
 use super::conversation_tools::{self, ConversationTools};
+use super::transfer_tools::{self, TransferTools};
 
 /// Largest request body accepted, in bytes: a maximal snapshot (~10 MiB) plus JSON overhead.
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
@@ -65,7 +68,7 @@ pub const CONVERSATIONS_PATH: &str = "/mcp/conversations";
 /// The tool set a gate fronts, and so the scope table it checks calls against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ToolSet {
-    /// The six transfer tools ([`tool_scope`]).
+    /// The six transfer tools ([`transfer_tools::required_scope`]).
     Transfers,
     /// The conversation tools ([`conversation_tools::required_scope`]).
     Conversations,
@@ -75,7 +78,7 @@ impl ToolSet {
     /// The scope a call of `tool` in this set needs.
     fn scope_of(self, tool: &str) -> ApiScope {
         match self {
-            Self::Transfers => tool_scope(tool),
+            Self::Transfers => transfer_tools::required_scope(tool),
             Self::Conversations => conversation_tools::required_scope(tool),
         }
     }
@@ -96,17 +99,21 @@ pub fn router(
     auth: Auth,
     local: SocketAddr,
 ) -> axum::Router {
-    let service = StreamableHttpService::new(
+    let conversations = ConversationTools::new(store.clone(), auth == Auth::None).with_carriers(carriers);
+    routes(service(tools, local), service(conversations, local), store, auth)
+}
+
+/// The Streamable HTTP service of one tool set (either surface) on a server listening on
+/// `local`: the Host/Origin rules and body limit of [`service_config`]. Bearer keys and scopes
+/// are checked by the gate in front of it ([`routes`]).
+fn service<S: rmcp::ServerHandler + Clone>(
+    tools: S,
+    local: SocketAddr,
+) -> StreamableHttpService<S, LocalSessionManager> {
+    StreamableHttpService::new(
         move || Ok(tools.clone()),
         Arc::new(LocalSessionManager::default()),
         service_config(local),
-    );
-    let conversations = ConversationTools::new(store.clone(), auth == Auth::None).with_carriers(carriers);
-    routes(
-        service,
-        conversation_tools::http_service(conversations, local),
-        store,
-        auth,
     )
 }
 
@@ -137,7 +144,7 @@ where
 
 /// The Streamable HTTP settings both MCP surfaces share: the Host names and Origins of a server
 /// listening on `local` (DNS-rebinding protection), and the body limit.
-pub(crate) fn service_config(local: SocketAddr) -> StreamableHttpServerConfig {
+fn service_config(local: SocketAddr) -> StreamableHttpServerConfig {
     let origins = [format!("http://{local}"), format!("http://localhost:{}", local.port())];
     StreamableHttpServerConfig::default()
         .with_allowed_hosts([
@@ -255,16 +262,6 @@ fn required_scopes(tools: ToolSet, body: &[u8]) -> Vec<ApiScope> {
         .filter(|m| m["method"] == "tools/call")
         .map(|m| tools.scope_of(m["params"]["name"].as_str().unwrap_or_default()))
         .collect()
-}
-
-/// The scope a call of `tool` needs. An unknown tool needs `transfer:write`, the widest
-/// transfer scope, so a typo never slips past a narrower key (rmcp then reports it unknown).
-fn tool_scope(tool: &str) -> ApiScope {
-    match tool {
-        "get_status" => ApiScope::TransferRead,
-        "report_usage" => ApiScope::TransferMeter,
-        _ => ApiScope::TransferWrite,
-    }
 }
 
 #[cfg(test)]

@@ -1,13 +1,19 @@
 //! The MCP servers: the transfer tools orchestrators call (`/mcp`, `serve --stdio`) and the
 //! conversation tools (`/mcp/conversations`, `serve --stdio --surface conversations`), over
 //! stdio and Streamable HTTP.
+//!
+//! Each tool set is a module of its own ([`transfer_tools`], [`conversation_tools`]: its tools,
+//! their arguments and the scope each needs), built the same way and served by the same
+//! [`http`] router and [`serve_stdio`]; who a call acts as is decided below both, by
+//! [`identity`].
 
 pub mod conversation_schema;
 pub mod conversation_tools;
 pub mod http;
+pub mod identity;
 pub mod listener;
 pub mod schema;
-mod transfer_tools;
+pub mod transfer_tools;
 
 pub use conversation_tools::ConversationTools;
 pub use transfer_tools::TransferTools;

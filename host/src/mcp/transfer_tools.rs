@@ -6,22 +6,39 @@
 //! terminates a transfer or reveals a secret, and `report_usage` cannot report the
 //! host-reserved kind `compute` (the host meters it from the fuel a guest burnt).
 //!
+//! Served over HTTP at `/mcp` (`get_status` needs `transfer:read`, `report_usage`
+//! `transfer:meter`, the rest `transfer:write`, see [`required_scope`]) and over stdio by
+//! `ahp serve --stdio`.
+//!
 //! A caller acts only on its own transfers: `snapshot_state` records the caller as the owner,
-//! and `push_state`, `report_usage` and `get_status` pass the caller ([`caller`]) to the store,
+//! and `push_state`, `report_usage` and `get_status` pass the caller
+//! ([`transfer_owner`]) to the store,
 //! which refuses another principal's transfer exactly as a missing one. `provision_runtime` and
 //! `activate` are authorized by the operator's token for the transfer instead.
 
 use crate::shared_store::StoreLock;
 use std::sync::{Arc, Mutex, TryLockError};
 
-use ahp_store::{DEFAULT_USAGE_KIND, Store, Transfer, TransferOwner};
+use ahp_store::{ApiScope, DEFAULT_USAGE_KIND, Store, Transfer};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{Extensions, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
 
+use super::identity::transfer_owner;
 use super::schema::*;
 use crate::host::Host;
+
+/// The scope a `tools/call` of `tool` on `/mcp` needs. An unknown tool needs `transfer:write`,
+/// the widest transfer scope, so a typo never slips past a narrower key (rmcp then reports it
+/// unknown).
+pub fn required_scope(tool: &str) -> ApiScope {
+    match tool {
+        "get_status" => ApiScope::TransferRead,
+        "report_usage" => ApiScope::TransferMeter,
+        _ => ApiScope::TransferWrite,
+    }
+}
 
 /// The transfer MCP server: the host whose sandboxes `activate` resumes guests in.
 #[derive(Clone)]
@@ -106,7 +123,7 @@ impl TransferTools {
     ) -> Result<Json<TransferResult>, String> {
         // The transfer belongs to its creator; its agent will belong to that principal's
         // communication principal.
-        let owner = caller(&ext);
+        let owner = transfer_owner(&ext);
         self.transition(move |s| s.snapshot_state_as(&args.into(), &owner))
             .await
     }
@@ -147,7 +164,7 @@ impl TransferTools {
         ext: Extensions,
         Parameters(a): Parameters<PushStateArgs>,
     ) -> Result<Json<TransferResult>, String> {
-        let caller = caller(&ext);
+        let caller = transfer_owner(&ext);
         self.transition(move |s| s.push_state_as(&a.transfer_id, a.checksum.as_deref(), &caller))
             .await
     }
@@ -189,7 +206,7 @@ impl TransferTools {
         ext: Extensions,
         Parameters(a): Parameters<ReportUsageArgs>,
     ) -> Result<Json<UsageResult>, String> {
-        let caller = caller(&ext);
+        let caller = transfer_owner(&ext);
         self.with_store(move |s| {
             let kind = a.kind.as_deref().unwrap_or(DEFAULT_USAGE_KIND);
             let r = s
@@ -213,7 +230,7 @@ impl TransferTools {
         ext: Extensions,
         Parameters(a): Parameters<GetStatusArgs>,
     ) -> Result<Json<StatusResult>, String> {
-        let caller = caller(&ext);
+        let caller = transfer_owner(&ext);
         self.read_store(move |s| {
             let r = s
                 .get_status_as(&a.transfer_id, &caller, a.page())
@@ -229,14 +246,6 @@ impl TransferTools {
         })
         .await
     }
-}
-
-/// Who is calling: the API key's principal over HTTP, else the local operator (stdio, or HTTP
-/// with `--auth none`, which is loopback only).
-fn caller(ext: &Extensions) -> TransferOwner {
-    ext.get::<http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<ahp_store::Principal>())
-        .map_or(TransferOwner::Operator, |p| TransferOwner::ApiKey(p.id.clone()))
 }
 
 #[tool_handler(router = self.tool_router)]

@@ -12,6 +12,7 @@ use wasmtime::{Config, Engine};
 use super::instance::AgentPre;
 use super::state::SandboxState;
 use super::{Error, Sandboxes};
+use crate::shared_store::StoreLock;
 
 /// A component pre-instantiated on a default-configured engine.
 pub struct RawRunner {
@@ -39,7 +40,7 @@ impl RawRunner {
         let tier = transfer
             .tier
             .ok_or_else(|| Error::NotProvisioned(transfer.id.clone()))?;
-        let snapshot = Arc::new(sandboxes.db().snapshot(&transfer.id)?);
+        let snapshot = Arc::new(sandboxes.store.locked().snapshot(&transfer.id)?);
         let grants = Arc::new(sandboxes.policy().grants(&snapshot.mcp_config));
         let (db, vault, id) = (sandboxes.store.clone(), sandboxes.vault.clone(), transfer.id.clone());
         let make_state = Box::new(move || {

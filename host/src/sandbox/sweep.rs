@@ -9,6 +9,7 @@
 use ahp_store::TransferStatus;
 
 use super::Sandboxes;
+use crate::shared_store::StoreLock;
 
 impl Sandboxes {
     /// Drops every live sandbox whose transfer is no longer `active` (or no longer exists), and
@@ -22,7 +23,7 @@ impl Sandboxes {
         let ids: Vec<String> = self.live().idle.keys().cloned().collect();
         let mut finished = Vec::new();
         for id in ids {
-            let still_active = match self.db().transfer(&id) {
+            let still_active = match self.store.locked().transfer(&id) {
                 Ok(t) => t.status == TransferStatus::Active,
                 Err(ahp_store::Error::TransferNotFound(_)) => false,
                 Err(e) => {
