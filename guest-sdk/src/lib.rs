@@ -58,14 +58,15 @@ pub mod snapshot;
 
 /// The raw bindings generated from `wit/` (not a stable API: use the modules above).
 ///
-/// `wit/` holds the `ahp:agent@0.2.0` package; the frozen 0.1.0 package in `wit/v0.1.0/` is not
+/// `wit/` holds the `ahp:agent@0.3.0` package; the frozen packages in `wit/v0.1.0/` and
+/// `wit/v0.2.0/` are not
 /// read (wit-bindgen parses the directory's own `*.wit` files and `deps/`, no other
 /// subdirectory).
 #[doc(hidden)]
 #[allow(missing_docs, unreachable_pub, unsafe_code, clippy::all)]
 pub mod wit {
     wit_bindgen::generate!({
-        path: "../wit/v0.2.0",
+        path: "../wit",
         world: "ahp:agent/agent",
         pub_export_macro: true,
         export_macro_name: "__export_agent_world",

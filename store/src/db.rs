@@ -40,6 +40,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../sql/0007_host_held_endpoints.sql"),
     include_str!("../sql/0008_usage_events_by_kind.sql"),
     include_str!("../sql/0009_model_calls.sql"),
+    include_str!("../sql/0010_delegation.sql"),
 ];
 
 /// How long a connection waits for another writer before failing with `SQLITE_BUSY`.

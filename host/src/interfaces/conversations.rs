@@ -16,7 +16,7 @@ use ahp_store::conversation::{
     Acting, Author as StoreAuthor, ConversationError as StoreError, IdempotencyKey, NewMessage, TranscriptMessage,
 };
 
-use super::bindings::v0_2::ahp::agent::conversations::{Author, Delivery, Error, Host, Message, Wake};
+use super::bindings::v0_3::ahp::agent::conversations::{Author, Delivery, Error, Host, Message, Wake, WakeOrigin};
 use super::context::{AgentCtx, MAX_CONSUMES_PER_TURN, MAX_READS_PER_TURN, TurnCtx};
 use crate::carrier::{Carriers, NoCarriers};
 
@@ -29,6 +29,7 @@ impl Host for AgentCtx {
             id: t.wake.id.clone(),
             agent_id: t.actor.agent.clone(),
             queued: t.queued,
+            origin: WakeOrigin::Message,
         })
     }
 
