@@ -1246,6 +1246,10 @@ fn fifty_hostile_guests_beside_honest_activations() {
     );
 }
 
+/// `model-prober` drives the model gateway's own suite, `model_gateway.rs` (its test
+/// `model_prober` is there).
+mod model_prober {}
+
 /// Every guest built from `examples/` has a test of its own name in this file.
 mod every_guest_is_tested {
     macro_rules! assert_tested {

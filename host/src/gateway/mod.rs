@@ -549,6 +549,10 @@ impl Gateway {
             }
         };
         match result {
+            Err(e @ (ClientError::TooLarge | ClientError::Cut(_))) => Err(Error::ProviderError(Failure {
+                message: e.to_string(),
+                charged_micro_usd: charged,
+            })),
             Err(e) => Err(unavailable(e.to_string(), charged)),
             Ok(Err((429, bytes))) => Err(Error::RateLimited(Failure {
                 message: format!("HTTP 429: {}", excerpt(&bytes, key.as_deref())),
