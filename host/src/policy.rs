@@ -935,7 +935,11 @@ mod tests {
             edit(&|m| m.endpoint = "ftp://api.openai.com/v1".into()),
             edit(&|m| m.endpoint = "https://api.openai.com/v1?key=1".into()),
             edit(&|m| m.endpoint = format!("https://api.openai.com/{}", "v".repeat(MAX_ENDPOINT_BYTES))),
-            edit(&|m| m.credential = Some(ModelCredential { cred_ref: "../x".into() })),
+            edit(&|m| {
+                m.credential = Some(ModelCredential {
+                    cred_ref: "../x".into(),
+                })
+            }),
         ];
         for m in past {
             assert!(matches!(ok(m.clone()), Err(Error::Invalid(_))), "{m:?}");
@@ -946,7 +950,9 @@ mod tests {
         };
         assert!(twice.validate().unwrap_err().to_string().contains("listed twice"));
         let many = Policy {
-            models: (0..=MAX_MODELS).map(|i| model(&format!("m{i}"), "https://a.example.com")).collect(),
+            models: (0..=MAX_MODELS)
+                .map(|i| model(&format!("m{i}"), "https://a.example.com"))
+                .collect(),
             ..Policy::default()
         };
         assert!(many.validate().is_err());
@@ -955,14 +961,23 @@ mod tests {
             models: vec![base],
             allow_networks: vec![],
         };
-        assert!(shared.validate().unwrap_err().to_string().contains("never reach a model endpoint"));
+        assert!(
+            shared
+                .validate()
+                .unwrap_err()
+                .to_string()
+                .contains("never reach a model endpoint")
+        );
     }
 
     #[test]
     fn a_model_endpoints_origin_is_never_granted_to_a_guest() {
         // Built in code (never validated): the grants still leave the model's origin out.
         let policy = Policy {
-            servers: vec![rule("http://127.0.0.1:9000", None), rule("https://inventory.example.com", None)],
+            servers: vec![
+                rule("http://127.0.0.1:9000", None),
+                rule("https://inventory.example.com", None),
+            ],
             models: vec![model("default", "http://127.0.0.1:9000/v1")],
             allow_networks: vec![],
         };
@@ -974,6 +989,9 @@ mod tests {
         assert!(g.is_model_origin(&model_origin));
         assert!(g.server(&model_origin).is_none());
         assert_eq!(g.servers.len(), 1);
-        assert!(g.server(&Origin::parse("https://inventory.example.com").unwrap()).is_some());
+        assert!(
+            g.server(&Origin::parse("https://inventory.example.com").unwrap())
+                .is_some()
+        );
     }
 }

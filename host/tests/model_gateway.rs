@@ -162,7 +162,12 @@ impl Host {
 
     fn events(&self, transfer: &str, kind: EventKind) -> Vec<Value> {
         let status = self.sandboxes.db().get_status(transfer).unwrap();
-        status.events.into_iter().filter(|e| e.kind == kind).map(|e| e.detail).collect()
+        status
+            .events
+            .into_iter()
+            .filter(|e| e.kind == kind)
+            .map(|e| e.detail)
+            .collect()
     }
 
     fn budget(&self, transfer: &str) -> ahp_host::store::Budget {
@@ -191,8 +196,16 @@ fn usage(input: u64, cache_read: u64, cache_write: u64, output: u64) -> ModelUsa
 
 /// The number after `word` in `line`.
 fn number_after(line: &str, word: &str) -> u64 {
-    let rest = line.split(word).nth(1).unwrap_or_else(|| panic!("{word:?} in {line:?}"));
-    rest.trim_start().split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+    let rest = line
+        .split(word)
+        .nth(1)
+        .unwrap_or_else(|| panic!("{word:?} in {line:?}"));
+    rest.trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 fn rss_bytes() -> u64 {
@@ -249,18 +262,28 @@ mod exact {
             assert_eq!(r.body["model"], "gpt-4.1-mini");
         }
         let texts = seen[0].texts();
-        assert_eq!(texts, ["You forecast inventory.", "message 0", "message 1", "How many A-1?"]);
+        assert_eq!(
+            texts,
+            ["You forecast inventory.", "message 0", "message 1", "How many A-1?"]
+        );
         assert_eq!(seen[0].body["tools"][0]["function"]["name"], "inventory");
         let m = seen[1].body["messages"].as_array().unwrap();
         assert_eq!(m[m.len() - 2]["tool_calls"][0]["function"]["name"], "inventory");
-        assert_eq!(m[m.len() - 1], json!({ "role": "tool", "tool_call_id": "call_0", "content": "41 units" }));
+        assert_eq!(
+            m[m.len() - 1],
+            json!({ "role": "tool", "tool_call_id": "call_0", "content": "41 units" })
+        );
 
         let called = h.events(&a.transfer, EventKind::ModelCalled);
         assert_eq!(called.len(), 2);
         let charged: Vec<u64> = called.iter().map(|c| c["chargedMicroUsd"].as_u64().unwrap()).collect();
         assert_eq!(charged, [cost(first), cost(second)]);
         assert_eq!(called[0]["cacheReadTokens"], 800);
-        assert!(called.iter().all(|c| c["reservedMicroUsd"].as_u64() > c["chargedMicroUsd"].as_u64()));
+        assert!(
+            called
+                .iter()
+                .all(|c| c["reservedMicroUsd"].as_u64() > c["chargedMicroUsd"].as_u64())
+        );
         assert!(called.iter().all(|c| !c.to_string().contains("A-1")), "never the text");
         let model_spend: u64 = h
             .events(&a.transfer, EventKind::UsageReported)
@@ -276,7 +299,12 @@ mod exact {
         assert_eq!(calls.len(), 2);
         assert!(calls.iter().all(|c| c.outcome.as_deref() == Some("completed")));
         // The key never entered the sandbox.
-        assert!(!h.sandboxes.guest_log(&a.transfer).unwrap_or_default().contains(MODEL_KEY));
+        assert!(
+            !h.sandboxes
+                .guest_log(&a.transfer)
+                .unwrap_or_default()
+                .contains(MODEL_KEY)
+        );
         assert!(!reply.contains(MODEL_KEY));
     }
 
@@ -366,12 +394,20 @@ mod budget {
         let reply = h.ask(&a, "loop default 64");
         let calls: u64 = reply.split(' ').next().unwrap().parse().unwrap();
         assert!(calls >= 3, "{reply}");
-        assert!(reply.ends_with("then insufficient-budget") || reply.ends_with("then insolvent"), "{reply}");
+        assert!(
+            reply.ends_with("then insufficient-budget") || reply.ends_with("then insolvent"),
+            "{reply}"
+        );
         let b = h.budget(&a.transfer);
         assert!(b.spent_micro_usd <= allocation, "{b:?}");
         assert_eq!(b.reserved_micro_usd, 0);
         // The caps sent shrank to what the budget paid for.
-        let caps: Vec<u64> = h.provider.received().iter().map(|r| r.body["max_tokens"].as_u64().unwrap()).collect();
+        let caps: Vec<u64> = h
+            .provider
+            .received()
+            .iter()
+            .map(|r| r.body["max_tokens"].as_u64().unwrap())
+            .collect();
         assert_eq!(caps[0], 4096);
         assert!(caps.last().unwrap() < &4096, "{caps:?}");
     }
@@ -433,8 +469,12 @@ mod hostile {
         // The operator's policy lists the model's origin as a server too (built in code, so never
         // validated, which would refuse it), and loopback is reachable.
         let mut policy = policy(&h.provider, PRICES);
-        policy.servers.push(serde_json::from_value(json!({ "server": h.provider.openai_endpoint() })).unwrap());
-        policy.servers.push(serde_json::from_value(json!({ "server": other.openai_endpoint() })).unwrap());
+        policy
+            .servers
+            .push(serde_json::from_value(json!({ "server": h.provider.openai_endpoint() })).unwrap());
+        policy
+            .servers
+            .push(serde_json::from_value(json!({ "server": other.openai_endpoint() })).unwrap());
         policy.allow_networks.push("127.0.0.0/8".into());
         assert!(policy.validate().is_err(), "validation refuses it");
         h.sandboxes.set_policy(policy);
@@ -448,11 +488,24 @@ mod hostile {
                 cred_ref: "model-key".into(),
             });
         }
-        let id = testing::pushed(&mut h.sandboxes.db(), &h.key, &snap, Tier::Nano, 1_000_000, "egress-prober").unwrap();
+        let id = testing::pushed(
+            &mut h.sandboxes.db(),
+            &h.key,
+            &snap,
+            Tier::Nano,
+            1_000_000,
+            "egress-prober",
+        )
+        .unwrap();
         let tok = testing::activate_token(&h.sandboxes.db(), &h.key, &id).unwrap();
         assert_eq!(h.host.activate(&id, &tok).unwrap().outcome, TurnOutcome::Resumed);
         let log = h.sandboxes.guest_log(&id).unwrap();
-        let line = |origin: String| log.lines().find(|l| l.starts_with(&format!("GET {origin}"))).unwrap().to_owned();
+        let line = |origin: String| {
+            log.lines()
+                .find(|l| l.starts_with(&format!("GET {origin}")))
+                .unwrap()
+                .to_owned()
+        };
         let model = line(h.provider.openai_endpoint());
         assert!(model.contains("refused"), "{log}");
         assert_eq!(h.provider.request_count(), 0, "the model's server saw nothing");
@@ -470,9 +523,15 @@ mod bounds {
         let h = host();
         let a = h.prober(1_000_000);
         let reply = h.ask(&a, &format!("loop default {}", MAX_COMPLETIONS_PER_TURN));
-        assert!(reply.starts_with(&format!("{MAX_COMPLETIONS_PER_TURN} calls")) && reply.ends_with("then nothing"), "{reply}");
+        assert!(
+            reply.starts_with(&format!("{MAX_COMPLETIONS_PER_TURN} calls")) && reply.ends_with("then nothing"),
+            "{reply}"
+        );
         let reply = h.ask(&a, &format!("loop default {}", MAX_COMPLETIONS_PER_TURN + 1));
-        assert!(reply.starts_with(&format!("{MAX_COMPLETIONS_PER_TURN} calls")), "{reply}");
+        assert!(
+            reply.starts_with(&format!("{MAX_COMPLETIONS_PER_TURN} calls")),
+            "{reply}"
+        );
         assert!(reply.ends_with("then invalid-request"), "{reply}");
         assert_eq!(h.provider.request_count(), 2 * MAX_COMPLETIONS_PER_TURN as usize);
     }
@@ -483,9 +542,10 @@ mod bounds {
         let a = h.prober(1_000_000);
         let reply = h.ask(&a, "report");
         assert!(reply.starts_with("refused InvalidKind"), "{reply}");
-        assert!(h
-            .events(&a.transfer, EventKind::UsageReported)
-            .iter()
-            .all(|u| u["kind"] == "compute"));
+        assert!(
+            h.events(&a.transfer, EventKind::UsageReported)
+                .iter()
+                .all(|u| u["kind"] == "compute")
+        );
     }
 }

@@ -13,7 +13,9 @@
 //! - `models`: replies the ids offered, comma-separated;
 //! - `report`: `metering.report("model_tokens", 1)`, replying `ok` or the refusal.
 
-use ahp_guest::wit::ahp::agent::model::{self, Error, Message, Part, Request, Role, ToolChoice, ToolDefinition, ToolResult};
+use ahp_guest::wit::ahp::agent::model::{
+    self, Error, Message, Part, Request, Role, ToolChoice, ToolDefinition, ToolResult,
+};
 use ahp_guest::{Agent, conversations, metering, snapshot};
 
 struct ModelProber;
@@ -56,7 +58,16 @@ fn text(role: Role, t: &str) -> Message {
 fn request(model: &str, question: &str) -> Result<Request, Box<dyn std::error::Error>> {
     let mut messages: Vec<Message> = snapshot::history()?
         .iter()
-        .map(|m| text(if m.role == "assistant" { Role::Assistant } else { Role::User }, &m.content))
+        .map(|m| {
+            text(
+                if m.role == "assistant" {
+                    Role::Assistant
+                } else {
+                    Role::User
+                },
+                &m.content,
+            )
+        })
         .collect();
     messages.push(text(Role::User, question));
     Ok(Request {
@@ -151,7 +162,9 @@ fn act(body: &str) -> Result<String, Box<dyn std::error::Error>> {
                     }
                     Err(e) => {
                         total += match &e {
-                            Error::RateLimited(f) | Error::ProviderError(f) | Error::Unavailable(f) => f.charged_micro_usd,
+                            Error::RateLimited(f) | Error::ProviderError(f) | Error::Unavailable(f) => {
+                                f.charged_micro_usd
+                            }
                             _ => 0,
                         };
                         then = kind(&e).to_owned();
@@ -162,7 +175,10 @@ fn act(body: &str) -> Result<String, Box<dyn std::error::Error>> {
             format!("{k} calls, charged {total}, then {then}")
         }
         "estimate" => match model::estimate(&request(model, "estimate")?) {
-            Ok(r) => format!("reserve {} for {} + {} tokens", r.reserved_micro_usd, r.input_tokens, r.max_output_tokens),
+            Ok(r) => format!(
+                "reserve {} for {} + {} tokens",
+                r.reserved_micro_usd, r.input_tokens, r.max_output_tokens
+            ),
             Err(e) => describe(&e),
         },
         "models" => model::models().into_iter().map(|m| m.id).collect::<Vec<_>>().join(","),

@@ -53,7 +53,10 @@ impl Agents {
         // unknown), so a crash never makes a call free.
         let charged = self.sandboxes.db().settle_interrupted_model_calls()?;
         if !charged.is_empty() {
-            tracing::info!(calls = charged.len(), "model calls interrupted by the last stop were charged their reservations");
+            tracing::info!(
+                calls = charged.len(),
+                "model calls interrupted by the last stop were charged their reservations"
+            );
         }
         let mut rebound = 0;
         let mut after: Option<String> = None;

@@ -403,9 +403,15 @@ mod tests {
         add(&dir, "local", "http://127.0.0.1:11434/v1", 1024).unwrap();
         add(&dir, "default", "https://api.anthropic.com/v1", 4096).unwrap();
         let p = dir.policy().unwrap();
-        assert_eq!(p.models.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), ["default", "local"]);
+        assert_eq!(
+            p.models.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+            ["default", "local"]
+        );
         assert_eq!(p.models[0].max_output_tokens, 4096, "replaced in place");
-        assert_eq!(p.models[0].price_micro_usd_per_m_tok.cache_write, 3_000_000, "defaults to the input price");
+        assert_eq!(
+            p.models[0].price_micro_usd_per_m_tok.cache_write, 3_000_000,
+            "defaults to the input price"
+        );
         assert!(render_models(&p).contains("claude-sonnet-4-5"));
         allow(&dir, "https://inventory.example.com", None, false).unwrap();
         let before = std::fs::read(&file).unwrap();
@@ -418,7 +424,11 @@ mod tests {
             run(&dir, PolicyCommand::Model(ModelCommand::Remove { id: "absent".into() })),
         ] {
             assert!(refused.is_err());
-            assert_eq!(std::fs::read(&file).unwrap(), before, "a refused command changed the file");
+            assert_eq!(
+                std::fs::read(&file).unwrap(),
+                before,
+                "a refused command changed the file"
+            );
         }
         run(&dir, PolicyCommand::Model(ModelCommand::Remove { id: "local".into() })).unwrap();
         assert_eq!(dir.policy().unwrap().models.len(), 1);

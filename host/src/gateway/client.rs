@@ -113,10 +113,13 @@ async fn exchange(
     };
     let port = url.port_or_known_default().unwrap_or(80);
     let mut request = Request::post(url.path())
-        .header(http::header::HOST, url.host_str().map_or(host.clone(), |h| match url.port() {
-            Some(p) => format!("{h}:{p}"),
-            None => h.to_owned(),
-        }))
+        .header(
+            http::header::HOST,
+            url.host_str().map_or(host.clone(), |h| match url.port() {
+                Some(p) => format!("{h}:{p}"),
+                None => h.to_owned(),
+            }),
+        )
         .header(http::header::CONTENT_TYPE, "application/json")
         .header(http::header::ACCEPT, "application/json")
         .header(http::header::USER_AGENT, concat!("ahp/", env!("CARGO_PKG_VERSION")))
@@ -132,8 +135,8 @@ async fn exchange(
             Provider::Openai => ("authorization", [b"Bearer ".as_slice(), key].concat()),
             Provider::Anthropic => ("x-api-key", key.to_vec()),
         };
-        let mut value =
-            HeaderValue::from_bytes(&value).map_err(|_| not_sent("the credential is not a valid header value".into()))?;
+        let mut value = HeaderValue::from_bytes(&value)
+            .map_err(|_| not_sent("the credential is not a valid header value".into()))?;
         value.set_sensitive(true);
         headers.insert(name, value);
     }
@@ -166,7 +169,9 @@ async fn exchange(
             .with_no_client_auth();
         let name = match host.parse::<std::net::IpAddr>() {
             Ok(ip) => rustls::pki_types::ServerName::from(ip),
-            Err(_) => rustls::pki_types::ServerName::try_from(host.clone()).map_err(|e| not_sent(format!("TLS: {e}")))?,
+            Err(_) => {
+                rustls::pki_types::ServerName::try_from(host.clone()).map_err(|e| not_sent(format!("TLS: {e}")))?
+            }
         };
         let tls = tokio::time::timeout(
             CONNECT_TIMEOUT,

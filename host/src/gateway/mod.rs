@@ -263,7 +263,9 @@ impl Error {
 fn valid_tool_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_TOOL_NAME_BYTES
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
 }
 
 impl Request {
@@ -305,7 +307,9 @@ impl Request {
                     (Role::Assistant, Part::ToolCall(c)) => {
                         text += c.id.len() + c.name.len() + c.arguments_json.len();
                         if c.id.is_empty() || c.id.len() > MAX_CALL_ID_BYTES {
-                            return invalid(format!("messages[{i}].parts[{j}]: a call id is 1 to {MAX_CALL_ID_BYTES} bytes"));
+                            return invalid(format!(
+                                "messages[{i}].parts[{j}]: a call id is 1 to {MAX_CALL_ID_BYTES} bytes"
+                            ));
                         }
                         if !valid_tool_name(&c.name) {
                             return invalid(format!("messages[{i}].parts[{j}]: {:?} is not a tool name", c.name));
@@ -317,14 +321,18 @@ impl Request {
                     (Role::User, Part::ToolResult(r)) => {
                         text += r.call_id.len() + r.content.len();
                         if r.call_id.is_empty() || r.call_id.len() > MAX_CALL_ID_BYTES {
-                            return invalid(format!("messages[{i}].parts[{j}]: a call id is 1 to {MAX_CALL_ID_BYTES} bytes"));
+                            return invalid(format!(
+                                "messages[{i}].parts[{j}]: a call id is 1 to {MAX_CALL_ID_BYTES} bytes"
+                            ));
                         }
                     }
                     (Role::User, Part::ToolCall(_)) => {
                         return invalid(format!("messages[{i}].parts[{j}]: a tool-call in a user message"));
                     }
                     (Role::Assistant, Part::ToolResult(_)) => {
-                        return invalid(format!("messages[{i}].parts[{j}]: a tool-result in an assistant message"));
+                        return invalid(format!(
+                            "messages[{i}].parts[{j}]: a tool-result in an assistant message"
+                        ));
                     }
                 }
             }
@@ -442,8 +450,8 @@ impl Gateway {
             .ok_or_else(|| Error::UnknownModel(id.to_owned()))
     }
 
-    /// The provider body at the model's cap and the reservation request for it.
-    fn prepare<'m>(&self, model: &'m ModelRule, request: &Request) -> (u64, u32) {
+    /// The input-token bound of `request` for `model` and the output cap it asks for.
+    fn prepare(&self, model: &ModelRule, request: &Request) -> (u64, u32) {
         let wanted = request
             .max_output_tokens
             .map_or(model.max_output_tokens, |n| n.min(model.max_output_tokens));
@@ -522,10 +530,13 @@ impl Gateway {
         let sent = client::send(model, key.as_deref(), body, deadline).await;
         let (outcome, result) = match sent {
             Err(e) => {
-                let outcome = if e.was_sent() { CallOutcome::Unknown } else { CallOutcome::Refused };
+                let outcome = if e.was_sent() {
+                    CallOutcome::Unknown
+                } else {
+                    CallOutcome::Refused
+                };
                 (outcome, Err(e))
             }
-            Ok((status, bytes)) if status == 429 => (CallOutcome::Refused, Ok(Err((429, bytes)))),
             Ok((status, bytes)) if !(200..300).contains(&status) => (CallOutcome::Refused, Ok(Err((status, bytes)))),
             Ok((_, bytes)) => {
                 let parsed = match model.provider {
@@ -545,7 +556,10 @@ impl Gateway {
             Err(e) => {
                 // Left open: charged in full at the next takeover.
                 tracing::error!(transfer = %self.transfer, error = %e, "a model call could not be settled");
-                return Err(unavailable(format!("the call could not be recorded: {e}"), held.plan.reserved_micro_usd));
+                return Err(unavailable(
+                    format!("the call could not be recorded: {e}"),
+                    held.plan.reserved_micro_usd,
+                ));
             }
         };
         match result {

@@ -144,7 +144,8 @@ pub fn parse_response(body: &[u8]) -> Result<Reply, String> {
         }
         for c in calls {
             let text = |k: &str| c.get("function").and_then(|f| f.get(k)).and_then(Value::as_str);
-            let (Some(id), Some(name), Some(arguments)) = (c.get("id").and_then(Value::as_str), text("name"), text("arguments"))
+            let (Some(id), Some(name), Some(arguments)) =
+                (c.get("id").and_then(Value::as_str), text("name"), text("arguments"))
             else {
                 return Err("a tool call lacks its id, name or arguments".into());
             };

@@ -55,7 +55,11 @@ impl Drop for Open {
         if self.settled {
             return;
         }
-        let (db, call_id, latency) = (self.db.clone(), std::mem::take(&mut self.call_id), self.started.elapsed());
+        let (db, call_id, latency) = (
+            self.db.clone(),
+            std::mem::take(&mut self.call_id),
+            self.started.elapsed(),
+        );
         let settle = move || settle_dropped(&db, &call_id, latency);
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => drop(rt.spawn_blocking(settle)),
@@ -67,7 +71,9 @@ impl Drop for Open {
 fn settle_dropped(db: &SharedStore, call_id: &str, latency: Duration) {
     let settled = db.locked().settle_model_call(call_id, CallOutcome::Unknown, latency);
     match settled {
-        Ok(s) => tracing::info!(%call_id, charged = s.charged_micro_usd, "a model call dropped mid-flight was charged its reservation"),
+        Ok(s) => {
+            tracing::info!(%call_id, charged = s.charged_micro_usd, "a model call dropped mid-flight was charged its reservation")
+        }
         // Left open: the next takeover charges it in full.
         Err(e) => tracing::error!(%call_id, error = %e, "a dropped model call could not be settled"),
     }

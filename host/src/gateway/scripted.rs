@@ -174,7 +174,9 @@ pub struct ScriptedProvider {
 
 impl std::fmt::Debug for ScriptedProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScriptedProvider").field("addr", &self.addr).finish_non_exhaustive()
+        f.debug_struct("ScriptedProvider")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
     }
 }
 
@@ -290,7 +292,8 @@ async fn openai(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes
                 ScriptedPart::Text(_) => None,
             })
             .collect();
-        let mut message = json!({ "role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) } });
+        let mut message =
+            json!({ "role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) } });
         if !calls.is_empty() {
             message["tool_calls"] = json!(calls);
         }
@@ -309,7 +312,8 @@ async fn openai(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes
         }
         out
     };
-    let error = json!({ "error": { "message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded" } });
+    let error =
+        json!({ "error": { "message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded" } });
     respond(behaviour, &received, answer, error).await
 }
 
@@ -356,7 +360,8 @@ async fn respond(
     answer: impl Fn(&[ScriptedPart], Option<&ModelUsage>) -> Value,
     rate_limit_error: Value,
 ) -> Response {
-    let json = |status: StatusCode, v: Value| (status, [("content-type", "application/json")], v.to_string()).into_response();
+    let json =
+        |status: StatusCode, v: Value| (status, [("content-type", "application/json")], v.to_string()).into_response();
     match behaviour {
         Behaviour::Answer { parts, usage } => json(StatusCode::OK, answer(&parts, Some(&usage))),
         Behaviour::NoUsage => json(StatusCode::OK, answer(&[ScriptedPart::Text("ok".into())], None)),
@@ -391,12 +396,24 @@ async fn respond(
                 .body(Body::new(stream))
                 .expect("a response")
         }
-        Behaviour::Malformed => (StatusCode::OK, [("content-type", "application/json")], r#"{"choices": [{"mess"#).into_response(),
+        Behaviour::Malformed => (
+            StatusCode::OK,
+            [("content-type", "application/json")],
+            r#"{"choices": [{"mess"#,
+        )
+            .into_response(),
         Behaviour::RateLimited => json(StatusCode::TOO_MANY_REQUESTS, rate_limit_error),
         Behaviour::EchoCredential { status } => {
-            let key = received.authorization.clone().or_else(|| received.api_key.clone()).unwrap_or_default();
+            let key = received
+                .authorization
+                .clone()
+                .or_else(|| received.api_key.clone())
+                .unwrap_or_default();
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::UNAUTHORIZED);
-            json(status, json!({ "error": { "message": format!("Incorrect API key provided: {key}") } }))
+            json(
+                status,
+                json!({ "error": { "message": format!("Incorrect API key provided: {key}") } }),
+            )
         }
     }
 }

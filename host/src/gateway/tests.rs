@@ -64,7 +64,10 @@ fn openai_requests_carry_system_history_tools_and_results_in_protocol_order() {
         m[2]["tool_calls"][0],
         json!({"id": "call_1", "type": "function", "function": {"name": "inventory", "arguments": "{\"sku\":\"SKU-1\"}"}})
     );
-    assert_eq!(m[3], json!({"role": "tool", "tool_call_id": "call_1", "content": "41 units"}));
+    assert_eq!(
+        m[3],
+        json!({"role": "tool", "tool_call_id": "call_1", "content": "41 units"})
+    );
     assert_eq!(m[4], json!({"role": "user", "content": "And next week?"}));
     assert_eq!(body["tools"][0]["function"]["parameters"]["type"], "object");
     assert_eq!(body["tool_choice"], "auto");
@@ -158,8 +161,10 @@ fn responses_past_the_part_bound_are_refused() {
     let blocks = |n: usize| json!({ "content": vec![json!({"type": "text", "text": "x"}); n], "usage": {"input_tokens": 1, "output_tokens": 1} });
     assert!(anthropic::parse_response(blocks(MAX_RESPONSE_PARTS).to_string().as_bytes()).is_ok());
     assert!(anthropic::parse_response(blocks(MAX_RESPONSE_PARTS + 1).to_string().as_bytes()).is_err());
-    let calls = |n: usize| json!({ "choices": [{ "message": { "content": null, "tool_calls":
-        vec![json!({"id": "c", "type": "function", "function": {"name": "t", "arguments": "{}"}}); n] } }] });
+    let calls = |n: usize| {
+        json!({ "choices": [{ "message": { "content": null, "tool_calls":
+        vec![json!({"id": "c", "type": "function", "function": {"name": "t", "arguments": "{}"}}); n] } }] })
+    };
     assert!(openai::parse_response(calls(MAX_RESPONSE_PARTS).to_string().as_bytes()).is_ok());
     assert!(openai::parse_response(calls(MAX_RESPONSE_PARTS + 1).to_string().as_bytes()).is_err());
 }
@@ -178,15 +183,23 @@ fn request_bounds_hold_at_the_limit_and_one_past() {
     assert_eq!(kind(&request()), "ok");
     // Messages.
     assert_eq!(kind(&with(&|r| r.messages = vec![user("q"); MAX_MESSAGES])), "ok");
-    assert_eq!(kind(&with(&|r| r.messages = vec![user("q"); MAX_MESSAGES + 1])), "too-large");
+    assert_eq!(
+        kind(&with(&|r| r.messages = vec![user("q"); MAX_MESSAGES + 1])),
+        "too-large"
+    );
     // Parts in all.
     let parts = |n: usize| Message {
         role: Role::User,
         parts: vec![Part::Text("p".into()); n],
     };
-    assert_eq!(kind(&with(&|r| r.messages = vec![parts(MAX_PARTS / 2), parts(MAX_PARTS / 2)])), "ok");
     assert_eq!(
-        kind(&with(&|r| r.messages = vec![parts(MAX_PARTS / 2), parts(MAX_PARTS / 2 + 1)])),
+        kind(&with(&|r| r.messages = vec![parts(MAX_PARTS / 2), parts(MAX_PARTS / 2)])),
+        "ok"
+    );
+    assert_eq!(
+        kind(&with(
+            &|r| r.messages = vec![parts(MAX_PARTS / 2), parts(MAX_PARTS / 2 + 1)]
+        )),
         "too-large"
     );
     // Tools.
@@ -203,11 +216,22 @@ fn request_bounds_hold_at_the_limit_and_one_past() {
     assert_eq!(kind(&with(&|r| r.tools = tools(MAX_TOOLS + 1))), "too-large");
     // A schema, a description, a name.
     let schema = |n: usize| format!(r#"{{"d":"{}"}}"#, "x".repeat(n - 8));
-    assert_eq!(kind(&with(&|r| r.tools[0].input_schema_json = schema(MAX_SCHEMA_BYTES))), "ok");
-    assert_eq!(kind(&with(&|r| r.tools[0].input_schema_json = schema(MAX_SCHEMA_BYTES + 1))), "too-large");
-    assert_eq!(kind(&with(&|r| r.tools[0].description = "d".repeat(MAX_DESCRIPTION_BYTES))), "ok");
     assert_eq!(
-        kind(&with(&|r| r.tools[0].description = "d".repeat(MAX_DESCRIPTION_BYTES + 1))),
+        kind(&with(&|r| r.tools[0].input_schema_json = schema(MAX_SCHEMA_BYTES))),
+        "ok"
+    );
+    assert_eq!(
+        kind(&with(&|r| r.tools[0].input_schema_json = schema(MAX_SCHEMA_BYTES + 1))),
+        "too-large"
+    );
+    assert_eq!(
+        kind(&with(&|r| r.tools[0].description = "d".repeat(MAX_DESCRIPTION_BYTES))),
+        "ok"
+    );
+    assert_eq!(
+        kind(&with(
+            &|r| r.tools[0].description = "d".repeat(MAX_DESCRIPTION_BYTES + 1)
+        )),
         "too-large"
     );
     let named = |n: usize| {
@@ -220,18 +244,28 @@ fn request_bounds_hold_at_the_limit_and_one_past() {
     assert_eq!(kind(&named(MAX_TOOL_NAME_BYTES + 1)), "invalid-request");
     // The system prompt and the text in all.
     assert_eq!(kind(&with(&|r| r.system = "s".repeat(MAX_SYSTEM_BYTES))), "ok");
-    assert_eq!(kind(&with(&|r| r.system = "s".repeat(MAX_SYSTEM_BYTES + 1))), "too-large");
+    assert_eq!(
+        kind(&with(&|r| r.system = "s".repeat(MAX_SYSTEM_BYTES + 1))),
+        "too-large"
+    );
     let base: usize = {
         let r = request();
         let v = r.validate();
         assert!(v.is_ok());
         r.system.len()
-            + r.messages.iter().flat_map(|m| &m.parts).map(|p| match p {
-                Part::Text(t) => t.len(),
-                Part::ToolCall(c) => c.id.len() + c.name.len() + c.arguments_json.len(),
-                Part::ToolResult(x) => x.call_id.len() + x.content.len(),
-            }).sum::<usize>()
-            + r.tools.iter().map(|t| t.name.len() + t.description.len() + t.input_schema_json.len()).sum::<usize>()
+            + r.messages
+                .iter()
+                .flat_map(|m| &m.parts)
+                .map(|p| match p {
+                    Part::Text(t) => t.len(),
+                    Part::ToolCall(c) => c.id.len() + c.name.len() + c.arguments_json.len(),
+                    Part::ToolResult(x) => x.call_id.len() + x.content.len(),
+                })
+                .sum::<usize>()
+            + r.tools
+                .iter()
+                .map(|t| t.name.len() + t.description.len() + t.input_schema_json.len())
+                .sum::<usize>()
     };
     let filler = |n: usize| with(&|r| r.messages.push(user(&"t".repeat(n))));
     assert_eq!(kind(&filler(MAX_REQUEST_TEXT_BYTES - base)), "ok");
@@ -257,19 +291,36 @@ fn requests_that_break_a_rule_are_invalid() {
     };
     assert_eq!(with(&|r| r.messages.clear()), "invalid-request");
     assert_eq!(with(&|r| r.messages[0].parts.clear()), "invalid-request");
-    assert_eq!(with(&|r| r.messages[0].parts = vec![Part::Text(String::new())]), "invalid-request");
+    assert_eq!(
+        with(&|r| r.messages[0].parts = vec![Part::Text(String::new())]),
+        "invalid-request"
+    );
     assert_eq!(with(&|r| r.messages[0].role = Role::Assistant), "ok");
-    assert_eq!(with(&|r| r.messages[1].role = Role::User), "invalid-request", "a tool call from the user");
-    assert_eq!(with(&|r| r.messages[2].role = Role::Assistant), "invalid-request", "a result from the model");
+    assert_eq!(
+        with(&|r| r.messages[1].role = Role::User),
+        "invalid-request",
+        "a tool call from the user"
+    );
+    assert_eq!(
+        with(&|r| r.messages[2].role = Role::Assistant),
+        "invalid-request",
+        "a result from the model"
+    );
     assert_eq!(
         with(&|r| if let Part::ToolCall(c) = &mut r.messages[1].parts[1] {
             c.arguments_json = "[1]".into();
         }),
         "invalid-request"
     );
-    assert_eq!(with(&|r| r.tools[0].input_schema_json = "not json".into()), "invalid-request");
+    assert_eq!(
+        with(&|r| r.tools[0].input_schema_json = "not json".into()),
+        "invalid-request"
+    );
     assert_eq!(with(&|r| r.tools.push(r.tools[0].clone())), "invalid-request");
-    assert_eq!(with(&|r| r.tool_choice = ToolChoice::Tool("absent".into())), "invalid-request");
+    assert_eq!(
+        with(&|r| r.tool_choice = ToolChoice::Tool("absent".into())),
+        "invalid-request"
+    );
     assert_eq!(
         with(&|r| {
             r.tools.clear();

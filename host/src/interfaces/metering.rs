@@ -77,7 +77,11 @@ fn report<T: Metered>(
     if ahp_store::HOST_METERED_USAGE_KINDS.contains(&kind) {
         return Ok(Err(Refusal::InvalidKind(format!(
             "`{kind}` is metered by the host ({})",
-            if kind == COMPUTE_KIND { "fuel" } else { "the model gateway" }
+            if kind == COMPUTE_KIND {
+                "fuel"
+            } else {
+                "the model gateway"
+            }
         ))));
     }
     if micro_usd == 0 || micro_usd > MAX_USAGE_REPORT_MICRO_USD {
