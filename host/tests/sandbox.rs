@@ -1466,6 +1466,43 @@ fn an_insolvent_transfer_gets_no_more_turns() {
 }
 
 #[test]
+fn assistant() {
+    // With no model in the host's policy the assistant cannot think: its turn fails with the
+    // gateway's `unknown-model`, the wake ends `delivery_unknown`, and the message stays queued.
+    let h = host();
+    let id = h.pushed(&snapshot(2, json!({})), Tier::Nano, 1_000_000, "assistant");
+    let report = h.activate(&id);
+    assert_eq!(report.outcome, TurnOutcome::Resumed);
+    let agent = report.transfer.agent_id.expect("bound at activation");
+    let (_, cv, caller) = conversation_with(&h, &id);
+    post(&h, &caller, &cv, "what is in stock?", "assistant-1");
+    let drive = h.host.agents().drive(&agent).unwrap();
+    assert_eq!((drive.consumed, drive.unknown), (0, 1), "{drive:?}");
+    assert_eq!(transcript(&h, &caller, &cv).len(), 1, "no answer without a model");
+    assert_eq!(h.sandboxes.db().transfer(&id).unwrap().status, TransferStatus::Active);
+}
+
+#[test]
+fn turns_v0_2() {
+    let h = host();
+    let id = h.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, "turns-v0-2");
+    let report = h.activate(&id);
+    assert_eq!(
+        report.outcome,
+        TurnOutcome::Resumed,
+        "a 0.2.0 component still activates"
+    );
+    let agent = report.transfer.agent_id.expect("bound at activation");
+    let (_, cv, caller) = conversation_with(&h, &id);
+    for (i, body) in ["hello old friend", "and again"].into_iter().enumerate() {
+        post(&h, &caller, &cv, body, &format!("v02-{i}"));
+        assert_eq!(h.host.agents().drive(&agent).unwrap().consumed, 1, "and takes turns");
+        let t = transcript(&h, &caller, &cv);
+        assert_eq!(t.last().unwrap().body, format!("0.2.0 heard: {body}"));
+    }
+}
+
+#[test]
 fn legacy_agent() {
     let h = host();
     let id = h.pushed(&snapshot(3, json!({})), Tier::Nano, 1_000_000, "legacy-agent");
