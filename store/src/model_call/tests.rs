@@ -259,7 +259,10 @@ fn a_takeover_charges_open_reservations_in_full() {
         .settle_model_call(&done.call_id, CallOutcome::Refused, Duration::ZERO)
         .unwrap();
     clock.advance(Duration::from_secs(3));
-    assert_eq!(store.settle_interrupted_model_calls().unwrap(), std::slice::from_ref(&g.call_id));
+    assert_eq!(
+        store.settle_interrupted_model_calls().unwrap(),
+        std::slice::from_ref(&g.call_id)
+    );
     let b = store.budget(&t).unwrap().unwrap();
     assert_eq!(
         (b.spent_micro_usd, b.reserved_micro_usd),
