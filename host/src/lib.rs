@@ -25,6 +25,7 @@ pub mod agents;
 pub mod carrier;
 pub mod console;
 pub mod error;
+pub mod gateway;
 pub mod host;
 pub mod interfaces;
 pub mod mcp;

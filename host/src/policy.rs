@@ -26,6 +26,12 @@
 //!     },
 //!     { "server": "http://10.1.2.3:8080" }
 //!   ],
+//!   "models": [
+//!     { "id": "default", "provider": "openai", "endpoint": "https://api.openai.com/v1",
+//!       "providerModel": "gpt-4.1-mini", "credential": { "credRef": "openai-key" },
+//!       "contextTokens": 128000, "maxOutputTokens": 4096,
+//!       "priceMicroUsdPerMTok": { "input": 400000, "output": 1600000, "cacheRead": 100000, "cacheWrite": 0 } }
+//!   ],
 //!   "allowNetworks": ["10.1.0.0/16"]
 //! }
 //! ```
@@ -40,6 +46,12 @@
 //!   replacing any value the guest set — so the secret never enters the sandbox.
 //!   `credentials.resolve` hands the value to the guest only if `reveal` is `true` (default
 //!   `false`).
+//! - `models` (optional): the models the host's gateway offers guests (`ahp:agent/model`), in
+//!   this order. See [`ModelRule`] for each field and its bound. A model's endpoint is the
+//!   operator's, so the gateway reaches it whatever the network defaults (a local Ollama on
+//!   loopback works) — and no guest ever reaches its origin through `wasi:http`, which would
+//!   bypass the meter: a server may not share a model endpoint's origin, and the sandbox's egress
+//!   refuses every request to one. A snapshot cannot add a model.
 //! - `allowNetworks` (optional): CIDR blocks reachable although the defaults refuse them. By
 //!   default every destination whose resolved address is loopback, private (10/8, 172.16/12,
 //!   192.168/16, fc00::/7), link-local (169.254/16, fe80::/10 — cloud metadata lives there),
@@ -100,9 +112,183 @@ pub struct Policy {
     /// The servers guests may reach, each with its credential binding.
     #[serde(default)]
     pub servers: Vec<ServerRule>,
+    /// The models the gateway offers, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<ModelRule>,
     /// CIDR blocks reachable although the default refuses them (e.g. `127.0.0.0/8` for a test).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_networks: Vec<String>,
+}
+
+/// Most models a policy may list.
+pub const MAX_MODELS: usize = 64;
+/// Longest `providerModel`, in bytes.
+pub const MAX_PROVIDER_MODEL_BYTES: usize = 256;
+/// Longest model `endpoint`, in bytes.
+pub const MAX_ENDPOINT_BYTES: usize = 2048;
+/// The largest `contextTokens` a model may declare: ten million, beyond every model offered.
+pub const MAX_CONTEXT_TOKENS: u32 = 10_000_000;
+/// The largest `maxOutputTokens` a model may declare.
+pub const MAX_MODEL_OUTPUT_TOKENS: u32 = 1_000_000;
+
+/// Which protocol a model's endpoint speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    /// OpenAI Chat Completions at `{endpoint}/chat/completions`, the key as
+    /// `Authorization: Bearer` (OpenAI, Ollama, vLLM, llama.cpp server, LM Studio, LiteLLM,
+    /// OpenRouter).
+    Openai,
+    /// Anthropic Messages at `{endpoint}/messages`, the key as `x-api-key`.
+    Anthropic,
+}
+
+impl Provider {
+    /// Its name in the policy (`openai`, `anthropic`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Openai => "openai",
+            Self::Anthropic => "anthropic",
+        }
+    }
+}
+
+impl std::str::FromStr for Provider {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "openai" => Ok(Self::Openai),
+            "anthropic" => Ok(Self::Anthropic),
+            _ => Err(format!("{s:?} is not a provider (openai, anthropic)")),
+        }
+    }
+}
+
+/// The vault reference of a model's API key; the gateway sends it as the provider expects and
+/// it never enters a sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ModelCredential {
+    /// The vault reference.
+    pub cred_ref: String,
+}
+
+/// A model's prices in integer micro-USD per million tokens, each at most
+/// [`ahp_store::model_call::MAX_PRICE_MICRO_USD_PER_MTOK`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ModelPriceRule {
+    /// Input tokens neither read from nor written to a prompt cache.
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// Input tokens read from the prompt cache.
+    pub cache_read: u64,
+    /// Input tokens written to the prompt cache.
+    pub cache_write: u64,
+}
+
+impl From<ModelPriceRule> for ahp_store::ModelPrices {
+    fn from(p: ModelPriceRule) -> Self {
+        Self {
+            input: p.input,
+            output: p.output,
+            cache_read: p.cache_read,
+            cache_write: p.cache_write,
+        }
+    }
+}
+
+/// One model of the policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ModelRule {
+    /// The id guests pass as `request.model`: 1 to 64 of `a-z A-Z 0-9 . _ -`, unique.
+    pub id: String,
+    /// The protocol its endpoint speaks.
+    pub provider: Provider,
+    /// The provider's base URL (`http`/`https`, at most [`MAX_ENDPOINT_BYTES`], no user info,
+    /// query or fragment), e.g. `https://api.openai.com/v1`.
+    pub endpoint: String,
+    /// The provider's name of the model (1 to [`MAX_PROVIDER_MODEL_BYTES`] of visible ASCII).
+    pub provider_model: String,
+    /// Its API key, if the endpoint needs one (a local Ollama does not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<ModelCredential>,
+    /// The most tokens it reads in one call, input and output together (1 to
+    /// [`MAX_CONTEXT_TOKENS`]).
+    pub context_tokens: u32,
+    /// The most tokens one call may produce ([`ahp_store::MIN_OUTPUT_TOKENS`] to the least of
+    /// `contextTokens` and [`MAX_MODEL_OUTPUT_TOKENS`]).
+    pub max_output_tokens: u32,
+    /// What its tokens cost.
+    pub price_micro_usd_per_m_tok: ModelPriceRule,
+}
+
+impl ModelRule {
+    /// The origin of its endpoint (validated, so it parses).
+    pub fn origin(&self) -> Option<Origin> {
+        Origin::parse(&self.endpoint).ok()
+    }
+
+    /// Checks its fields (see each one's doc); `at` names it in the message.
+    fn validate(&self, at: &str) -> Result<(), Error> {
+        let invalid = |m: String| Err(Error::Invalid(format!("{at}: {m}")));
+        let id_ok = !self.id.is_empty()
+            && self.id.len() <= ahp_store::model_call::MAX_MODEL_ID_BYTES
+            && self
+                .id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if !id_ok {
+            return invalid(format!(
+                "id {:?} must be 1 to {} of a-z, A-Z, 0-9, '.', '_', '-'",
+                self.id,
+                ahp_store::model_call::MAX_MODEL_ID_BYTES
+            ));
+        }
+        if self.endpoint.len() > MAX_ENDPOINT_BYTES {
+            return invalid(format!("the endpoint is longer than {MAX_ENDPOINT_BYTES} bytes"));
+        }
+        Origin::parse(&self.endpoint).map_err(|m| Error::Invalid(format!("{at}.endpoint: {m}")))?;
+        let name_ok = !self.provider_model.is_empty()
+            && self.provider_model.len() <= MAX_PROVIDER_MODEL_BYTES
+            && self.provider_model.bytes().all(|b| b.is_ascii_graphic());
+        if !name_ok {
+            return invalid(format!(
+                "providerModel must be 1 to {MAX_PROVIDER_MODEL_BYTES} bytes of visible ASCII"
+            ));
+        }
+        if let Some(c) = &self.credential {
+            validate_cred_ref(&c.cred_ref).map_err(|r| Error::Invalid(format!("{at}.credential.credRef {r}")))?;
+        }
+        if self.context_tokens == 0 || self.context_tokens > MAX_CONTEXT_TOKENS {
+            return invalid(format!("contextTokens must be 1 to {MAX_CONTEXT_TOKENS}"));
+        }
+        let most = self.context_tokens.min(MAX_MODEL_OUTPUT_TOKENS);
+        if self.max_output_tokens < ahp_store::MIN_OUTPUT_TOKENS || self.max_output_tokens > most {
+            return invalid(format!(
+                "maxOutputTokens must be {} to {most} (at most contextTokens and {MAX_MODEL_OUTPUT_TOKENS})",
+                ahp_store::MIN_OUTPUT_TOKENS
+            ));
+        }
+        let p = &self.price_micro_usd_per_m_tok;
+        for (name, price) in [
+            ("input", p.input),
+            ("output", p.output),
+            ("cacheRead", p.cache_read),
+            ("cacheWrite", p.cache_write),
+        ] {
+            if price > ahp_store::model_call::MAX_PRICE_MICRO_USD_PER_MTOK {
+                return invalid(format!(
+                    "priceMicroUsdPerMTok.{name} must be at most {}",
+                    ahp_store::model_call::MAX_PRICE_MICRO_USD_PER_MTOK
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One server of the policy.
@@ -306,6 +492,22 @@ impl Policy {
                 }
             }
         }
+        if self.models.len() > MAX_MODELS {
+            return invalid(format!("at most {MAX_MODELS} models"));
+        }
+        let mut ids = BTreeSet::new();
+        for (i, m) in self.models.iter().enumerate() {
+            m.validate(&format!("models[{i}]"))?;
+            if !ids.insert(m.id.as_str()) {
+                return invalid(format!("models[{i}]: the id {:?} is listed twice", m.id));
+            }
+            let origin = m.origin().expect("validated");
+            if seen.contains(&origin) {
+                return invalid(format!(
+                    "models[{i}]: {origin} is also a server's origin; guests may never reach a model endpoint directly"
+                ));
+            }
+        }
         for (i, n) in self.allow_networks.iter().enumerate() {
             n.parse::<IpNet>()
                 .map_err(|_| Error::Invalid(format!("allowNetworks[{i}]: {n:?} is not a CIDR block")))?;
@@ -318,9 +520,21 @@ impl Policy {
         self.allow_networks.iter().filter_map(|n| n.parse().ok()).collect()
     }
 
+    /// The model of id `id`, if the policy offers it.
+    pub fn model(&self, id: &str) -> Option<&ModelRule> {
+        self.models.iter().find(|m| m.id == id)
+    }
+
+    /// The origins of every model endpoint: refused to guests' `wasi:http`.
+    pub fn model_origins(&self) -> Vec<Origin> {
+        self.models.iter().filter_map(ModelRule::origin).collect()
+    }
+
     /// What a guest whose snapshot lists `mcp_config` may do under this policy: the servers
-    /// both name, each with the credential only where both bind the same reference to it.
+    /// both name, each with the credential only where both bind the same reference to it —
+    /// never a model endpoint's origin.
     pub fn grants(&self, mcp_config: &[McpServer]) -> Grants {
+        let model_origins = self.model_origins();
         let wanted: Vec<(Origin, &str)> = mcp_config
             .iter()
             .filter_map(|m| Some((Origin::parse(&m.server).ok()?, m.cred_ref.as_str())))
@@ -330,6 +544,9 @@ impl Policy {
             .iter()
             .filter_map(|rule| {
                 let origin = Origin::parse(&rule.server).ok()?;
+                if model_origins.contains(&origin) {
+                    return None;
+                }
                 let asked: Vec<&str> = wanted.iter().filter(|(o, _)| *o == origin).map(|(_, r)| *r).collect();
                 if asked.is_empty() {
                     return None;
@@ -341,6 +558,8 @@ impl Policy {
         Grants {
             servers,
             networks: self.networks(),
+            model_origins,
+            models: self.models.clone().into(),
         }
     }
 }
@@ -352,6 +571,10 @@ pub struct Grants {
     pub servers: Vec<ServerGrant>,
     /// Networks reachable beyond the defaults.
     pub networks: Vec<IpNet>,
+    /// The origins of the policy's model endpoints, which a guest may never reach itself.
+    pub model_origins: Vec<Origin>,
+    /// The policy's models, which the gateway offers every guest (a snapshot cannot add one).
+    pub models: std::sync::Arc<[ModelRule]>,
 }
 
 /// One server a sandbox may reach.
@@ -364,9 +587,17 @@ pub struct ServerGrant {
 }
 
 impl Grants {
-    /// The grant for requests to `origin`, if any.
+    /// The grant for requests to `origin`, if any (never for a model endpoint's origin).
     pub fn server(&self, origin: &Origin) -> Option<&ServerGrant> {
+        if self.is_model_origin(origin) {
+            return None;
+        }
         self.servers.iter().find(|s| s.origin == *origin)
+    }
+
+    /// Whether `origin` is a model endpoint's.
+    pub fn is_model_origin(&self, origin: &Origin) -> bool {
+        self.model_origins.contains(origin)
     }
 
     /// Whether `credentials.resolve(cred_ref)` may return the value.
@@ -539,6 +770,7 @@ mod tests {
                 rule("https://crm.example.com", Some(("crm-key", true))),
                 rule("https://open.example.com", None),
             ],
+            models: vec![],
             allow_networks: vec![],
         };
         let g = policy.grants(&[
@@ -584,6 +816,7 @@ mod tests {
         );
         let good = Policy {
             servers: vec![rule("https://inventory.example.com", Some(("inventory-api", true)))],
+            models: vec![],
             allow_networks: vec!["127.0.0.0/8".into()],
         };
         good.save(dir.path()).unwrap();
@@ -616,5 +849,149 @@ mod tests {
         }
         std::fs::write(dir.path().join(POLICY_FILE), r#"{"servers": [], "extra": 1}"#).unwrap();
         assert!(matches!(Policy::load(dir.path()), Err(Error::Parse { .. })));
+    }
+
+    fn model(id: &str, endpoint: &str) -> ModelRule {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "provider": "openai", "endpoint": endpoint, "providerModel": "gpt-4.1-mini",
+            "credential": { "credRef": "openai-key" }, "contextTokens": 128000, "maxOutputTokens": 4096,
+            "priceMicroUsdPerMTok": { "input": 400000, "output": 1600000, "cacheRead": 100000, "cacheWrite": 0 }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_issues_models_entry_parses_and_round_trips() {
+        let text = r#"{ "models": [
+          { "id": "default", "provider": "openai", "endpoint": "https://api.openai.com/v1",
+            "providerModel": "gpt-4.1-mini", "credential": { "credRef": "openai-key" },
+            "contextTokens": 128000, "maxOutputTokens": 4096,
+            "priceMicroUsdPerMTok": { "input": 400000, "output": 1600000, "cacheRead": 100000, "cacheWrite": 0 } }
+        ] }"#;
+        let p: Policy = serde_json::from_str(text).unwrap();
+        p.validate().unwrap();
+        assert_eq!(p.models[0], model("default", "https://api.openai.com/v1"));
+        assert_eq!(p.models[0].provider, Provider::Openai);
+        let again: Policy = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+        assert_eq!(again, p);
+        assert!(serde_json::from_str::<Policy>(&text.replace("\"openai\"", "\"gemini\"")).is_err());
+    }
+
+    #[test]
+    fn models_are_validated_at_each_bound_and_one_past() {
+        let ok = |m: ModelRule| {
+            Policy {
+                models: vec![m],
+                ..Policy::default()
+            }
+            .validate()
+        };
+        let base = model("default", "https://api.openai.com/v1");
+        let edit = |f: &dyn Fn(&mut ModelRule)| {
+            let mut m = base.clone();
+            f(&mut m);
+            m
+        };
+        let max_price = ahp_store::model_call::MAX_PRICE_MICRO_USD_PER_MTOK;
+        let at_limit = [
+            edit(&|m| m.id = "m".repeat(64)),
+            edit(&|m| m.context_tokens = MAX_CONTEXT_TOKENS),
+            edit(&|m| {
+                m.context_tokens = MAX_CONTEXT_TOKENS;
+                m.max_output_tokens = MAX_MODEL_OUTPUT_TOKENS;
+            }),
+            edit(&|m| m.max_output_tokens = 16),
+            edit(&|m| {
+                m.context_tokens = 4096;
+                m.max_output_tokens = 4096;
+            }),
+            edit(&|m| m.price_micro_usd_per_m_tok.output = max_price),
+            edit(&|m| m.provider_model = "x".repeat(MAX_PROVIDER_MODEL_BYTES)),
+            edit(&|m| m.endpoint = "http://127.0.0.1:11434/v1".into()),
+            edit(&|m| m.credential = None),
+        ];
+        for m in at_limit {
+            ok(m.clone()).unwrap_or_else(|e| panic!("{m:?}: {e}"));
+        }
+        let past = [
+            edit(&|m| m.id = "m".repeat(65)),
+            edit(&|m| m.id = String::new()),
+            edit(&|m| m.id = "a b".into()),
+            edit(&|m| m.context_tokens = MAX_CONTEXT_TOKENS + 1),
+            edit(&|m| m.context_tokens = 0),
+            edit(&|m| {
+                m.context_tokens = MAX_CONTEXT_TOKENS;
+                m.max_output_tokens = MAX_MODEL_OUTPUT_TOKENS + 1;
+            }),
+            edit(&|m| m.max_output_tokens = 15),
+            edit(&|m| {
+                m.context_tokens = 4096;
+                m.max_output_tokens = 4097;
+            }),
+            edit(&|m| m.price_micro_usd_per_m_tok.output = max_price + 1),
+            edit(&|m| m.price_micro_usd_per_m_tok.cache_write = max_price + 1),
+            edit(&|m| m.provider_model = "x".repeat(MAX_PROVIDER_MODEL_BYTES + 1)),
+            edit(&|m| m.provider_model = "has space".into()),
+            edit(&|m| m.endpoint = "ftp://api.openai.com/v1".into()),
+            edit(&|m| m.endpoint = "https://api.openai.com/v1?key=1".into()),
+            edit(&|m| m.endpoint = format!("https://api.openai.com/{}", "v".repeat(MAX_ENDPOINT_BYTES))),
+            edit(&|m| {
+                m.credential = Some(ModelCredential {
+                    cred_ref: "../x".into(),
+                })
+            }),
+        ];
+        for m in past {
+            assert!(matches!(ok(m.clone()), Err(Error::Invalid(_))), "{m:?}");
+        }
+        let twice = Policy {
+            models: vec![base.clone(), model("default", "https://other.example.com")],
+            ..Policy::default()
+        };
+        assert!(twice.validate().unwrap_err().to_string().contains("listed twice"));
+        let many = Policy {
+            models: (0..=MAX_MODELS)
+                .map(|i| model(&format!("m{i}"), "https://a.example.com"))
+                .collect(),
+            ..Policy::default()
+        };
+        assert!(many.validate().is_err());
+        let shared = Policy {
+            servers: vec![rule("https://api.openai.com", None)],
+            models: vec![base],
+            allow_networks: vec![],
+        };
+        assert!(
+            shared
+                .validate()
+                .unwrap_err()
+                .to_string()
+                .contains("never reach a model endpoint")
+        );
+    }
+
+    #[test]
+    fn a_model_endpoints_origin_is_never_granted_to_a_guest() {
+        // Built in code (never validated): the grants still leave the model's origin out.
+        let policy = Policy {
+            servers: vec![
+                rule("http://127.0.0.1:9000", None),
+                rule("https://inventory.example.com", None),
+            ],
+            models: vec![model("default", "http://127.0.0.1:9000/v1")],
+            allow_networks: vec![],
+        };
+        let g = policy.grants(&[
+            mcp("http://127.0.0.1:9000/v1/chat/completions", "r"),
+            mcp("https://inventory.example.com/mcp", "r"),
+        ]);
+        let model_origin = Origin::parse("http://127.0.0.1:9000").unwrap();
+        assert!(g.is_model_origin(&model_origin));
+        assert!(g.server(&model_origin).is_none());
+        assert_eq!(g.servers.len(), 1);
+        assert!(
+            g.server(&Origin::parse("https://inventory.example.com").unwrap())
+                .is_some()
+        );
     }
 }

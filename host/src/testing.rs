@@ -42,6 +42,7 @@ pub fn policy() -> crate::policy::Policy {
                 reveal: true,
             }),
         }],
+        models: vec![],
         allow_networks: vec![],
     }
 }

@@ -246,15 +246,12 @@ fn forecaster() {
     assert_eq!(saved["reorders"], json!([["A-1", 60]]));
     let status = db.get_status(&id).unwrap();
     let budget = status.budget.unwrap();
-    assert_eq!(budget.spent_micro_usd, 601 + report.compute_micro_usd);
+    // Only compute: the forecaster calls no model, and reports none.
+    assert_eq!(budget.spent_micro_usd, report.compute_micro_usd);
     drop(db);
     let usage = h.events(&id, EventKind::UsageReported);
-    assert!(
-        usage
-            .iter()
-            .any(|u| u["kind"] == "model_tokens" && u["amountMicroUsd"] == 601)
-    );
-    assert!(usage.iter().any(|u| u["kind"] == "compute"));
+    assert!(usage.iter().all(|u| u["kind"] == "compute"), "{usage:?}");
+    assert!(!usage.is_empty());
     let resolved = h.events(&id, EventKind::CredentialResolved);
     assert_eq!(resolved, vec![json!({ "credRef": "inventory-api" })]);
     let log = h.sandboxes.guest_log(&id).unwrap();
@@ -1248,6 +1245,10 @@ fn fifty_hostile_guests_beside_honest_activations() {
         value("get_status_p99_us=")
     );
 }
+
+/// `model-prober` drives the model gateway's own suite, `model_gateway.rs` (its test
+/// `model_prober` is there).
+mod model_prober {}
 
 /// Every guest built from `examples/` has a test of its own name in this file.
 mod every_guest_is_tested {

@@ -1,7 +1,8 @@
 //! Budgets: what a transfer may spend, at what rate, and what it has spent.
 //!
 //! A budget row is opened by `provision_runtime` and only ever grows its `spent` column, through
-//! `report_usage`. Money is integer micro-USD (1 USD = 1,000,000) everywhere — never floating
+//! `report_usage`; its `reserved` column holds what model calls in flight may still cost
+//! ([`crate::model_call`]). Money is integer micro-USD (1 USD = 1,000,000) everywhere — never floating
 //! point, so sums are exact and comparisons with the allocation are never off by a rounding.
 
 use rusqlite::{Connection, OptionalExtension};
@@ -25,12 +26,23 @@ pub struct Budget {
     pub rate_micro_usd_per_cpu_second: u64,
     /// What it has spent so far. May end above `allocated` by the last report.
     pub spent_micro_usd: u64,
+    /// What open model-call reservations hold back ([`crate::model_call`]): not spent, not
+    /// spendable until the calls settle.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reserved_micro_usd: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Budget {
-    /// What is left: `allocated − spent`, or zero once spent has reached the allocation.
+    /// What is left to spend: `allocated − spent − reserved`, or zero once spent and open
+    /// reservations have reached the allocation.
     pub fn remaining_micro_usd(&self) -> u64 {
-        self.allocated_micro_usd.saturating_sub(self.spent_micro_usd)
+        self.allocated_micro_usd
+            .saturating_sub(self.spent_micro_usd)
+            .saturating_sub(self.reserved_micro_usd)
     }
 
     /// Whether spend has reached the allocation.
@@ -43,7 +55,7 @@ impl Budget {
 pub(crate) fn load(conn: &Connection, transfer: &str) -> Result<Option<Budget>> {
     Ok(conn
         .prepare_cached(
-            "SELECT allocated_micro_usd, rate_micro_usd_per_cpu_second, spent_micro_usd
+            "SELECT allocated_micro_usd, rate_micro_usd_per_cpu_second, spent_micro_usd, reserved_micro_usd
              FROM budgets WHERE transfer_id = ?1",
         )?
         .query_row([transfer], |r| {
@@ -51,6 +63,7 @@ pub(crate) fn load(conn: &Connection, transfer: &str) -> Result<Option<Budget>> 
                 allocated_micro_usd: r.get(0)?,
                 rate_micro_usd_per_cpu_second: r.get(1)?,
                 spent_micro_usd: r.get(2)?,
+                reserved_micro_usd: r.get(3)?,
             })
         })
         .optional()?)

@@ -57,11 +57,15 @@ pub enum EventKind {
     /// `detached` when it ended). Written in the transition's transaction with its timestamp,
     /// just before the transition's own events. The agent and its conversations stay readable.
     AgentUnbound,
+    /// The host's model gateway settled a model call (detail `{callId, model, outcome,
+    /// inputTokens, cacheReadTokens, cacheWriteTokens, outputTokens, reservedMicroUsd,
+    /// chargedMicroUsd, latencyMs}`), never with its text. Written only by the settlement.
+    ModelCalled,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 15] = [
+    pub const ALL: [EventKind; 16] = [
         Self::SnapshotCreated,
         Self::RuntimeProvisioned,
         Self::StatePushed,
@@ -77,6 +81,7 @@ impl EventKind {
         Self::CeilingExceeded,
         Self::AgentBound,
         Self::AgentUnbound,
+        Self::ModelCalled,
     ];
 
     /// The name stored in `usage_events.type`.
@@ -97,10 +102,12 @@ impl EventKind {
             Self::CeilingExceeded => "ceiling_exceeded",
             Self::AgentBound => "agent_bound",
             Self::AgentUnbound => "agent_unbound",
+            Self::ModelCalled => "model_called",
         }
     }
 
-    /// Whether this kind is written only by a state transition or a binding (and so refused by
+    /// Whether this kind is written only by a state transition, a binding or a model call's
+    /// settlement (and so refused by
     /// [`Store::record_event`]).
     pub const fn is_transition(self) -> bool {
         !matches!(

@@ -19,6 +19,8 @@
 //!   agent tasks and their fenced attempts, waits, goals and attention.
 //! - The sandbox's durable state: the component registry ([`Store::register_component`]) and
 //!   checkpoints ([`Store::save_checkpoint`]).
+//! - Model calls, reserved before and settled after ([`model_call`]):
+//!   [`Store::reserve_model_call`], [`Store::settle_model_call`].
 //! - [`Tier`]s and their ceilings ([`TIER_LIMITS`]), [`Budget`]s in integer micro-USD,
 //!   single-use transfer tokens ([`issue_transfer_token`]), the audit log ([`Event`]).
 //!
@@ -61,6 +63,7 @@ pub mod event;
 pub mod fault;
 pub mod id;
 pub mod lifecycle;
+pub mod model_call;
 pub mod overview;
 pub mod owner;
 pub mod principal;
@@ -81,7 +84,14 @@ pub use conversation::OPERATOR_SUBJECT;
 pub use db::{MAX_WRITE_ATTEMPTS, Store};
 pub use error::{Error, Result};
 pub use event::{DEFAULT_EVENT_PAGE_LIMIT, Event, EventKind, EventPage, EventsPage, MAX_EVENT_PAGE_LIMIT};
-pub use lifecycle::{COMPUTE_USAGE_KIND, DEFAULT_USAGE_KIND, HOST_RESERVED_USAGE_KINDS, UsageReport};
+pub use lifecycle::{
+    COMPUTE_USAGE_KIND, DEFAULT_USAGE_KIND, HOST_METERED_USAGE_KINDS, HOST_RESERVED_USAGE_KINDS,
+    MODEL_TOKENS_USAGE_KIND, UsageReport,
+};
+pub use model_call::{
+    CallOutcome, MIN_OUTPUT_TOKENS, ModelCall, ModelPrices, ModelReservation, ModelUsage, Reservation, ReservationPlan,
+    ReservationRequest, Settlement, plan_reservation,
+};
 pub use overview::{SnapshotSummary, TransferSummary};
 pub use owner::{API_KEY_SUBJECT_PREFIX, TransferOwner};
 pub use principal::{ApiScope, Principal};

@@ -40,8 +40,16 @@ pub const MAX_REASON_BYTES: usize = 1024;
 pub const MAX_USAGE_KIND_BYTES: usize = 32;
 /// The usage kind of compute spend, metered by the host from the fuel a guest burnt.
 pub const COMPUTE_USAGE_KIND: &str = "compute";
+/// The usage kind of model calls, reserved and charged by the host's model gateway
+/// ([`crate::model_call`]).
+pub const MODEL_TOKENS_USAGE_KIND: &str = "model_tokens";
 /// Usage kinds only the host's own meter records; [`Store::report_client_usage`] refuses them.
 pub const HOST_RESERVED_USAGE_KINDS: [&str; 1] = [COMPUTE_USAGE_KIND];
+/// Usage kinds the host meters itself for a sandboxed guest, which the guest's
+/// `metering.report` may therefore not add to: compute (fuel) and model calls (the gateway).
+/// An orchestrator may still report `model_tokens` its source host spent
+/// ([`Store::report_client_usage`]).
+pub const HOST_METERED_USAGE_KINDS: [&str; 2] = [COMPUTE_USAGE_KIND, MODEL_TOKENS_USAGE_KIND];
 /// The usage kind recorded when the caller names none.
 pub const DEFAULT_USAGE_KIND: &str = "unspecified";
 /// Longest component *name* (a digest is always `sha256:` and 64 hex digits).
@@ -326,34 +334,7 @@ impl Store {
         let now = self.now();
         self.write(|tx, _| {
             let t = transfer::load_for(tx, transfer, caller)?;
-            let before = budget::load(tx, transfer)?;
-            let exhausts_budget = before.is_some_and(|b| b.spent_micro_usd + micro_usd >= b.allocated_micro_usd);
-            let to = check(&t, Operation::ReportUsage { exhausts_budget })?;
-            let before = before.ok_or_else(|| Error::CorruptRow {
-                table: "budgets",
-                reason: format!("{transfer} is {} but has no budget", t.status),
-            })?;
-            let after = Budget {
-                spent_micro_usd: before.spent_micro_usd + micro_usd,
-                ..before
-            };
-            tx.prepare_cached("UPDATE budgets SET spent_micro_usd = ?2 WHERE transfer_id = ?1")?
-                .execute((transfer, after.spent_micro_usd as i64))?;
-            move_to(tx, &t, to, now)?;
-            let detail = json!({
-                "kind": kind,
-                "amountMicroUsd": micro_usd,
-                "spentMicroUsd": after.spent_micro_usd,
-                "allocatedMicroUsd": after.allocated_micro_usd,
-            });
-            event::append(tx, transfer, EventKind::UsageReported, now, detail)?;
-            if t.status == TransferStatus::Active && to.status == TransferStatus::Insolvent {
-                become_insolvent(tx, transfer, &after, now, "usage")?;
-            }
-            Ok(UsageReport {
-                transfer: transfer::load(tx, transfer)?,
-                budget: after,
-            })
+            add_spend(tx, &t, micro_usd, kind, now)
         })
     }
 
@@ -475,6 +456,48 @@ impl Store {
             transfer::load(tx, transfer)
         })
     }
+}
+
+/// Adds `micro_usd` of spend of `kind` to `t`'s budget inside `tx`, with its `usage_reported`
+/// event, moving the transfer to `insolvent` when spend reaches the allocation (see
+/// [`Store::report_usage`]). The caller has validated the amount and the kind and read `t` in
+/// `tx`.
+pub(crate) fn add_spend(
+    tx: &Transaction<'_>,
+    t: &Transfer,
+    micro_usd: u64,
+    kind: &str,
+    now: Timestamp,
+) -> Result<UsageReport> {
+    let transfer = t.id.as_str();
+    let before = budget::load(tx, transfer)?;
+    let exhausts_budget = before.is_some_and(|b| b.spent_micro_usd + micro_usd >= b.allocated_micro_usd);
+    let to = check(t, Operation::ReportUsage { exhausts_budget })?;
+    let before = before.ok_or_else(|| Error::CorruptRow {
+        table: "budgets",
+        reason: format!("{transfer} is {} but has no budget", t.status),
+    })?;
+    let after = Budget {
+        spent_micro_usd: before.spent_micro_usd + micro_usd,
+        ..before
+    };
+    tx.prepare_cached("UPDATE budgets SET spent_micro_usd = ?2 WHERE transfer_id = ?1")?
+        .execute((transfer, after.spent_micro_usd as i64))?;
+    move_to(tx, t, to, now)?;
+    let detail = json!({
+        "kind": kind,
+        "amountMicroUsd": micro_usd,
+        "spentMicroUsd": after.spent_micro_usd,
+        "allocatedMicroUsd": after.allocated_micro_usd,
+    });
+    event::append(tx, transfer, EventKind::UsageReported, now, detail)?;
+    if t.status == TransferStatus::Active && to.status == TransferStatus::Insolvent {
+        become_insolvent(tx, transfer, &after, now, "usage")?;
+    }
+    Ok(UsageReport {
+        transfer: transfer::load(tx, transfer)?,
+        budget: after,
+    })
 }
 
 /// Stamps `insolvent_at` and appends the `insolvent` event; `during` says what found the

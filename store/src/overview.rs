@@ -70,6 +70,7 @@ fn summary_from_row(r: &Row<'_>) -> Result<TransferSummary> {
             allocated_micro_usd: allocated,
             rate_micro_usd_per_cpu_second: rate,
             spent_micro_usd: spent,
+            reserved_micro_usd: money(5)?.unwrap_or(0),
         }),
         _ => None,
     };
@@ -112,7 +113,7 @@ impl Store {
             .join(", ");
         let sql = format!(
             "SELECT {columns}, b.allocated_micro_usd, b.rate_micro_usd_per_cpu_second, b.spent_micro_usd,
-                    e.type, e.at
+                    e.type, e.at, b.reserved_micro_usd
              FROM transfers t
              LEFT JOIN budgets b ON b.transfer_id = t.id
              LEFT JOIN usage_events e

@@ -4,7 +4,7 @@
 //! gets that SKU's reorder, one about reorders or the forecast gets the whole list, anything
 //! else a short help text.
 
-use ahp_guest::{Agent, checkpoint, conversations, credentials, metering, snapshot};
+use ahp_guest::{Agent, checkpoint, conversations, credentials, snapshot};
 use serde::{Deserialize, Serialize};
 
 /// One SKU as the source session's inventory tool left it.
@@ -46,9 +46,6 @@ impl Agent for Forecaster {
         forecast.messages_seen = history.len() as u32;
         forecast.reorders = reorders(&inventory);
         checkpoint::save(&forecast)?;
-        // Model tokens: one micro-USD per message of context, the system prompt included.
-        let context = u64::from(!snapshot::system_prompt().is_empty()) + history.len() as u64;
-        metering::report("model_tokens", context)?;
         let (id, n) = (snapshot::transfer_id(), forecast.reorders.len());
         println!("{id}: {n} reorders on turn {}", forecast.turn);
         Ok(())
@@ -65,8 +62,6 @@ impl Agent for Forecaster {
         for delivery in conversations::inbox().take(conversations::MAX_REPLIES) {
             let delivery = delivery?;
             let question = &delivery.message().body;
-            // Model tokens: one micro-USD per 16 bytes of question, at least one.
-            metering::report("model_tokens", 1 + question.len() as u64 / 16)?;
             delivery.reply(&answer(question, &inventory, &forecast.reorders))?;
             delivery.consume()?;
             forecast.questions_answered += 1;

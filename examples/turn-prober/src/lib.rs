@@ -142,7 +142,7 @@ fn host_call(call: &str, delivery: &conversations::Delivery) -> Result<(), Strin
             std::hint::black_box(metering::budget());
             Ok(())
         }
-        "report" => metering::report("model_tokens", 1).map(drop).map_err(|e| text(&e)),
+        "report" => metering::report("search_api", 1).map(drop).map_err(|e| text(&e)),
         "consume" => delivery.consume().map_err(|e| text(&e)),
         "inbox" => conversations::inbox_page(0, 1, false).map(drop).map_err(|e| text(&e)),
         "transcript" => conversations::transcript_page(&delivery.message().conversation_id, 0, 1)

@@ -50,6 +50,15 @@ impl Agents {
     pub fn take_over(&self, interrupted_reason: &str) -> Result<TakeoverReport, crate::sandbox::Error> {
         let reconciled = self.store.locked().reconcile_takeover()?;
         let interrupted = self.store.locked().fail_interrupted_activations(interrupted_reason)?;
+        // Model calls in flight when the last host stopped: charged in full (their outcome is
+        // unknown), so a crash never makes a call free.
+        let charged = self.store.locked().settle_interrupted_model_calls()?;
+        if !charged.is_empty() {
+            tracing::info!(
+                calls = charged.len(),
+                "model calls interrupted by the last stop were charged their reservations"
+            );
+        }
         let mut rebound = 0;
         let mut after: Option<String> = None;
         loop {

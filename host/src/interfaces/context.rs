@@ -67,6 +67,10 @@ pub struct TurnCalls {
     pub budgets: u32,
     /// `conversations.consume` calls.
     pub consumes: u32,
+    /// `model.complete` calls.
+    pub completions: u32,
+    /// `model.estimate` calls.
+    pub estimates: u32,
 }
 
 /// The conversation turn a sandbox is running: set by the controller for `turn`, absent for
@@ -107,6 +111,10 @@ pub struct AgentCtx {
     pub store_time: Cell<Duration>,
     /// Database calls this turn made (see [`db`](Self::db)).
     pub store_calls: Cell<u32>,
+    /// When the current turn (or activation) started.
+    pub turn_started: Instant,
+    /// The tier's wall clock per turn: a model call ends before it runs out.
+    pub wall_clock_per_turn: Duration,
     /// The process's carriers, told whom the agent's replies woke (weak: the controller owns
     /// the sandboxes, not the other way round; a dangling handle schedules nobody).
     pub carriers: Weak<dyn Carriers>,
@@ -151,6 +159,7 @@ impl AgentCtx {
         self.calls = TurnCalls::default();
         self.store_time.set(Duration::ZERO);
         self.store_calls.set(0);
+        self.turn_started = Instant::now();
         self.turn = turn;
     }
 }
@@ -234,6 +243,8 @@ pub(crate) mod test_support {
             turn: None,
             store_time: Cell::new(Duration::ZERO),
             store_calls: Cell::new(0),
+            turn_started: Instant::now(),
+            wall_clock_per_turn: tier.limits().wall_clock_per_turn,
             carriers: Weak::<crate::carrier::NoCarriers>::new(),
         };
         (state, dir)

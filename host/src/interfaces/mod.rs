@@ -91,7 +91,7 @@ where
     new::credentials::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     new::checkpoint::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     new::conversations::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
-    new::model::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
+    model::add_to_linker(linker)?;
     new::tools::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     v2::snapshot::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     v2::credentials::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;

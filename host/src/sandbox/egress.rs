@@ -4,7 +4,8 @@
 //!
 //! Every request goes through [`EgressHooks::send_request`] (the `WasiHttpHooks` hook). It is
 //! refused (`HTTP-request-denied`) unless its scheme, host and port are exactly those of a
-//! granted server; it is also refused once the guest has tried to pass the ceiling. The host
+//! granted server — and never to a model endpoint's origin, which only the host's gateway
+//! reaches (a guest calling it directly would bypass the meter); it is also refused once the guest has tried to pass the ceiling. The host
 //! name is resolved by the host and the connection pinned to an address the policy allows
 //! (`sandbox::pinned`; refused: `destination-IP-prohibited`). For a server the policy binds to a
 //! credential, the host sets the credential's header itself (the guest's value, if any, is
@@ -185,6 +186,11 @@ impl WasiHttpHooks for EgressHooks {
         fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> Box<dyn Future<Output = SendResult> + Send> {
         drop(fut);
+        if Origin::of_uri(request.uri()).is_some_and(|o| self.grants.is_model_origin(&o)) {
+            // The gateway is the only way to a model: a direct call would bypass the meter.
+            tracing::info!(uri = %request.uri(), "egress denied: a model endpoint's origin (models are called through ahp:agent/model)");
+            return refuse(HttpError::HttpRequestDenied);
+        }
         let Some(grant) = Origin::of_uri(request.uri()).and_then(|o| self.grants.server(&o).cloned()) else {
             tracing::info!(uri = %request.uri(), "egress denied: not a server of both the operator's policy and the snapshot");
             return refuse(HttpError::HttpRequestDenied);
@@ -314,6 +320,7 @@ mod tests {
                 credential: None,
             })
             .collect(),
+            models: vec![],
             allow_networks: vec![],
         };
         let snapshot: Vec<ahp_store::McpServer> = ["https://inventory.example.com/mcp", "http://127.0.0.1:8080/x"]

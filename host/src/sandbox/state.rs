@@ -102,6 +102,8 @@ impl SandboxState {
                 turn: None,
                 store_time: Cell::new(Duration::ZERO),
                 store_calls: Cell::new(0),
+                turn_started: Instant::now(),
+                wall_clock_per_turn: ceilings.wall_clock_per_turn,
                 // Nobody until the host's controller is set (`Sandboxes::prepare`).
                 carriers: Weak::<NoCarriers>::new(),
             },

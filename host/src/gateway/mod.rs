@@ -1,0 +1,628 @@
+//! The host's model gateway: a sandboxed agent's only way to a model (`ahp:agent/model`).
+//!
+//! The operator's policy lists the models ([`ModelRule`]); the guest names one by id and sends a
+//! provider-neutral [`Request`]. The gateway validates and bounds it ([`Request::validate`]),
+//! reserves its worst case from the transfer's budget (`reservation`), maps it to the model's
+//! protocol ([`openai`]: Chat Completions; [`anthropic`]: Messages), adds the operator's key
+//! from the vault (never seen by the guest), sends it through a bounded client (`client`: a
+//! total deadline, at most [`MAX_RESPONSE_BYTES`] read), maps the answer back, and settles the
+//! reservation from the provider's usage. The error of every way a call can fail is typed
+//! ([`Error`]) and says what it was charged.
+//!
+//! [`scripted`] is a local provider speaking both protocols with scripted answers, for tests and
+//! `ahp demo`.
+
+pub mod anthropic;
+mod client;
+pub mod openai;
+mod reservation;
+pub mod scripted;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ahp_store::model_call::{CallOutcome, ModelUsage, Reservation, ReservationPlan, ReservationRequest};
+use ahp_store::{Budget, plan_reservation};
+use serde::Serialize;
+
+pub use self::client::ClientError;
+pub use self::reservation::{INPUT_TOKEN_OVERHEAD, input_tokens_bound};
+use crate::policy::{ModelRule, Provider};
+use crate::shared_store::{SharedStore, StoreLock};
+use crate::vault::Vault;
+
+/// Most messages in one request.
+pub const MAX_MESSAGES: usize = 1024;
+/// Most parts in all messages of one request.
+pub const MAX_PARTS: usize = 4096;
+/// Most tools in one request.
+pub const MAX_TOOLS: usize = 128;
+/// Largest tool input schema, in bytes.
+pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
+/// Largest tool description, in bytes.
+pub const MAX_DESCRIPTION_BYTES: usize = 4 * 1024;
+/// Longest tool name, in bytes.
+pub const MAX_TOOL_NAME_BYTES: usize = 64;
+/// Longest tool-call id, in bytes.
+pub const MAX_CALL_ID_BYTES: usize = 256;
+/// Largest system prompt, in bytes.
+pub const MAX_SYSTEM_BYTES: usize = 256 * 1024;
+/// Most bytes of text in one request, all strings counted (system, parts, tool definitions).
+pub const MAX_REQUEST_TEXT_BYTES: usize = 4 * 1024 * 1024;
+/// Most bytes of a provider's response the host reads; past it the call fails (`provider-error`,
+/// charged its reservation) and the connection is dropped, so the host never holds more.
+pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+/// Most parts of a completion the host accepts from a provider.
+pub const MAX_RESPONSE_PARTS: usize = 1024;
+/// The longest a call waits for its provider (connecting, sending, reading the whole response).
+pub const MAX_CALL_WAIT: Duration = Duration::from_secs(120);
+/// Longest a connection (and TLS handshake) may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// What a call leaves of its turn's wall clock: the call ends with `unavailable` this long before
+/// the turn would, so its settlement is written and the guest gets the typed error.
+pub const TURN_MARGIN: Duration = Duration::from_millis(500);
+/// The Anthropic API version the gateway speaks.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The user, or tool results handed back.
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    /// The provider's id of the call.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// Its arguments, a JSON object as text.
+    pub arguments_json: String,
+}
+
+/// A tool's result handed back to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolResult {
+    /// The call it answers.
+    pub call_id: String,
+    /// What the tool returned.
+    pub content: String,
+    /// Whether the tool failed.
+    pub is_error: bool,
+}
+
+/// One part of a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Part {
+    /// Text.
+    Text(String),
+    /// A tool call (assistant messages only).
+    ToolCall(ToolCall),
+    /// A tool result (user messages only).
+    ToolResult(ToolResult),
+}
+
+/// One message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// Its parts, in order.
+    pub parts: Vec<Part>,
+}
+
+/// A tool the model may call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolDefinition {
+    /// `a-z A-Z 0-9 _ -`, 1 to [`MAX_TOOL_NAME_BYTES`], unique in the request.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Its input, a JSON Schema object as text.
+    pub input_schema_json: String,
+}
+
+/// Whether and which tools the model may call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The model decides.
+    Auto,
+    /// No tool calls.
+    None,
+    /// At least one tool call.
+    Required,
+    /// A call of the named tool.
+    Tool(String),
+}
+
+/// One completion request, provider-neutral.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// A policy model id.
+    pub model: String,
+    /// The system prompt; empty for none.
+    pub system: String,
+    /// The conversation so far, oldest first.
+    pub messages: Vec<Message>,
+    /// The tools the model may call.
+    pub tools: Vec<ToolDefinition>,
+    /// Whether it may call them.
+    pub tool_choice: ToolChoice,
+    /// The output cap wanted; `None` for the model's own.
+    pub max_output_tokens: Option<u32>,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// It finished its answer.
+    EndTurn,
+    /// It reached the output cap.
+    MaxTokens,
+    /// It asks for tool calls.
+    ToolUse,
+    /// The provider filtered its output.
+    ContentFilter,
+    /// Anything else.
+    Other,
+}
+
+/// What a provider answered, mapped to the neutral form (before settlement).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// Text and tool-call parts, in order.
+    pub parts: Vec<Part>,
+    /// Why it stopped.
+    pub stop_reason: StopReason,
+    /// Its usage, one meaning across providers; `None` if the response had none.
+    pub usage: Option<ModelUsage>,
+}
+
+/// What a call returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// The model's parts.
+    pub parts: Vec<Part>,
+    /// Why it stopped.
+    pub stop_reason: StopReason,
+    /// What it used.
+    pub usage: ModelUsage,
+    /// What it was charged, in micro-USD.
+    pub charged_micro_usd: u64,
+    /// The budget after the charge.
+    pub budget: Budget,
+}
+
+/// A call that reached (or tried to reach) its provider and failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// What went wrong (never the credential).
+    pub message: String,
+    /// What the call was charged.
+    pub charged_micro_usd: u64,
+}
+
+/// Why a call was refused or failed (the WIT's `model.error`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// No model of that id is offered.
+    #[error("unknown model {0:?}")]
+    UnknownModel(String),
+    /// The request breaks a rule.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// The request is larger than a bound.
+    #[error("request too large: {0}")]
+    TooLarge(String),
+    /// The budget cannot pay for the smallest useful call; the shortfall in micro-USD.
+    #[error("insufficient budget: {0} micro-USD short")]
+    InsufficientBudget(u64),
+    /// HTTP 429 from the provider.
+    #[error("rate limited: {}", .0.message)]
+    RateLimited(Failure),
+    /// The provider answered with an error, an unreadable response or too many bytes.
+    #[error("provider error: {}", .0.message)]
+    ProviderError(Failure),
+    /// The provider could not be reached or did not answer in time, or the database failed.
+    #[error("unavailable: {}", .0.message)]
+    Unavailable(Failure),
+    /// The transfer is insolvent.
+    #[error("insolvent")]
+    Insolvent,
+}
+
+impl Error {
+    /// A stable machine-readable kind (the WIT case's name).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::UnknownModel(_) => "unknown-model",
+            Self::InvalidRequest(_) => "invalid-request",
+            Self::TooLarge(_) => "too-large",
+            Self::InsufficientBudget(_) => "insufficient-budget",
+            Self::RateLimited(_) => "rate-limited",
+            Self::ProviderError(_) => "provider-error",
+            Self::Unavailable(_) => "unavailable",
+            Self::Insolvent => "insolvent",
+        }
+    }
+
+    /// What the failed call was charged.
+    pub fn charged_micro_usd(&self) -> u64 {
+        match self {
+            Self::RateLimited(f) | Self::ProviderError(f) | Self::Unavailable(f) => f.charged_micro_usd,
+            _ => 0,
+        }
+    }
+}
+
+fn valid_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_TOOL_NAME_BYTES
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+}
+
+impl Request {
+    /// Checks every rule and bound of the WIT's `model.request` (see the constants above).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TooLarge`] naming the bound, or [`Error::InvalidRequest`] naming the rule.
+    pub fn validate(&self) -> Result<(), Error> {
+        let too_large = |m: String| Err(Error::TooLarge(m));
+        let invalid = |m: String| Err(Error::InvalidRequest(m));
+        if self.messages.is_empty() {
+            return invalid("at least one message is needed".into());
+        }
+        if self.messages.len() > MAX_MESSAGES {
+            return too_large(format!("{} messages; at most {MAX_MESSAGES}", self.messages.len()));
+        }
+        let parts: usize = self.messages.iter().map(|m| m.parts.len()).sum();
+        if parts > MAX_PARTS {
+            return too_large(format!("{parts} parts; at most {MAX_PARTS} in all"));
+        }
+        if self.tools.len() > MAX_TOOLS {
+            return too_large(format!("{} tools; at most {MAX_TOOLS}", self.tools.len()));
+        }
+        if self.system.len() > MAX_SYSTEM_BYTES {
+            return too_large(format!("the system prompt is over {MAX_SYSTEM_BYTES} bytes"));
+        }
+        let mut text = self.system.len();
+        for (i, m) in self.messages.iter().enumerate() {
+            if m.parts.is_empty() {
+                return invalid(format!("messages[{i}] has no part"));
+            }
+            if m.parts.iter().all(|p| matches!(p, Part::Text(t) if t.is_empty())) {
+                return invalid(format!("messages[{i}] has only empty text"));
+            }
+            for (j, p) in m.parts.iter().enumerate() {
+                match (m.role, p) {
+                    (_, Part::Text(t)) => text += t.len(),
+                    (Role::Assistant, Part::ToolCall(c)) => {
+                        text += c.id.len() + c.name.len() + c.arguments_json.len();
+                        if c.id.is_empty() || c.id.len() > MAX_CALL_ID_BYTES {
+                            return invalid(format!(
+                                "messages[{i}].parts[{j}]: a call id is 1 to {MAX_CALL_ID_BYTES} bytes"
+                            ));
+                        }
+                        if !valid_tool_name(&c.name) {
+                            return invalid(format!("messages[{i}].parts[{j}]: {:?} is not a tool name", c.name));
+                        }
+                        if !serde_json::from_str::<serde_json::Value>(&c.arguments_json).is_ok_and(|v| v.is_object()) {
+                            return invalid(format!("messages[{i}].parts[{j}]: the arguments are not a JSON object"));
+                        }
+                    }
+                    (Role::User, Part::ToolResult(r)) => {
+                        text += r.call_id.len() + r.content.len();
+                        if r.call_id.is_empty() || r.call_id.len() > MAX_CALL_ID_BYTES {
+                            return invalid(format!(
+                                "messages[{i}].parts[{j}]: a call id is 1 to {MAX_CALL_ID_BYTES} bytes"
+                            ));
+                        }
+                    }
+                    (Role::User, Part::ToolCall(_)) => {
+                        return invalid(format!("messages[{i}].parts[{j}]: a tool-call in a user message"));
+                    }
+                    (Role::Assistant, Part::ToolResult(_)) => {
+                        return invalid(format!(
+                            "messages[{i}].parts[{j}]: a tool-result in an assistant message"
+                        ));
+                    }
+                }
+            }
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (i, t) in self.tools.iter().enumerate() {
+            if !valid_tool_name(&t.name) {
+                return invalid(format!(
+                    "tools[{i}]: {:?} is not 1 to {MAX_TOOL_NAME_BYTES} of a-z A-Z 0-9 _ -",
+                    t.name
+                ));
+            }
+            if !names.insert(t.name.as_str()) {
+                return invalid(format!("tools[{i}]: {:?} is defined twice", t.name));
+            }
+            if t.description.len() > MAX_DESCRIPTION_BYTES {
+                return too_large(format!("tools[{i}].description is over {MAX_DESCRIPTION_BYTES} bytes"));
+            }
+            if t.input_schema_json.len() > MAX_SCHEMA_BYTES {
+                return too_large(format!("tools[{i}].input-schema-json is over {MAX_SCHEMA_BYTES} bytes"));
+            }
+            if !serde_json::from_str::<serde_json::Value>(&t.input_schema_json).is_ok_and(|v| v.is_object()) {
+                return invalid(format!("tools[{i}].input-schema-json is not a JSON object"));
+            }
+            text += t.name.len() + t.description.len() + t.input_schema_json.len();
+        }
+        if text > MAX_REQUEST_TEXT_BYTES {
+            return too_large(format!("{text} bytes of text; at most {MAX_REQUEST_TEXT_BYTES} in all"));
+        }
+        match &self.tool_choice {
+            ToolChoice::Required if self.tools.is_empty() => {
+                return invalid("tool-choice required with no tools".into());
+            }
+            ToolChoice::Tool(name) if !names.contains(name.as_str()) => {
+                return invalid(format!("tool-choice names {name:?}, which is not among the tools"));
+            }
+            _ => {}
+        }
+        if self.max_output_tokens == Some(0) {
+            return invalid("max-output-tokens must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// A model as a guest sees it (the WIT's `model-info`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelInfo {
+    /// Its id.
+    pub id: String,
+    /// Its context, in tokens.
+    pub context_tokens: u32,
+    /// Its output cap, in tokens.
+    pub max_output_tokens: u32,
+    /// Its prices.
+    pub prices: ahp_store::ModelPrices,
+}
+
+/// The gateway for one transfer: the policy's models, the vault their keys are in, the store
+/// that meters them.
+#[derive(Clone)]
+pub struct Gateway {
+    models: Arc<[ModelRule]>,
+    vault: Arc<dyn Vault>,
+    db: SharedStore,
+    transfer: String,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("models", &self.models.len())
+            .field("transfer", &self.transfer)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The body of a request mapped for `model`'s provider, with `max_output_tokens`.
+fn body(model: &ModelRule, request: &Request, max_output_tokens: u32) -> Vec<u8> {
+    match model.provider {
+        Provider::Openai => openai::request_body(&model.provider_model, request, max_output_tokens),
+        Provider::Anthropic => anthropic::request_body(&model.provider_model, request, max_output_tokens),
+    }
+}
+
+impl Gateway {
+    /// The gateway of `transfer` over `models` (the operator's, in order), with keys from
+    /// `vault` and spend in `db`.
+    pub fn new(models: Arc<[ModelRule]>, vault: Arc<dyn Vault>, db: SharedStore, transfer: String) -> Self {
+        Self {
+            models,
+            vault,
+            db,
+            transfer,
+        }
+    }
+
+    /// The models offered, in the operator's order.
+    pub fn models(&self) -> Vec<ModelInfo> {
+        self.models
+            .iter()
+            .map(|m| ModelInfo {
+                id: m.id.clone(),
+                context_tokens: m.context_tokens,
+                max_output_tokens: m.max_output_tokens,
+                prices: m.price_micro_usd_per_m_tok.into(),
+            })
+            .collect()
+    }
+
+    fn model(&self, id: &str) -> Result<&ModelRule, Error> {
+        self.models
+            .iter()
+            .find(|m| m.id == id)
+            .ok_or_else(|| Error::UnknownModel(id.to_owned()))
+    }
+
+    /// The input-token bound of `request` for `model` and the output cap it asks for.
+    fn prepare(&self, model: &ModelRule, request: &Request) -> (u64, u32) {
+        let wanted = request
+            .max_output_tokens
+            .map_or(model.max_output_tokens, |n| n.min(model.max_output_tokens));
+        let probe = body(model, request, wanted);
+        (input_tokens_bound(probe.len(), model.context_tokens), wanted)
+    }
+
+    /// What `complete(request)` would reserve now, without calling or reserving.
+    ///
+    /// # Errors
+    ///
+    /// As [`complete`](Self::complete) before the call: unknown model, invalid, too large,
+    /// insufficient budget, insolvent; `unavailable` if the budget cannot be read.
+    pub fn estimate(&self, request: &Request) -> Result<ReservationPlan, Error> {
+        let model = self.model(&request.model)?;
+        request.validate()?;
+        let (bound, wanted) = self.prepare(model, request);
+        let budget = self.db.locked().budget(&self.transfer);
+        let budget = budget.map_err(|e| unavailable(format!("the budget could not be read: {e}"), 0))?;
+        let budget = budget.ok_or_else(|| unavailable("the transfer has no budget".into(), 0))?;
+        if budget.is_exhausted() {
+            return Err(Error::Insolvent);
+        }
+        plan_reservation(
+            &model.price_micro_usd_per_m_tok.into(),
+            bound,
+            wanted,
+            budget.remaining_micro_usd(),
+        )
+        .map_err(Error::InsufficientBudget)
+    }
+
+    /// Calls the model: validates, reserves, sends, settles (see the [module docs](self)). The
+    /// call gives up at `deadline` (and after [`MAX_CALL_WAIT`]) with `unavailable`, charged its
+    /// reservation. Store work runs on the calling thread: call it where blocking is allowed (the
+    /// sandbox's turn thread, `spawn_blocking`).
+    ///
+    /// # Errors
+    ///
+    /// Every case of [`Error`]; each says what it was charged.
+    pub async fn complete(&self, request: &Request, deadline: Instant) -> Result<Completion, Error> {
+        let model = self.model(&request.model)?;
+        request.validate()?;
+        let deadline = deadline.min(Instant::now() + MAX_CALL_WAIT);
+        let (bound, wanted) = self.prepare(model, request);
+        let ask = ReservationRequest {
+            model: &model.id,
+            prices: model.price_micro_usd_per_m_tok.into(),
+            input_tokens_bound: bound,
+            max_output_tokens: wanted,
+        };
+        let reserved = self.db.locked().reserve_model_call(&self.transfer, &ask);
+        let held = match reserved {
+            Ok(Reservation::Granted(r)) => r,
+            Ok(Reservation::InsufficientBudget { shortfall_micro_usd }) => {
+                return Err(Error::InsufficientBudget(shortfall_micro_usd));
+            }
+            Ok(Reservation::Insolvent) => return Err(Error::Insolvent),
+            Err(e) => return Err(unavailable(format!("the call could not be reserved: {e}"), 0)),
+        };
+        let mut open = reservation::Open::new(self.db.clone(), held.call_id.clone());
+        let body = body(model, request, held.plan.max_output_tokens);
+        let key = match &model.credential {
+            None => None,
+            Some(c) => match self.vault.resolve(&c.cred_ref) {
+                Ok(k) => Some(k),
+                Err(e) => {
+                    let s = open.settle(CallOutcome::Refused);
+                    return Err(unavailable(
+                        format!("the model's credential is unavailable: {e}"),
+                        s.map_or(0, |s| s.charged_micro_usd),
+                    ));
+                }
+            },
+        };
+        let sent = client::send(model, key.as_deref(), body, deadline).await;
+        let (outcome, result) = match sent {
+            Err(e) => {
+                let outcome = if e.was_sent() {
+                    CallOutcome::Unknown
+                } else {
+                    CallOutcome::Refused
+                };
+                (outcome, Err(e))
+            }
+            Ok((status, bytes)) if !(200..300).contains(&status) => (CallOutcome::Refused, Ok(Err((status, bytes)))),
+            Ok((_, bytes)) => {
+                let parsed = match model.provider {
+                    Provider::Openai => openai::parse_response(&bytes),
+                    Provider::Anthropic => anthropic::parse_response(&bytes),
+                };
+                match parsed {
+                    Ok(Reply { usage: Some(u), .. }) => (CallOutcome::Completed(u), Ok(Ok(parsed))),
+                    _ => (CallOutcome::Unknown, Ok(Ok(parsed))),
+                }
+            }
+        };
+        let settled = open.settle(outcome);
+        let charged = settled.as_ref().map_or(0, |s| s.charged_micro_usd);
+        let settled = match settled {
+            Ok(s) => s,
+            Err(e) => {
+                // Left open: charged in full at the next takeover.
+                tracing::error!(transfer = %self.transfer, error = %e, "a model call could not be settled");
+                return Err(unavailable(
+                    format!("the call could not be recorded: {e}"),
+                    held.plan.reserved_micro_usd,
+                ));
+            }
+        };
+        match result {
+            Err(e @ (ClientError::TooLarge | ClientError::Cut(_))) => Err(Error::ProviderError(Failure {
+                message: e.to_string(),
+                charged_micro_usd: charged,
+            })),
+            Err(e) => Err(unavailable(e.to_string(), charged)),
+            Ok(Err((429, bytes))) => Err(Error::RateLimited(Failure {
+                message: format!("HTTP 429: {}", excerpt(&bytes, key.as_deref())),
+                charged_micro_usd: charged,
+            })),
+            Ok(Err((status, bytes))) => Err(Error::ProviderError(Failure {
+                message: format!("HTTP {status}: {}", excerpt(&bytes, key.as_deref())),
+                charged_micro_usd: charged,
+            })),
+            Ok(Ok(Err(reason))) => Err(Error::ProviderError(Failure {
+                message: format!("the provider's response could not be read: {reason}"),
+                charged_micro_usd: charged,
+            })),
+            Ok(Ok(Ok(reply))) => match reply.usage {
+                Some(usage) => Ok(Completion {
+                    parts: reply.parts,
+                    stop_reason: reply.stop_reason,
+                    usage,
+                    charged_micro_usd: charged,
+                    budget: settled.budget,
+                }),
+                None => Err(Error::ProviderError(Failure {
+                    message: "the provider's response reported no usage".into(),
+                    charged_micro_usd: charged,
+                })),
+            },
+        }
+    }
+}
+
+fn unavailable(message: String, charged_micro_usd: u64) -> Error {
+    Error::Unavailable(Failure {
+        message,
+        charged_micro_usd,
+    })
+}
+
+/// Most bytes of a provider's error body handed to the guest.
+pub const MAX_ERROR_EXCERPT_BYTES: usize = 512;
+
+/// The start of a provider's error body, for the guest: at most [`MAX_ERROR_EXCERPT_BYTES`],
+/// lossy UTF-8, with every occurrence of the key replaced — a provider that echoes the key it
+/// was sent must not hand it to the guest.
+fn excerpt(bytes: &[u8], key: Option<&[u8]>) -> String {
+    let mut text = String::from_utf8_lossy(bytes).into_owned();
+    if let Some(key) = key.map(<[u8]>::trim_ascii).filter(|k| !k.is_empty()) {
+        let key = String::from_utf8_lossy(key).into_owned();
+        text = text.replace(&key, "[credential]");
+    }
+    let mut end = text.len().min(MAX_ERROR_EXCERPT_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text
+}
+
+#[cfg(test)]
+mod tests;
