@@ -32,6 +32,7 @@ pub mod policy;
 pub mod posting;
 pub mod sandbox;
 pub mod shared_store;
+pub mod tools;
 #[doc(hidden)]
 pub mod testing;
 pub mod vault;

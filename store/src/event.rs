@@ -57,11 +57,14 @@ pub enum EventKind {
     /// `detached` when it ended). Written in the transition's transaction with its timestamp,
     /// just before the transition's own events. The agent and its conversations stay readable.
     AgentUnbound,
+    /// The host called an MCP tool for the guest (detail `{server, tool, chargedMicroUsd,
+    /// outcome}`, never its arguments or result).
+    ToolCalled,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 15] = [
+    pub const ALL: [EventKind; 16] = [
         Self::SnapshotCreated,
         Self::RuntimeProvisioned,
         Self::StatePushed,
@@ -77,6 +80,7 @@ impl EventKind {
         Self::CeilingExceeded,
         Self::AgentBound,
         Self::AgentUnbound,
+        Self::ToolCalled,
     ];
 
     /// The name stored in `usage_events.type`.
@@ -97,6 +101,7 @@ impl EventKind {
             Self::CeilingExceeded => "ceiling_exceeded",
             Self::AgentBound => "agent_bound",
             Self::AgentUnbound => "agent_unbound",
+            Self::ToolCalled => "tool_called",
         }
     }
 
@@ -105,7 +110,7 @@ impl EventKind {
     pub const fn is_transition(self) -> bool {
         !matches!(
             self,
-            Self::CredentialResolved | Self::CredentialDenied | Self::CeilingExceeded
+            Self::CredentialResolved | Self::CredentialDenied | Self::CeilingExceeded | Self::ToolCalled
         )
     }
 }

@@ -40,8 +40,11 @@ pub const MAX_REASON_BYTES: usize = 1024;
 pub const MAX_USAGE_KIND_BYTES: usize = 32;
 /// The usage kind of compute spend, metered by the host from the fuel a guest burnt.
 pub const COMPUTE_USAGE_KIND: &str = "compute";
+/// The usage kind of what MCP tool calls cost, charged by the host at the policy's per-call
+/// price.
+pub const TOOL_CALLS_USAGE_KIND: &str = "tool_calls";
 /// Usage kinds only the host's own meter records; [`Store::report_client_usage`] refuses them.
-pub const HOST_RESERVED_USAGE_KINDS: [&str; 1] = [COMPUTE_USAGE_KIND];
+pub const HOST_RESERVED_USAGE_KINDS: [&str; 2] = [COMPUTE_USAGE_KIND, TOOL_CALLS_USAGE_KIND];
 /// The usage kind recorded when the caller names none.
 pub const DEFAULT_USAGE_KIND: &str = "unspecified";
 /// Longest component *name* (a digest is always `sha256:` and 64 hex digits).

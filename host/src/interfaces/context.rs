@@ -110,6 +110,8 @@ pub struct AgentCtx {
     /// The process's carriers, told whom the agent's replies woke (weak: the controller owns
     /// the sandboxes, not the other way round; a dangling handle schedules nobody).
     pub carriers: Weak<dyn Carriers>,
+    /// The sandbox's MCP client (`tools`).
+    pub tools: crate::tools::Toolbox,
 }
 
 impl AgentCtx {
@@ -151,6 +153,7 @@ impl AgentCtx {
         self.calls = TurnCalls::default();
         self.store_time.set(Duration::ZERO);
         self.store_calls.set(0);
+        self.tools.start_turn();
         self.turn = turn;
     }
 }
@@ -226,7 +229,7 @@ pub(crate) mod test_support {
         let state = AgentCtx {
             transfer: t.id.clone(),
             snapshot: Arc::new(snap),
-            grants,
+            grants: grants.clone(),
             checkpoint_bytes: tier.limits().checkpoint_bytes,
             db: crate::shared_store::share(db),
             vault: Arc::new(vault),
@@ -235,6 +238,14 @@ pub(crate) mod test_support {
             store_time: Cell::new(Duration::ZERO),
             store_calls: Cell::new(0),
             carriers: Weak::<crate::carrier::NoCarriers>::new(),
+            tools: crate::tools::Toolbox::new(
+                t.id.clone(),
+                &snap.mcp_config,
+                grants.clone(),
+                Arc::new(crate::sandbox::egress::EgressMeter::new(tier.limits().egress_bytes)),
+                None,
+                tier.limits().wall_clock_per_turn,
+            ),
         };
         (state, dir)
     }

@@ -73,8 +73,8 @@ fn report<T: Metered>(
     kind: &str,
     micro_usd: u64,
 ) -> wasmtime::Result<Result<Budget, Refusal>> {
-    if kind == COMPUTE_KIND {
-        return Ok(Err(Refusal::InvalidKind("`compute` is metered by the host".into())));
+    if ahp_store::HOST_RESERVED_USAGE_KINDS.contains(&kind) {
+        return Ok(Err(Refusal::InvalidKind(format!("`{kind}` is metered by the host"))));
     }
     if micro_usd == 0 || micro_usd > MAX_USAGE_REPORT_MICRO_USD {
         return Ok(Err(Refusal::InvalidAmount));

@@ -42,7 +42,7 @@ pub mod host_resources;
 mod instance;
 pub mod limits;
 pub(crate) mod meter;
-mod pinned;
+pub(crate) mod pinned;
 pub(crate) mod state;
 mod sweep;
 
