@@ -3,13 +3,17 @@
 //! An ahp agent is a WebAssembly component (target `wasm32-wasip2`) that an ahp host resumes
 //! inside a metered sandbox after a session was transferred to it, then keeps running: people
 //! and other agents post to it, and the host runs one conversation *turn* in the sandbox each
-//! time messages wait for it. This crate hides the raw WIT bindings of the `ahp:agent@0.2.0`
+//! time messages wait for it. This crate hides the raw WIT bindings of the `ahp:agent@0.3.0`
 //! world (`wit/agent.wit`) and offers an idiomatic API instead:
 //!
 //! - [`snapshot`]: the session being continued — prompt, history (paged for you), tool state,
 //!   MCP servers;
 //! - [`credentials`]: resolve the credential references of those servers through the host's vault;
-//! - [`metering`]: the budget, and spend the host cannot see (model tokens);
+//! - [`model`]: think with the operator's models through the host's gateway, paid from the
+//!   budget by reservation (no key in the sandbox);
+//! - [`tools`]: the MCP tools of those servers, called by the host as MCP client;
+//! - [`agent_loop`]: model → tool calls → results → model, with a step cap;
+//! - [`metering`]: the budget, and spend the host cannot see;
 //! - [`checkpoint`]: durable working memory, with serde helpers;
 //! - [`conversations`]: the turn's wake, its inbox (paged for you), transcripts, replies;
 //! - the [`Agent`] trait and the [`export_agent!`] macro that make a type the component's entry
@@ -50,22 +54,26 @@
 //!
 //! Build it with `cargo build --release --target wasm32-wasip2` in a crate of type `cdylib`.
 
+pub mod agent_loop;
 pub mod checkpoint;
 pub mod conversations;
 pub mod credentials;
 pub mod metering;
+pub mod model;
 pub mod snapshot;
+pub mod tools;
 
 /// The raw bindings generated from `wit/` (not a stable API: use the modules above).
 ///
-/// `wit/` holds the `ahp:agent@0.2.0` package; the frozen 0.1.0 package in `wit/v0.1.0/` is not
+/// `wit/` holds the `ahp:agent@0.3.0` package; the frozen packages in `wit/v0.1.0/` and
+/// `wit/v0.2.0/` are not
 /// read (wit-bindgen parses the directory's own `*.wit` files and `deps/`, no other
 /// subdirectory).
 #[doc(hidden)]
 #[allow(missing_docs, unreachable_pub, unsafe_code, clippy::all)]
 pub mod wit {
     wit_bindgen::generate!({
-        path: "../wit/v0.2.0",
+        path: "../wit",
         world: "ahp:agent/agent",
         pub_export_macro: true,
         export_macro_name: "__export_agent_world",

@@ -1,12 +1,14 @@
 //! The transfer's budget, and spend the host cannot see.
 //!
-//! CPU is metered for you: every instruction the agent runs is charged at the tier's rate.
-//! Report only what happens outside the sandbox, such as model tokens.
+//! CPU is metered for you: every instruction the agent runs is charged at the tier's rate, and
+//! so are model calls ([`model`](crate::model), kind `model_tokens`) and MCP tool calls
+//! ([`tools`](crate::tools)). Report only spend the host cannot see, such as a paid API
+//! reached over `wasi:http`.
 //!
 //! ```no_run
 //! use ahp_guest::metering::{self, Error};
 //!
-//! match metering::report("model_tokens", 1_200) {
+//! match metering::report("search_api", 1_200) {
 //!     Ok(budget) => println!("{} micro-USD left", budget.remaining_micro_usd),
 //!     Err(Error::Insolvent) => { /* the budget is spent: wrap up and return */ }
 //!     Err(e) => eprintln!("report refused: {e}"),
@@ -20,7 +22,8 @@ pub use raw::BudgetState as Budget;
 /// Why a report was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
-    /// The kind is empty, too long, not `a-z 0-9 _`, or the reserved `compute`.
+    /// The kind is empty, too long, not `a-z 0-9 _`, or one the host meters itself
+    /// (`compute`, `model_tokens`, `tool_calls`).
     InvalidKind(String),
     /// The amount is 0 or above the per-report maximum.
     InvalidAmount,
@@ -40,7 +43,7 @@ impl std::fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// Records `micro_usd` of spend of `kind` (for example `model_tokens`) and returns the budget
+/// Records `micro_usd` of spend of `kind` (for example `search_api`) and returns the budget
 /// after it.
 ///
 /// # Errors

@@ -194,6 +194,24 @@ mod replies {
     }
 }
 
+mod versions {
+    use super::*;
+
+    #[test]
+    fn a_component_built_for_0_2_0_still_takes_turns() {
+        let h = host_with(CeilingCap::default());
+        let (_, report) = h.activated("turns-v0-2", Tier::Nano);
+        assert_eq!(report.outcome, TurnOutcome::Resumed);
+        let agent = report.transfer.agent_id.expect("bound at activation");
+        let cv = h.conversation(&[&agent]);
+        assert_eq!(
+            h.ask(&agent, &cv, "hello old friend").unwrap(),
+            "0.2.0 heard: hello old friend"
+        );
+        assert_eq!(h.ask(&agent, &cv, "and again").unwrap(), "0.2.0 heard: and again");
+    }
+}
+
 mod bounds {
     use super::*;
 

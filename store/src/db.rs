@@ -39,6 +39,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../sql/0006_transfer_agents.sql"),
     include_str!("../sql/0007_host_held_endpoints.sql"),
     include_str!("../sql/0008_usage_events_by_kind.sql"),
+    // 0009 is another branch's; the lead orders the two at merge.
+    include_str!("../sql/0010_delegation.sql"),
 ];
 
 /// How long a connection waits for another writer before failing with `SQLITE_BUSY`.

@@ -15,7 +15,8 @@
 //!   unbinds the agent in the same transaction. A caller acts only on its own transfers
 //!   ([`Store::get_status_as`], [`Store::push_state_as`], [`Store::report_client_usage_as`]):
 //!   another's is refused exactly like a missing one.
-//! - The durable conversation domain ([`conversation`]).
+//! - The durable conversation domain ([`conversation`]), and delegation over it ([`delegation`]):
+//!   agent tasks and their fenced attempts, waits, goals and attention.
 //! - The sandbox's durable state: the component registry ([`Store::register_component`]) and
 //!   checkpoints ([`Store::save_checkpoint`]).
 //! - [`Tier`]s and their ceilings ([`TIER_LIMITS`]), [`Budget`]s in integer micro-USD,
@@ -50,8 +51,10 @@ pub mod budget;
 pub mod checkpoint;
 pub mod clock;
 pub mod component;
+#[macro_use]
 pub mod conversation;
 pub mod db;
+pub mod delegation;
 pub mod error;
 pub mod event;
 #[doc(hidden)]

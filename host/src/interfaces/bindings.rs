@@ -1,13 +1,28 @@
-//! Host-side bindings generated from `wit/`: the current world `ahp:agent/agent@0.2.0`
-//! ([`v0_2`]) and the frozen `ahp:agent/agent@0.1.0` ([`v0_1`], `wit/v0.1.0/`), whose
-//! components keep working for activation.
+//! Host-side bindings generated from `wit/`: the current world `ahp:agent/agent@0.3.0`
+//! ([`v0_3`]) and the frozen `ahp:agent/agent@0.2.0` ([`v0_2`], `wit/v0.2.0/`) and
+//! `ahp:agent/agent@0.1.0` ([`v0_1`], `wit/v0.1.0/`), whose components keep working.
 //!
 //! Only types and glue live here; each interface's host behaviour is in its own file of
 //! [`interfaces`](super). The exports (`resume`, `turn`) are called asynchronously (a turn runs
 //! under a wall-clock timeout, see `sandbox`); the `ahp:agent` imports are plain synchronous
-//! host functions.
+//! host functions, except those that wait on the network (`model`, `tools`), which are async so
+//! that the turn's wall clock drops a waiting call.
 
 #![allow(missing_docs, unreachable_pub, clippy::all)]
+
+/// `ahp:agent@0.3.0`: activation, conversation turns, the model gateway and MCP tools.
+pub mod v0_3 {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "ahp:agent/agent",
+        exports: { default: async },
+        imports: {
+            "ahp:agent/model.complete": async,
+            "ahp:agent/tools.list": async,
+            "ahp:agent/tools.call": async,
+        },
+    });
+}
 
 /// `ahp:agent@0.2.0`: activation and conversation turns.
 pub mod v0_2 {

@@ -1,7 +1,7 @@
 //! `ahp:agent/checkpoint`: durable working memory, bounded by the tier; saves and loads are
 //! counted per turn ([`MAX_SAVES_PER_TURN`], [`MAX_LOADS_PER_TURN`]).
 
-use super::bindings::v0_2::ahp::agent::checkpoint::{Error, Host};
+use super::bindings::v0_3::ahp::agent::checkpoint::{Error, Host};
 use super::context::{AgentCtx, MAX_LOADS_PER_TURN, MAX_SAVES_PER_TURN};
 
 impl Host for AgentCtx {

@@ -16,7 +16,7 @@ use ahp_store::conversation::{
     Acting, Author as StoreAuthor, ConversationError as StoreError, IdempotencyKey, NewMessage, TranscriptMessage,
 };
 
-use super::bindings::v0_2::ahp::agent::conversations::{Author, Delivery, Error, Host, Message, Wake};
+use super::bindings::v0_3::ahp::agent::conversations::{Author, Delivery, Error, Host, Message, Wake, WakeOrigin};
 use super::context::{AgentCtx, MAX_CONSUMES_PER_TURN, MAX_READS_PER_TURN, TurnCtx};
 use crate::carrier::{Carriers, NoCarriers};
 
@@ -29,6 +29,7 @@ impl Host for AgentCtx {
             id: t.wake.id.clone(),
             agent_id: t.actor.agent.clone(),
             queued: t.queued,
+            origin: origin(&t.wake.origin),
         })
     }
 
@@ -139,6 +140,17 @@ fn message(m: TranscriptMessage) -> Message {
 
 /// The interface's error for a store refusal. Existence-hiding carries through: whatever the
 /// store does not show this agent is `not-found`.
+/// The WIT form of the wake's first cause.
+fn origin(o: &ahp_store::conversation::WakeOrigin) -> WakeOrigin {
+    use ahp_store::conversation::WakeOrigin as W;
+    match o {
+        W::Message => WakeOrigin::Message,
+        W::AgentTaskAttempt(task) => WakeOrigin::AgentTaskAttempt(task.clone()),
+        W::AttentionEvent(event) => WakeOrigin::AttentionEvent(event.clone()),
+        W::Wait(wait) => WakeOrigin::Wait(wait.clone()),
+    }
+}
+
 fn refusal(e: StoreError) -> Error {
     match e {
         StoreError::InvalidInput { field, reason } => Error::Invalid(format!("{field}: {reason}")),

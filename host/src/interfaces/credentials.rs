@@ -11,7 +11,7 @@ use ahp_store::EventKind;
 use ahp_store::snapshot::{MAX_CRED_REF_BYTES, validate_cred_ref};
 use serde_json::json;
 
-use super::bindings::v0_2::ahp::agent::credentials::{Credential, Error, Host};
+use super::bindings::v0_3::ahp::agent::credentials::{Credential, Error, Host};
 use super::context::{AgentCtx, MAX_RESOLUTIONS_PER_TURN};
 use crate::vault;
 

@@ -3,14 +3,14 @@
 //! Linked by hand (`func_wrap`) rather than through a generated `Host` trait, because both
 //! functions need the Store itself: they settle the CPU meter first ([`Metered`]) and then cut
 //! the fuel left to what the budget still pays for. The same two functions are linked under
-//! both versions of the package (`@0.1.0` and `@0.2.0`); only the generated types differ.
+//! every version of the package (`@0.1.0`, `@0.2.0`, `@0.3.0`); only the generated types differ.
 //! Both are counted per turn ([`MAX_REPORTS_PER_TURN`], [`MAX_BUDGET_CALLS_PER_TURN`]).
 
 use ahp_store::{Error as StoreError, MAX_USAGE_REPORT_MICRO_USD};
 use wasmtime::StoreContextMut;
 use wasmtime::component::Linker;
 
-use super::bindings::{v0_1, v0_2};
+use super::bindings::{v0_1, v0_2, v0_3};
 use super::context::{MAX_BUDGET_CALLS_PER_TURN, MAX_REPORTS_PER_TURN, Metered};
 
 /// The usage kind compute spend is recorded under; reserved to the host.
@@ -63,6 +63,7 @@ macro_rules! link_version {
 
 /// Links `metering` under both package versions.
 pub(crate) fn add_to_linker<T: Metered>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    link_version!(linker, "ahp:agent/metering@0.3.0", v0_3);
     link_version!(linker, "ahp:agent/metering@0.2.0", v0_2);
     link_version!(linker, "ahp:agent/metering@0.1.0", v0_1);
     Ok(())

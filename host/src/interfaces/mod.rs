@@ -7,8 +7,9 @@
 //! see a sandbox only through its [`AgentCtx`] ([`context`]), the way wasmtime-wasi's
 //! interfaces see a `WasiCtxView`; the sandbox implements [`AgentView`] and [`Metered`].
 //!
-//! Both versions of the contract are linked: `@0.2.0` ([`bindings::v0_2`]) and the frozen
-//! `@0.1.0` (`v0_1`, forwarding to the same code), so a component built for either runs.
+//! Every version of the contract is linked: `@0.3.0` ([`bindings::v0_3`]) and the frozen
+//! `@0.2.0` and `@0.1.0` (`v0_2`, `v0_1`, forwarding to the same code), so a component built
+//! for any of them runs.
 //!
 //! What a guest may import is one allow-list, [`AHP_INTERFACES`] and
 //! [`wasi::WASI_INTERFACES`]; a component importing anything else is refused at registration
@@ -20,8 +21,11 @@ pub mod context;
 pub mod conversations;
 pub mod credentials;
 pub mod metering;
+pub mod model;
 pub mod snapshot;
+pub mod tools;
 mod v0_1;
+mod v0_2;
 pub mod wasi;
 
 use wasmtime::Engine;
@@ -38,6 +42,8 @@ pub const AHP_INTERFACES: &[&str] = &[
     "ahp:agent/metering",
     "ahp:agent/checkpoint",
     "ahp:agent/conversations",
+    "ahp:agent/model",
+    "ahp:agent/tools",
 ];
 
 /// Whether the host links the interface a component imports as `name` (e.g.
@@ -73,18 +79,24 @@ pub fn check_imports(engine: &Engine, component: &Component) -> Result<(), Refus
     }
 }
 
-/// Adds the `ahp:agent` interfaces of both versions and the allowed WASI ([`wasi`]; no ambient
+/// Adds the `ahp:agent` interfaces of every version and the allowed WASI ([`wasi`]; no ambient
 /// authority, see `sandbox::state`) to `linker`.
 pub(crate) fn add_to_linker<T>(linker: &mut Linker<T>) -> wasmtime::Result<()>
 where
     T: Metered + WasiView + WasiHttpView,
 {
-    use bindings::{v0_1::ahp::agent as old, v0_2::ahp::agent as new};
+    use bindings::{v0_1::ahp::agent as old, v0_2::ahp::agent as v2, v0_3::ahp::agent as new};
     wasi::add_to_linker(linker)?;
     new::snapshot::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     new::credentials::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     new::checkpoint::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     new::conversations::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
+    new::model::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
+    new::tools::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
+    v2::snapshot::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
+    v2::credentials::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
+    v2::checkpoint::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
+    v2::conversations::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     old::snapshot::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     old::credentials::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     old::checkpoint::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;

@@ -1,7 +1,7 @@
 //! `ahp:agent/snapshot`: the session the guest resumes, read-only, history paged.
 
 use super::AgentCtx;
-use super::bindings::v0_2::ahp::agent::snapshot::{Error, Host, McpServer, Message};
+use super::bindings::v0_3::ahp::agent::snapshot::{Error, Host, McpServer, Message};
 
 /// Largest page of history one `messages` call returns. 256 messages of at most 256 KiB each
 /// is already more than a guest should copy at once; the iterator in the SDK asks for this.

@@ -1,6 +1,6 @@
 //! `ahp:agent@0.1.0`: the frozen interfaces of the first contract, for components built
-//! before conversation turns. Each function forwards to its `@0.2.0` twin ([`snapshot`],
-//! [`credentials`], [`checkpoint`]; `metering` links both versions itself), converting only
+//! before conversation turns. Each function forwards to its `@0.3.0` twin ([`snapshot`],
+//! [`credentials`], [`checkpoint`]; `metering` links every version itself), converting only
 //! the generated types, so the two versions cannot drift apart.
 //!
 //! [`snapshot`]: super::snapshot
@@ -9,7 +9,7 @@
 
 use super::AgentCtx;
 use super::bindings::v0_1::ahp::agent as old;
-use super::bindings::v0_2::ahp::agent as new;
+use super::bindings::v0_3::ahp::agent as new;
 
 impl old::snapshot::Host for AgentCtx {
     fn transfer_id(&mut self) -> String {

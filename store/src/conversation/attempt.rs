@@ -287,6 +287,7 @@ pub(super) fn mark_unknown(tx: &Transaction<'_>, a: &WakeAttempt, now: Timestamp
          WHERE id = ?1 AND state IN ('dispatched', 'accepted')",
     )?
     .execute((&a.id, now.as_micros()))?;
+    crate::delegation::attempt::wake_delivery_unknown(tx, &a.wake_id, now)?;
     let w = load_wake(tx, &a.wake_id)?;
     audit::record(
         tx,
@@ -408,6 +409,7 @@ pub(super) fn finish(
         .execute((&a.id, to.as_str(), now.as_micros()))?;
     let a = load_attempt(tx, &a.id)?;
     if to == AttemptState::DeliveryUnknown {
+        crate::delegation::attempt::wake_delivery_unknown(tx, &a.wake_id, now)?;
         audit::record(
             tx,
             AuditKind::WakeDeliveryUnknown,

@@ -62,6 +62,24 @@ closed_enum!(
         WakeDeliveryUnknown = "wake_delivery_unknown",
         /// The agent consumed a wake.
         WakeConsumed = "wake_consumed",
+        /// An agent task was created (ids only; never its title, instructions or result).
+        TaskCreated = "agent_task_created",
+        /// A task attempt started, fenced to the assignee's endpoint and generation.
+        TaskAttemptStarted = "agent_task_attempt_started",
+        /// A task attempt ended: succeeded, failed, cancelled, revoked or delivery unknown.
+        TaskAttemptEnded = "agent_task_attempt_ended",
+        /// An agent task was cancelled.
+        TaskCancelled = "agent_task_cancelled",
+        /// An agent wait was registered.
+        WaitRegistered = "agent_wait_registered",
+        /// An agent wait fired its one wake.
+        WaitTriggered = "agent_wait_triggered",
+        /// An agent wait was cancelled.
+        WaitCancelled = "agent_wait_cancelled",
+        /// A goal was created, checkpointed, completed or abandoned (the detail says which).
+        GoalChanged = "goal_changed",
+        /// An `agent_task_terminal` attention event was recorded.
+        AttentionRecorded = "attention_recorded",
     }
 );
 

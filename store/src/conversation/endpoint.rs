@@ -326,6 +326,7 @@ pub(crate) fn retire(tx: &Transaction<'_>, endpoint: &str, to: EndpointState, no
             now,
         )?;
         attempt::reconcile_endpoint(tx, endpoint, now)?;
+        crate::delegation::attempt::endpoint_retired(tx, endpoint, now)?;
     }
     Ok(changed == 1)
 }

@@ -167,6 +167,113 @@ pub enum ConversationError {
         reason: &'static str,
     },
 
+    /// No agent task with this id is within the caller's reach.
+    #[error("agent task {0} not found")]
+    TaskNotFound(String),
+
+    /// No task attempt with this id belongs to the acting agent.
+    #[error("task attempt {0} not found")]
+    TaskAttemptNotFound(String),
+
+    /// No wait with this id is within the caller's reach.
+    #[error("agent wait {0} not found")]
+    WaitNotFound(String),
+
+    /// No goal with this id is within the caller's reach.
+    #[error("goal {0} not found")]
+    GoalNotFound(String),
+
+    /// No attention event with this id is within the caller's reach.
+    #[error("attention event {0} not found")]
+    AttentionEventNotFound(String),
+
+    /// The task is not in a state that allows the operation (e.g. starting an attempt of a
+    /// running task, or cancelling a finished one).
+    #[error("cannot {operation} agent task {task}: it is {state}")]
+    InvalidTaskState {
+        /// The task.
+        task: String,
+        /// What was attempted.
+        operation: &'static str,
+        /// Where the task is.
+        state: crate::delegation::TaskState,
+    },
+
+    /// The task attempt is not in a state that allows the operation, or a retry of its
+    /// completion named a different outcome or result than the one recorded.
+    #[error("cannot {operation} task attempt {attempt}: it is {state}")]
+    InvalidTaskAttemptState {
+        /// The attempt.
+        attempt: String,
+        /// What was attempted.
+        operation: &'static str,
+        /// Where the attempt is.
+        state: crate::delegation::TaskAttemptState,
+    },
+
+    /// The acting endpoint is not the one the attempt is fenced to (a newer or older
+    /// controller generation of the assignee).
+    #[error("task attempt {attempt} is fenced to endpoint {endpoint} generation {generation}")]
+    TaskAttemptFenced {
+        /// The attempt.
+        attempt: String,
+        /// The endpoint it is fenced to.
+        endpoint: String,
+        /// That endpoint's controller generation.
+        generation: u64,
+    },
+
+    /// The assignee has no attached endpoint to fence an attempt to (attach one first).
+    #[error("agent {0} has no attached endpoint to run a task attempt")]
+    AssigneeUnavailable(String),
+
+    /// The caller can see the resource but its role does not allow the operation (e.g. the
+    /// assignee cancelling a task, or an agent other than the controller registering a
+    /// Goal-scoped wait).
+    #[error("{role} may not {operation} {resource}")]
+    NotPermitted {
+        /// The resource.
+        resource: String,
+        /// What was attempted.
+        operation: &'static str,
+        /// The caller's role.
+        role: &'static str,
+    },
+
+    /// A Goal-scoped wait must be registered before any of its tasks reaches a terminal state
+    /// (the attention already created for it is never retracted), and over tasks of that goal.
+    #[error("agent task {task} cannot be a source of a wait on goal {goal}: {reason}")]
+    WaitSourceRefused {
+        /// The task.
+        task: String,
+        /// The goal.
+        goal: String,
+        /// Why: already terminal, or not correlated with the goal.
+        reason: &'static str,
+    },
+
+    /// A goal checkpoint named a revision that is no longer current.
+    #[error("goal {goal} is at revision {current}, not {expected}; re-read it and retry")]
+    GoalRevisionConflict {
+        /// The goal.
+        goal: String,
+        /// The revision the caller based its checkpoint on.
+        expected: u64,
+        /// The current revision.
+        current: u64,
+    },
+
+    /// The goal is not in a state that allows the operation (it was completed or abandoned).
+    #[error("cannot {operation} goal {goal}: it is {state}")]
+    InvalidGoalState {
+        /// The goal.
+        goal: String,
+        /// What was attempted.
+        operation: &'static str,
+        /// Where the goal is.
+        state: crate::delegation::GoalState,
+    },
+
     /// A row holds a value this build cannot interpret (e.g. an unknown lifecycle). Fails closed.
     #[error("corrupt row in {table}: {reason}")]
     CorruptRow {

@@ -143,6 +143,10 @@ pub(crate) enum Operation {
     AttachEndpoint,
     CreateConversation,
     PostMessage,
+    CreateTask,
+    RegisterWait,
+    CreateGoal,
+    CheckpointGoal,
 }
 
 impl Operation {
@@ -152,6 +156,10 @@ impl Operation {
             Self::AttachEndpoint => "attach_endpoint",
             Self::CreateConversation => "create_conversation",
             Self::PostMessage => "post_message",
+            Self::CreateTask => "create_agent_task",
+            Self::RegisterWait => "register_agent_wait",
+            Self::CreateGoal => "create_goal",
+            Self::CheckpointGoal => "checkpoint_goal",
         }
     }
 }

@@ -145,7 +145,7 @@ pub use listing::AgentListing;
 pub use message::{Author, MESSAGE_ID_PREFIX, NewMessage, Posted, TranscriptMessage};
 pub use principal::{Caller, CallerKind, CommunicationPrincipal, OPERATOR_SUBJECT, Scope};
 pub use reconcile::ReconcileReport;
-pub use wake::{WAKE_ID_PREFIX, Wake, WakeEvent, WakeState};
+pub use wake::{WAKE_ID_PREFIX, Wake, WakeCause, WakeEvent, WakeOrigin, WakeState};
 
 impl crate::Store {
     /// Starts a `BEGIN IMMEDIATE` transaction for a conversation operation (the write lock is

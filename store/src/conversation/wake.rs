@@ -79,6 +79,66 @@ impl WakeState {
     }
 }
 
+/// What created a wake: its first cause. Later causes coalesce into the same open wake (their
+/// full list is [`Store::wake_causes`]); a turn should still read its whole inbox. Serialized as
+/// `{"kind": "message"}` or `{"kind": "wait", "id": "wait_…"}`, the WIT's
+/// `conversations.wake-origin`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "id", rename_all = "snake_case")]
+pub enum WakeOrigin {
+    /// Messages were delivered to the agent's inbox.
+    Message,
+    /// An attempt of a task assigned to the agent started; the task id (`tsk_…`).
+    AgentTaskAttempt(String),
+    /// An attention event for the agent; the event id (`att_…`).
+    AttentionEvent(String),
+    /// A wait the agent registered fired; the wait id (`wait_…`).
+    Wait(String),
+}
+
+impl WakeOrigin {
+    /// The stored kind: `message`, `agent_task_attempt`, `attention_event` or `wait`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Message => "message",
+            Self::AgentTaskAttempt(_) => "agent_task_attempt",
+            Self::AttentionEvent(_) => "attention_event",
+            Self::Wait(_) => "wait",
+        }
+    }
+
+    /// The id it carries (none for `message`).
+    pub fn subject(&self) -> Option<&str> {
+        match self {
+            Self::Message => None,
+            Self::AgentTaskAttempt(id) | Self::AttentionEvent(id) | Self::Wait(id) => Some(id),
+        }
+    }
+
+    /// Parses a stored (kind, id) pair; anything this build does not know fails closed.
+    pub(crate) fn from_stored(kind: &str, id: Option<String>) -> std::result::Result<Self, String> {
+        match (kind, id) {
+            ("message", None) => Ok(Self::Message),
+            ("agent_task_attempt", Some(id)) => Ok(Self::AgentTaskAttempt(id)),
+            ("attention_event", Some(id)) => Ok(Self::AttentionEvent(id)),
+            ("wait", Some(id)) => Ok(Self::Wait(id)),
+            (kind, id) => Err(format!("unknown wake origin {kind:?} (id {id:?})")),
+        }
+    }
+}
+
+/// One cause coalesced into a wake (other than a delivery, which the inbox records).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WakeCause {
+    /// The wake.
+    pub wake_id: String,
+    /// The cause.
+    pub origin: WakeOrigin,
+    /// When it coalesced.
+    pub created_at: Timestamp,
+}
+
 /// A wake intent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -89,9 +149,11 @@ pub struct Wake {
     pub agent_id: String,
     /// Its state.
     pub state: WakeState,
-    /// Deliveries coalesced into it.
+    /// What created it (its first cause).
+    pub origin: WakeOrigin,
+    /// Deliveries coalesced into it (0 for a wake only tasks, attention or waits caused).
     pub delivery_count: u64,
-    /// The delivery order of the first of them.
+    /// The delivery order of the first of them (0 while there is none).
     pub first_delivery_order: u64,
     /// The delivery order of the newest of them (the high-water mark).
     pub high_water_order: u64,
@@ -106,7 +168,7 @@ pub struct Wake {
 }
 
 /// The columns [`wake_from_row`] reads, in order.
-pub(crate) const WAKE_COLUMNS: &str = "id, agent_id, state, delivery_count, first_delivery_order, high_water_order, created_at, updated_at, dispatched_at, consumed_at";
+pub(crate) const WAKE_COLUMNS: &str = "id, agent_id, state, delivery_count, first_delivery_order, high_water_order, created_at, updated_at, dispatched_at, consumed_at, origin, origin_id";
 
 /// A stored count or order as `u64`; a negative one is a corrupt row.
 pub(crate) fn nonneg(table: &'static str, id: &str, v: i64) -> Result<u64> {
@@ -120,9 +182,13 @@ pub(crate) fn wake_from_row(r: &Row<'_>) -> Result<Wake> {
     let state = state
         .parse()
         .map_err(|e| Error::corrupt("wakes", format!("{id}: {e}")))?;
+    let origin: String = r.get(10)?;
+    let origin =
+        WakeOrigin::from_stored(&origin, r.get(11)?).map_err(|e| Error::corrupt("wakes", format!("{id}: {e}")))?;
     Ok(Wake {
         agent_id: r.get(1)?,
         state,
+        origin,
         delivery_count: nonneg("wakes", &id, r.get(3)?)?,
         first_delivery_order: nonneg("wakes", &id, r.get(4)?)?,
         high_water_order: nonneg("wakes", &id, r.get(5)?)?,
@@ -173,7 +239,8 @@ pub(crate) fn coalesce(tx: &Transaction<'_>, agent: &str, order: u64, now: Times
         .collect::<Result<_>>()?;
     if let Some(w) = open.first() {
         tx.prepare_cached(
-            "UPDATE wakes SET delivery_count = delivery_count + 1, high_water_order = ?2, updated_at = ?3
+            "UPDATE wakes SET delivery_count = delivery_count + 1, high_water_order = ?2, updated_at = ?3,
+                 first_delivery_order = CASE WHEN delivery_count = 0 THEN ?2 ELSE first_delivery_order END
              WHERE id = ?1 AND state IN ('pending', 'claimed')",
         )?
         .execute((&w.id, order as i64, now.as_micros()))?;
@@ -194,6 +261,48 @@ pub(crate) fn coalesce(tx: &Transaction<'_>, agent: &str, order: u64, now: Times
         )?;
     }
     Ok(())
+}
+
+/// Coalesces a non-message cause into `agent`'s open wake, or creates a pending wake with that
+/// origin (and no deliveries); records the cause either way and returns the wake's id. A wait
+/// or an attention event can be the cause of one wake only: the `wake_causes_once` index
+/// refuses a second (a store bug, never a caller's mistake).
+pub(crate) fn coalesce_cause(tx: &Transaction<'_>, agent: &str, origin: &WakeOrigin, now: Timestamp) -> Result<String> {
+    let Some(subject) = origin.subject() else {
+        return Err(Error::corrupt("wakes", "a message cause is coalesced by its delivery"));
+    };
+    let sql =
+        format!("SELECT {WAKE_COLUMNS} FROM wakes WHERE agent_id = ?1 AND state NOT IN ('dispatched', 'consumed')");
+    let open: Vec<Wake> = tx
+        .prepare_cached(&sql)?
+        .query_map([agent], |r| Ok(wake_from_row(r)))?
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .collect::<Result<_>>()?;
+    let id = if let Some(w) = open.first() {
+        tx.prepare_cached("UPDATE wakes SET updated_at = ?2 WHERE id = ?1 AND state IN ('pending', 'claimed')")?
+            .execute((&w.id, now.as_micros()))?;
+        w.id.clone()
+    } else {
+        let id = new_id(WAKE_ID_PREFIX);
+        tx.prepare_cached(
+            "INSERT INTO wakes (id, agent_id, state, origin, origin_id, delivery_count, first_delivery_order, high_water_order, created_at, updated_at)
+             VALUES (?1, ?2, 'pending', ?3, ?4, 0, 0, 0, ?5, ?5)",
+        )?
+        .execute((&id, agent, origin.kind(), subject, now.as_micros()))?;
+        audit::record(
+            tx,
+            AuditKind::WakeCreated,
+            Some(agent),
+            None,
+            json!({ "wakeId": id, "origin": origin.kind(), "originId": subject }),
+            now,
+        )?;
+        id
+    };
+    tx.prepare_cached("INSERT INTO wake_causes (wake_id, origin, subject_id, created_at) VALUES (?1, ?2, ?3, ?4)")?
+        .execute((&id, origin.kind(), subject, now.as_micros()))?;
+    Ok(id)
 }
 
 /// Checks that `wake` may give a reply its identity: it targets `agent` and crossed the fence.
@@ -229,6 +338,43 @@ impl Store {
             let mut stmt = tx.prepare_cached(&sql)?;
             let rows = stmt.query_map((&actor.agent, limit as i64), |r| Ok(wake_from_row(r)))?;
             rows.map(|r| r?).collect()
+        })
+    }
+
+    /// The causes other than deliveries coalesced into the acting agent's wake `wake`, in order
+    /// (at most [`bounds::MAX_PAGE_LIMIT`]; the first is the wake's origin unless a delivery
+    /// created it).
+    ///
+    /// # Errors
+    ///
+    /// The endpoint admission errors; [`Error::WakeNotFound`] for a wake not the agent's;
+    /// [`Error::MissingScope`] without `communication:read`.
+    pub fn wake_causes(&mut self, caller: &Caller, actor: &AgentActor, wake: &str) -> Result<Vec<WakeCause>> {
+        caller.require(Scope::Read)?;
+        actor.validate()?;
+        check_wake_id(wake)?;
+        self.admitted(|s| {
+            let (tx, now) = s.begin_read()?;
+            endpoint::admit(&tx, caller, actor, now)?;
+            load_for(&tx, &actor.agent, wake)?;
+            let mut stmt = tx.prepare_cached(
+                "SELECT origin, subject_id, created_at FROM wake_causes WHERE wake_id = ?1 ORDER BY id LIMIT ?2",
+            )?;
+            let rows = stmt.query_map((wake, bounds::MAX_PAGE_LIMIT as i64), |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (kind, subject, at) = row?;
+                let origin = WakeOrigin::from_stored(&kind, Some(subject))
+                    .map_err(|e| Error::corrupt("wake_causes", format!("{wake}: {e}")))?;
+                out.push(WakeCause {
+                    wake_id: wake.to_owned(),
+                    origin,
+                    created_at: Timestamp::from_micros(at),
+                });
+            }
+            Ok(out)
         })
     }
 

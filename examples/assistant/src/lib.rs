@@ -1,0 +1,63 @@
+//! A general agent that continues its transferred session. For each delivery of a turn it
+//! hands the model its system prompt, the snapshot's history and the conversation so far,
+//! with the tools of its MCP servers; it runs the tool calls the model asks for (at most 8
+//! model calls), replies with the model's answer and consumes the delivery. The model is the
+//! snapshot's `toolState.model`, else `default`.
+
+use ahp_guest::agent_loop;
+use ahp_guest::conversations::{self, Author};
+use ahp_guest::model::Message;
+use ahp_guest::{Agent, snapshot};
+
+/// The most model calls one answer may take.
+const STEPS: u32 = 8;
+
+struct Assistant;
+
+impl Agent for Assistant {
+    fn resume() -> Result<(), Box<dyn std::error::Error>> {
+        Ok(())
+    }
+
+    fn turn() -> Result<(), Box<dyn std::error::Error>> {
+        let me = conversations::wake().ok_or("a turn without a wake")?.agent_id;
+        let model = snapshot::tool_state_at::<String>("/model").unwrap_or_else(|_| "default".into());
+        let history: Vec<Message> = snapshot::history()?
+            .into_iter()
+            .filter(|m| matches!(m.role.as_str(), "user" | "assistant") && !m.content.is_empty())
+            .map(|m| {
+                if m.role == "user" {
+                    Message::user(&m.content)
+                } else {
+                    Message::assistant(&m.content)
+                }
+            })
+            .collect();
+        for delivery in conversations::inbox().take(conversations::MAX_REPLIES) {
+            let delivery = delivery?;
+            let question = delivery.message();
+            let mut messages = history.clone();
+            for m in conversations::transcript(&question.conversation_id) {
+                let m = m?;
+                if m.seq > question.seq {
+                    break;
+                }
+                messages.push(match &m.author {
+                    Author::Agent(id) if *id == me => Message::assistant(&m.body),
+                    _ => Message::user(&m.body),
+                });
+            }
+            let request = agent_loop::request_with_tools(&model, &snapshot::system_prompt(), messages)?;
+            let answer = match agent_loop::run(request, STEPS) {
+                Ok(answer) => answer.text,
+                Err(agent_loop::Error::StepCap { text, .. }) if !text.is_empty() => text,
+                Err(e) => return Err(e.into()),
+            };
+            delivery.reply(&answer)?;
+            delivery.consume()?;
+        }
+        Ok(())
+    }
+}
+
+ahp_guest::export_agent!(Assistant);
