@@ -350,3 +350,232 @@ mod client {
         assert!(matches!(tb.call(&w.db, "inventory", "{}").await, Err(Error::UnknownTool(_))));
     }
 }
+
+mod guest {
+    use super::*;
+    use ahp_host::host::HostBuilder;
+    use ahp_host::sandbox::{CeilingCap, Sandboxes, TurnOutcome};
+    use ahp_host::store::conversation::{
+        Acting, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT,
+    };
+    use ahp_host::store::{SnapshotInput, TransferStatus};
+
+    /// A host carrying one tool-prober agent whose snapshot lists `servers`, under `policy`.
+    struct Agent {
+        _dir: tempfile::TempDir,
+        _runtime: tokio::runtime::Runtime,
+        host: ahp_host::host::Host,
+        sandboxes: Arc<Sandboxes>,
+        transfer: String,
+        agent: String,
+        cv: String,
+        caller: Caller,
+    }
+
+    fn agent(tier: Tier, cap: CeilingCap, servers: Vec<McpServer>, policy: Policy, runtime: tokio::runtime::Runtime) -> Agent {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("vault")).unwrap();
+        std::fs::write(dir.path().join("vault").join(CRED_REF), SECRET).unwrap();
+        let key = TokenKey::random();
+        let db = Store::open_in_memory().unwrap().with_token_key(key.clone());
+        let host = HostBuilder::new(db, dir.path().join("data"))
+            .cap(cap)
+            .policy(policy)
+            .vault(Arc::new(
+                ahp_host::vault::DirVault::open(dir.path().join("vault")).unwrap(),
+            ))
+            .build()
+            .unwrap();
+        let sandboxes = host.sandboxes().clone();
+        sandboxes
+            .register_component_file(ahp_host::guests::TOOL_PROBER, Some("tool-prober"))
+            .unwrap();
+        let snap = SnapshotInput {
+            mcp_config: servers,
+            ..testing::snapshot(0, json!({}))
+        };
+        let transfer = testing::pushed(&mut sandboxes.db(), &key, &snap, tier, 1_000_000, "tool-prober").unwrap();
+        let tok = testing::activate_token(&sandboxes.db(), &key, &transfer).unwrap();
+        let report = host.activate(&transfer, &tok).unwrap();
+        assert_eq!(report.outcome, TurnOutcome::Resumed);
+        let agent = report.transfer.agent_id.unwrap();
+        let caller = Caller::full(OPERATOR_SUBJECT).unwrap();
+        let cv = sandboxes
+            .db()
+            .create_conversation(
+                &caller,
+                &NewConversation {
+                    title: "tools".into(),
+                    agents: vec![agent.clone()],
+                },
+                "cv-tools",
+            )
+            .unwrap()
+            .value
+            .id;
+        Agent {
+            _dir: dir,
+            _runtime: runtime,
+            host,
+            sandboxes,
+            transfer,
+            agent,
+            cv,
+            caller,
+        }
+    }
+
+    impl Agent {
+        /// Posts `body`, runs the agent's turn, returns its reply.
+        fn ask(&self, body: &str) -> String {
+            let new = NewMessage {
+                conversation: self.cv.clone(),
+                acting: Acting::Human,
+                body: body.to_owned(),
+                reply_to: None,
+                idempotency: IdempotencyKey::Key(format!("{}-{}", body.len(), getrandom_key())),
+            };
+            let question = self.sandboxes.db().post_message(&self.caller, &new).unwrap().value.id;
+            let drive = self.host.agents().drive(&self.agent).unwrap();
+            assert_eq!(drive.consumed, 1, "{body}: {drive:?}");
+            self.sandboxes
+                .db()
+                .read_transcript(&self.caller, &Acting::Human, &self.cv, 0, 200)
+                .unwrap()
+                .into_iter()
+                .find(|m| m.reply_to.as_deref() == Some(&question))
+                .map(|m| m.body)
+                .expect("the agent replied")
+        }
+
+        fn events(&self, kind: EventKind) -> Vec<serde_json::Value> {
+            self.sandboxes
+                .db()
+                .get_status(&self.transfer)
+                .unwrap()
+                .events
+                .into_iter()
+                .filter(|e| e.kind == kind)
+                .map(|e| e.detail)
+                .collect()
+        }
+    }
+
+    fn getrandom_key() -> String {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed).to_string()
+    }
+
+    fn runtime_with(modes: &[Mode]) -> (tokio::runtime::Runtime, Vec<InventoryServer>) {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let servers = modes.iter().map(|m| rt.block_on(server(m.clone()))).collect();
+        (rt, servers)
+    }
+
+    #[test]
+    fn a_guest_lists_and_calls_a_tool_with_a_credential_it_never_sees() {
+        let (rt, s) = runtime_with(&[Mode::Honest]);
+        let p = policy(vec![s[0].policy_rule(CRED_REF, 5)]);
+        let a = agent(Tier::Small, CeilingCap::default(), config(&[&s[0]]), p, rt);
+        assert_eq!(a.ask("list"), format!("1 tools: inventory@{}", s[0].url()));
+        let reply = a.ask(r#"call inventory {"sku":"A-1"}"#);
+        assert!(reply.starts_with("ok is-error=false charged=5 "), "{reply}");
+        assert!(reply.contains(r#""sku":"A-1""#), "{reply}");
+        assert!(!reply.contains("B-2"), "{reply}");
+        // The server saw the credential; the guest cannot resolve it (the policy does not reveal it).
+        assert!(s[0].authorizations().iter().all(|v| *v == format!("Bearer {SECRET}")));
+        let denied = a.ask(&format!("resolve {CRED_REF}"));
+        assert!(denied.starts_with("denied: "), "{denied}");
+        assert!(!denied.contains(SECRET));
+        let calls = a.events(EventKind::ToolCalled);
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0]["chargedMicroUsd"], 5);
+        assert!(!calls[0].to_string().contains("A-1"), "no arguments in the audit: {}", calls[0]);
+    }
+
+    #[test]
+    fn unknown_tools_bad_arguments_and_the_per_turn_bounds() {
+        let (rt, s) = runtime_with(&[Mode::Honest]);
+        let p = policy(vec![s[0].policy_rule(CRED_REF, 0)]);
+        let a = agent(Tier::Small, CeilingCap::default(), config(&[&s[0]]), p, rt);
+        assert!(a.ask("call nope {}").starts_with("error unknown-tool: "));
+        assert!(a.ask("call inventory [1]").starts_with("error invalid-arguments: "));
+        let at = a.ask(&format!("call-big inventory {}", tools::MAX_ARGUMENTS_BYTES));
+        assert!(at.starts_with("ok "), "{at}");
+        let past = a.ask(&format!("call-big inventory {}", tools::MAX_ARGUMENTS_BYTES + 1));
+        assert!(past.starts_with("error invalid-arguments: "), "{past}");
+        let n = tools::MAX_CALLS_PER_TURN;
+        let calls = a.ask(&format!("count-calls {} inventory {{}}", n + 1));
+        assert!(calls.starts_with(&format!("{n} calls, then: error refused: ")), "{calls}");
+        let n = tools::MAX_LISTS_PER_TURN;
+        let lists = a.ask(&format!("count-lists {}", n + 1));
+        assert!(lists.starts_with(&format!("{n} calls, then: error refused: ")), "{lists}");
+        assert_eq!(a.ask(&format!("count-lists {n}")), format!("{n} calls, then: nothing"));
+    }
+
+    #[test]
+    fn a_server_not_in_both_the_policy_and_the_snapshot_is_neither_listed_nor_called() {
+        let (rt, s) = runtime_with(&[Mode::Honest, Mode::Honest]);
+        // The snapshot lists both; the policy allows only the second.
+        let p = policy(vec![s[1].policy_rule(CRED_REF, 0)]);
+        let a = agent(Tier::Small, CeilingCap::default(), config(&[&s[0], &s[1]]), p, rt);
+        assert_eq!(a.ask("list"), format!("1 tools: inventory@{}", s[1].url()));
+        assert!(a.ask("call inventory {}").starts_with("ok "));
+        assert!(s[0].methods().is_empty() && s[0].authorizations().is_empty());
+    }
+
+    #[test]
+    fn a_hostile_server_ends_the_call_with_a_typed_error_and_the_agent_answers_on() {
+        let (rt, s) = runtime_with(&[
+            Mode::Hang,
+            Mode::SlowSse,
+            Mode::HugeResult(tools::MAX_RESULT_BYTES + 1),
+            Mode::HugeList {
+                tools: 2000,
+                description: 4096,
+            },
+        ]);
+        // Nano: a 2 s turn, which a waiting call must end before, so the guest replies. Small
+        // for the floods: nano's 4 MiB egress ceiling would refuse them first.
+        let cases = [
+            (Tier::Nano, "error unavailable: "),
+            (Tier::Nano, "error unavailable: "),
+            (Tier::Small, "error too-large: "),
+            (Tier::Small, "error unknown-tool: "),
+        ];
+        for (server, (tier, expected)) in s.iter().zip(cases) {
+            let p = policy(vec![server.policy_rule(CRED_REF, 0)]);
+            let rt2 = tokio::runtime::Runtime::new().unwrap();
+            let a = agent(tier, CeilingCap::default(), config(&[server]), p, rt2);
+            let started = Instant::now();
+            let reply = a.ask("call inventory {}");
+            assert!(reply.starts_with(expected), "{}: {reply}", server.url());
+            assert!(started.elapsed() < Duration::from_secs(3));
+            assert_eq!(a.ask("then-echo"), "echo", "the agent answers the next message");
+            let t = a.sandboxes.db().transfer(&a.transfer).unwrap();
+            assert_eq!(t.status, TransferStatus::Active);
+            assert!(a.events(EventKind::CeilingExceeded).is_empty(), "no ceiling was hit");
+        }
+        drop(rt);
+    }
+
+    #[test]
+    fn tool_traffic_counts_against_the_egress_ceiling() {
+        let (rt, s) = runtime_with(&[Mode::Honest]);
+        let p = policy(vec![s[0].policy_rule(CRED_REF, 0)]);
+        let cap = CeilingCap {
+            egress_bytes: Some(16 * 1024),
+            ..CeilingCap::default()
+        };
+        let a = agent(Tier::Small, cap, config(&[&s[0]]), p, rt);
+        let reply = a.ask("count-calls 64 inventory {}");
+        let (made, rest) = reply.split_once(" calls, then: ").unwrap();
+        let made: u32 = made.parse().unwrap();
+        assert!(made > 0 && made < 64, "{reply}");
+        assert!(rest.starts_with("error refused: "), "{reply}");
+        let breach = a.events(EventKind::CeilingExceeded);
+        assert_eq!(breach.len(), 1, "{breach:?}");
+        assert_eq!(breach[0]["ceiling"], "egress_bytes");
+        assert!(breach[0]["usedBytes"].as_u64().unwrap() <= 16 * 1024);
+    }
+}
