@@ -48,7 +48,15 @@ fn bench(c: &mut Criterion) {
     std::fs::write(dir.path().join("vault").join(CRED_REF), SECRET).unwrap();
     let key = TokenKey::random();
     let mut db = Store::open_in_memory().unwrap().with_token_key(key.clone());
-    let transfer = testing::pushed(&mut db, &key, &testing::snapshot(0, json!({})), Tier::Small, u64::MAX / 4, "forecaster").unwrap();
+    let transfer = testing::pushed(
+        &mut db,
+        &key,
+        &testing::snapshot(0, json!({})),
+        Tier::Small,
+        10_000_000_000,
+        "forecaster",
+    )
+    .unwrap();
     let token = testing::activate_token(&db, &key, &transfer).unwrap();
     db.begin_activation(&transfer, &token).unwrap();
     db.complete_activation(&transfer).unwrap();
@@ -78,16 +86,15 @@ fn bench(c: &mut Criterion) {
     let direct = rt.block_on(async {
         let config = StreamableHttpClientTransportConfig::with_uri(server.url()).auth_header(SECRET);
         let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
-        ()
-            .serve_with_lifecycle(
-                transport,
-                ClientLifecycleMode::Auto {
-                    preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-                    legacy_version: Some(rmcp::model::ProtocolVersion::V_2025_11_25),
-                },
-            )
-            .await
-            .unwrap()
+        ().serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Auto {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(rmcp::model::ProtocolVersion::V_2025_11_25),
+            },
+        )
+        .await
+        .unwrap()
     });
     let mut live = toolbox();
     rt.block_on(live.list()).unwrap();

@@ -32,9 +32,9 @@ pub mod policy;
 pub mod posting;
 pub mod sandbox;
 pub mod shared_store;
-pub mod tools;
 #[doc(hidden)]
 pub mod testing;
+pub mod tools;
 pub mod vault;
 
 pub use error::{Error, Result};

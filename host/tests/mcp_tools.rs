@@ -98,7 +98,9 @@ impl World {
 }
 
 async fn server(mode: Mode) -> InventoryServer {
-    InventoryServer::start(SECRET, testing::inventory(), mode).await.unwrap()
+    InventoryServer::start(SECRET, testing::inventory(), mode)
+        .await
+        .unwrap()
 }
 
 mod client {
@@ -170,10 +172,17 @@ mod client {
         assert_eq!(at.len(), tools::MAX_ARGUMENTS_BYTES);
         assert!(tb.call(&w.db, "inventory", &at).await.is_ok());
         let past = format!("{{\"pad\":\"{}\"}}", "x".repeat(tools::MAX_ARGUMENTS_BYTES - 9));
-        assert!(matches!(tb.call(&w.db, "inventory", &past).await, Err(Error::InvalidArguments(_))));
+        assert!(matches!(
+            tb.call(&w.db, "inventory", &past).await,
+            Err(Error::InvalidArguments(_))
+        ));
         let sent = s.methods().iter().filter(|m| *m == "tools/call").count();
         assert_eq!(sent, calls_before + 1, "only the call at the bound was sent");
-        assert_eq!(w.events(EventKind::ToolCalled).len(), 1, "refusals are not charged or audited");
+        assert_eq!(
+            w.events(EventKind::ToolCalled).len(),
+            1,
+            "refusals are not charged or audited"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -189,16 +198,26 @@ mod client {
         for _ in 0..tools::MAX_CALLS_PER_TURN {
             tb.call(&w.db, "inventory", "{}").await.unwrap();
         }
-        assert!(matches!(tb.call(&w.db, "inventory", "{}").await, Err(Error::Refused(_))));
+        assert!(matches!(
+            tb.call(&w.db, "inventory", "{}").await,
+            Err(Error::Refused(_))
+        ));
         tb.start_turn();
-        assert!(tb.call(&w.db, "inventory", "{}").await.is_ok(), "a new turn, new counts");
+        assert!(
+            tb.call(&w.db, "inventory", "{}").await.is_ok(),
+            "a new turn, new counts"
+        );
         assert!(tb.list().await.is_ok());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn only_servers_of_both_the_policy_and_the_snapshot_are_reached() {
         let w = world(1_000_000);
-        let (a, b, c) = (server(Mode::Honest).await, server(Mode::Honest).await, server(Mode::Honest).await);
+        let (a, b, c) = (
+            server(Mode::Honest).await,
+            server(Mode::Honest).await,
+            server(Mode::Honest).await,
+        );
         // a: both; b: policy only; c: snapshot only.
         let p = policy(vec![a.policy_rule(CRED_REF, 0), b.policy_rule(CRED_REF, 0)]);
         let mut tb = w.toolbox(&config(&[&a, &c]), &p, 64 * MIB, Duration::from_secs(15));
@@ -211,7 +230,10 @@ mod client {
         let names: Vec<String> = tb.list().await.unwrap().into_iter().map(|t| t.name).collect();
         assert_eq!(names, ["s1_inventory", "s2_inventory"]);
         assert!(tb.call(&w.db, "s2_inventory", "{}").await.is_ok());
-        assert!(matches!(tb.call(&w.db, "inventory", "{}").await, Err(Error::UnknownTool(_))));
+        assert!(matches!(
+            tb.call(&w.db, "inventory", "{}").await,
+            Err(Error::UnknownTool(_))
+        ));
         assert_eq!(b.methods().iter().filter(|m| *m == "tools/call").count(), 1);
     }
 
@@ -231,7 +253,11 @@ mod client {
         assert_eq!(listed.len(), tools::MAX_TOOLS);
         assert_eq!(listed[0].name, "inventory");
         assert_eq!(listed[255].name, "extra_254");
-        assert!(listed.iter().all(|t| t.description.len() <= tools::MAX_DESCRIPTION_BYTES));
+        assert!(
+            listed
+                .iter()
+                .all(|t| t.description.len() <= tools::MAX_DESCRIPTION_BYTES)
+        );
         assert_eq!(listed[1].description.len(), tools::MAX_DESCRIPTION_BYTES);
         // One whose list passes the response bound (2,000 × 4 KiB ≈ 8 MiB) is left out; the
         // honest server beside it is listed.
@@ -244,7 +270,10 @@ mod client {
         let p = policy(vec![flood.policy_rule(CRED_REF, 0), honest.policy_rule(CRED_REF, 0)]);
         let mut tb = w.toolbox(&config(&[&flood, &honest]), &p, 64 * MIB, Duration::from_secs(15));
         let listed = tb.list().await.unwrap();
-        assert_eq!(listed.iter().map(|t| t.server.clone()).collect::<Vec<_>>(), [honest.url()]);
+        assert_eq!(
+            listed.iter().map(|t| t.server.clone()).collect::<Vec<_>>(),
+            [honest.url()]
+        );
         assert!(tb.egress_used() < 64 * MIB);
     }
 
@@ -261,7 +290,10 @@ mod client {
         let past = server(Mode::HugeResult(tools::MAX_RESULT_BYTES + 1)).await;
         let p = policy(vec![past.policy_rule(CRED_REF, 1)]);
         let mut tb = w.toolbox(&config(&[&past]), &p, 64 * MIB, Duration::from_secs(15));
-        assert!(matches!(tb.call(&w.db, "inventory", "{}").await, Err(Error::TooLarge(_))));
+        assert!(matches!(
+            tb.call(&w.db, "inventory", "{}").await,
+            Err(Error::TooLarge(_))
+        ));
         // A flood far past the bound is cut at the response bound: never read whole.
         let flood = server(Mode::HugeResult(100 * 1024 * 1024)).await;
         let p = policy(vec![flood.policy_rule(CRED_REF, 1)]);
@@ -274,7 +306,11 @@ mod client {
             tb.egress_used()
         );
         // Each sent call was charged and audited with its outcome.
-        let outcomes: Vec<_> = w.events(EventKind::ToolCalled).into_iter().map(|d| d["outcome"].clone()).collect();
+        let outcomes: Vec<_> = w
+            .events(EventKind::ToolCalled)
+            .into_iter()
+            .map(|d| d["outcome"].clone())
+            .collect();
         assert_eq!(outcomes, [json!("ok"), json!("too_large"), json!("too_large")]);
     }
 
@@ -295,9 +331,15 @@ mod client {
             assert_eq!(tb.connected(), 0, "the stuck session is dropped");
             let calls = w.events(EventKind::ToolCalled);
             assert_eq!(calls[0]["outcome"], "unavailable");
-            assert_eq!(calls[0]["chargedMicroUsd"], 3, "a sent call is charged whatever its outcome");
+            assert_eq!(
+                calls[0]["chargedMicroUsd"], 3,
+                "a sent call is charged whatever its outcome"
+            );
             // No time is left in this turn; the next turn calls again.
-            assert!(matches!(tb.call(&w.db, "inventory", "{}").await, Err(Error::Unavailable(_))));
+            assert!(matches!(
+                tb.call(&w.db, "inventory", "{}").await,
+                Err(Error::Unavailable(_))
+            ));
             tb.start_turn();
             assert!(tb.list().await.is_ok(), "{mode:?}: the server still lists");
         }
@@ -334,7 +376,13 @@ mod client {
         let e = tb.call(&w.db, "inventory", "{}").await.unwrap_err();
         assert!(matches!(e, Error::Refused(_)), "{e:?}");
         assert_eq!(s.methods().iter().filter(|m| *m == "tools/call").count(), 1);
-        let spent = w.db.lock().unwrap().budget(&w.transfer).unwrap().unwrap().spent_micro_usd;
+        let spent =
+            w.db.lock()
+                .unwrap()
+                .budget(&w.transfer)
+                .unwrap()
+                .unwrap()
+                .spent_micro_usd;
         assert_eq!(spent, 6, "spend never passes the allocation");
     }
 
@@ -347,7 +395,10 @@ mod client {
         let p = policy(vec![s.policy_rule(CRED_REF, 0)]);
         let mut tb = w.toolbox(&config(&[&s]), &p, 64 * MIB, Duration::from_secs(15));
         assert_eq!(tb.list().await.unwrap(), []);
-        assert!(matches!(tb.call(&w.db, "inventory", "{}").await, Err(Error::UnknownTool(_))));
+        assert!(matches!(
+            tb.call(&w.db, "inventory", "{}").await,
+            Err(Error::UnknownTool(_))
+        ));
     }
 }
 
@@ -372,7 +423,13 @@ mod guest {
         caller: Caller,
     }
 
-    fn agent(tier: Tier, cap: CeilingCap, servers: Vec<McpServer>, policy: Policy, runtime: tokio::runtime::Runtime) -> Agent {
+    fn agent(
+        tier: Tier,
+        cap: CeilingCap,
+        servers: Vec<McpServer>,
+        policy: Policy,
+        runtime: tokio::runtime::Runtime,
+    ) -> Agent {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("vault")).unwrap();
         std::fs::write(dir.path().join("vault").join(CRED_REF), SECRET).unwrap();
@@ -490,7 +547,11 @@ mod guest {
         let calls = a.events(EventKind::ToolCalled);
         assert_eq!(calls.len(), 1);
         assert_eq!(calls[0]["chargedMicroUsd"], 5);
-        assert!(!calls[0].to_string().contains("A-1"), "no arguments in the audit: {}", calls[0]);
+        assert!(
+            !calls[0].to_string().contains("A-1"),
+            "no arguments in the audit: {}",
+            calls[0]
+        );
     }
 
     #[test]
@@ -506,10 +567,16 @@ mod guest {
         assert!(past.starts_with("error invalid-arguments: "), "{past}");
         let n = tools::MAX_CALLS_PER_TURN;
         let calls = a.ask(&format!("count-calls {} inventory {{}}", n + 1));
-        assert!(calls.starts_with(&format!("{n} calls, then: error refused: ")), "{calls}");
+        assert!(
+            calls.starts_with(&format!("{n} calls, then: error refused: ")),
+            "{calls}"
+        );
         let n = tools::MAX_LISTS_PER_TURN;
         let lists = a.ask(&format!("count-lists {}", n + 1));
-        assert!(lists.starts_with(&format!("{n} calls, then: error refused: ")), "{lists}");
+        assert!(
+            lists.starts_with(&format!("{n} calls, then: error refused: ")),
+            "{lists}"
+        );
         assert_eq!(a.ask(&format!("count-lists {n}")), format!("{n} calls, then: nothing"));
     }
 

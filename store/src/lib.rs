@@ -81,7 +81,9 @@ pub use conversation::OPERATOR_SUBJECT;
 pub use db::{MAX_WRITE_ATTEMPTS, Store};
 pub use error::{Error, Result};
 pub use event::{DEFAULT_EVENT_PAGE_LIMIT, Event, EventKind, EventPage, EventsPage, MAX_EVENT_PAGE_LIMIT};
-pub use lifecycle::{COMPUTE_USAGE_KIND, DEFAULT_USAGE_KIND, HOST_RESERVED_USAGE_KINDS, TOOL_CALLS_USAGE_KIND, UsageReport};
+pub use lifecycle::{
+    COMPUTE_USAGE_KIND, DEFAULT_USAGE_KIND, HOST_RESERVED_USAGE_KINDS, TOOL_CALLS_USAGE_KIND, UsageReport,
+};
 pub use overview::{SnapshotSummary, TransferSummary};
 pub use owner::{API_KEY_SUBJECT_PREFIX, TransferOwner};
 pub use principal::{ApiScope, Principal};

@@ -172,6 +172,7 @@ mod tests {
                 header: "authorization".into(),
                 prefix: "Bearer ".into(),
                 reveal,
+                tool_call_micro_usd: 0,
             },
         )
     }

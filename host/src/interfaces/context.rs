@@ -226,6 +226,7 @@ pub(crate) mod test_support {
         ]}))
         .unwrap();
         let grants = Arc::new(policy.grants(&snap.mcp_config));
+        let mcp_config = snap.mcp_config.clone();
         let state = AgentCtx {
             transfer: t.id.clone(),
             snapshot: Arc::new(snap),
@@ -240,7 +241,7 @@ pub(crate) mod test_support {
             carriers: Weak::<crate::carrier::NoCarriers>::new(),
             tools: crate::tools::Toolbox::new(
                 t.id.clone(),
-                &snap.mcp_config,
+                &mcp_config,
                 grants.clone(),
                 Arc::new(crate::sandbox::egress::EgressMeter::new(tier.limits().egress_bytes)),
                 None,

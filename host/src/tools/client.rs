@@ -156,7 +156,9 @@ impl EgressClient {
         body: Bytes,
     ) -> Result<http::Response<Capped>, ClientError> {
         let inner = &*self.inner;
-        let parsed: http::Uri = uri.parse().map_err(|_| ClientError::Request(format!("{uri:?} is not a URI")))?;
+        let parsed: http::Uri = uri
+            .parse()
+            .map_err(|_| ClientError::Request(format!("{uri:?} is not a URI")))?;
         let origin = &inner.grant.origin;
         if crate::policy::Origin::of_uri(&parsed).as_ref() != Some(origin) {
             return Err(self.refuse(format!("{uri} is not on the granted origin {origin}")));
@@ -332,7 +334,10 @@ fn legacy_discover_response(
     status: StatusCode,
     body: &[u8],
 ) -> Option<StreamableHttpPostResponse> {
-    if session_attached || !status.is_client_error() || matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+    if session_attached
+        || !status.is_client_error()
+        || matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
+    {
         return None;
     }
     let ClientJsonRpcMessage::Request(request) = message else {

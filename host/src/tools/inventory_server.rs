@@ -117,13 +117,9 @@ impl ServerHandler for Inventory {
         let mut tools = vec![Self::inventory_tool()];
         if let Mode::HugeList { tools: n, description } = self.mode {
             let text = "d".repeat(description);
-            tools.extend((0..n).map(|i| {
-                Tool::new(
-                    format!("extra_{i}"),
-                    text.clone(),
-                    object(json!({ "type": "object" })),
-                )
-            }));
+            tools.extend(
+                (0..n).map(|i| Tool::new(format!("extra_{i}"), text.clone(), object(json!({ "type": "object" })))),
+            );
         }
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -140,7 +136,10 @@ impl ServerHandler for Inventory {
                 for step in 0_u32.. {
                     let _ = context
                         .peer
-                        .notify_progress(rmcp::model::ProgressNotificationParam::new(token.clone(), f64::from(step)))
+                        .notify_progress(rmcp::model::ProgressNotificationParam::new(
+                            token.clone(),
+                            f64::from(step),
+                        ))
                         .await;
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
@@ -163,14 +162,20 @@ impl ServerHandler for Inventory {
             .map(|a| a.iter().filter(|i| sku.is_none_or(|s| i["sku"] == s)).collect())
             .unwrap_or_default();
         if sku.is_some() && items.is_empty() {
-            return Ok(CallToolResult::error(vec![ContentBlock::text(format!("unknown SKU {}", sku.unwrap_or("")))]).into());
+            return Ok(
+                CallToolResult::error(vec![ContentBlock::text(format!("unknown SKU {}", sku.unwrap_or("")))]).into(),
+            );
         }
         Ok(CallToolResult::structured(json!({ "inventory": items })).into())
     }
 }
 
 /// Checks the bearer credential and records what each request carried.
-async fn gate(State((seen, credential, mode)): State<(Arc<Seen>, Arc<str>, Mode)>, request: Request, next: Next) -> Response {
+async fn gate(
+    State((seen, credential, mode)): State<(Arc<Seen>, Arc<str>, Mode)>,
+    request: Request,
+    next: Next,
+) -> Response {
     let auth = request
         .headers()
         .get(http::header::AUTHORIZATION)
@@ -200,7 +205,8 @@ async fn gate(State((seen, credential, mode)): State<(Arc<Seen>, Arc<str>, Mode)
         );
         return response;
     }
-    next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
 }
 
 impl InventoryServer {
@@ -219,8 +225,11 @@ impl InventoryServer {
             items: Arc::new(items),
             mode: mode.clone(),
         };
-        let config = StreamableHttpServerConfig::default()
-            .with_allowed_hosts(["127.0.0.1".to_owned(), addr.to_string(), "localhost".to_owned()]);
+        let config = StreamableHttpServerConfig::default().with_allowed_hosts([
+            "127.0.0.1".to_owned(),
+            addr.to_string(),
+            "localhost".to_owned(),
+        ]);
         let service = StreamableHttpService::new(
             move || Ok(handler.clone()),
             Arc::new(LocalSessionManager::default()),

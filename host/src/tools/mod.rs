@@ -197,7 +197,7 @@ struct Server {
 /// How a request to a server failed: connecting, or the request itself.
 #[derive(Debug)]
 enum Failure {
-    Connect(ClientInitializeError),
+    Connect(Box<ClientInitializeError>),
     Request(ServiceError),
 }
 
@@ -332,7 +332,9 @@ impl Toolbox {
         let end = self.deadline - self.wall_clock / TURN_MARGIN_DIVISOR;
         let now = Instant::now();
         if end <= now {
-            return Err(Error::Unavailable("no time is left in this turn for a tool call".into()));
+            return Err(Error::Unavailable(
+                "no time is left in this turn for a tool call".into(),
+            ));
         }
         Ok(end.min(now + MAX_CALL_WAIT))
     }
@@ -358,7 +360,10 @@ impl Toolbox {
                 preferred_versions: vec![ProtocolVersion::V_2026_07_28],
                 legacy_version: Some(ProtocolVersion::V_2025_11_25),
             };
-            let session = ().serve_with_lifecycle(transport, lifecycle).await.map_err(Failure::Connect)?;
+            let session =
+                ().serve_with_lifecycle(transport, lifecycle)
+                    .await
+                    .map_err(|e| Failure::Connect(Box::new(e)))?;
             self.servers[i].session = Some(session);
         }
         Ok(self.servers[i].session.as_ref().expect("connected above"))
@@ -435,7 +440,12 @@ impl Toolbox {
             }
             kept.push((i, t, schema));
         }
-        let names = naming::assign(&kept.iter().map(|(i, t, _)| (i + 1, t.name.as_ref())).collect::<Vec<_>>());
+        let names = naming::assign(
+            &kept
+                .iter()
+                .map(|(i, t, _)| (i + 1, t.name.as_ref()))
+                .collect::<Vec<_>>(),
+        );
         let mut catalog = Vec::new();
         let mut tools = Vec::new();
         for ((i, t, schema), name) in kept.into_iter().zip(names) {
@@ -585,7 +595,8 @@ impl Toolbox {
             Ok(_) => "ok",
             Err(e) => e.kind(),
         };
-        let detail = json!({ "server": server, "tool": bounded(tool, 256), "chargedMicroUsd": charged, "outcome": outcome });
+        let detail =
+            json!({ "server": server, "tool": bounded(tool, 256), "chargedMicroUsd": charged, "outcome": outcome });
         if let Err(e) = db.record_event(&self.transfer, EventKind::ToolCalled, detail) {
             tracing::error!(transfer = %self.transfer, error = %e, "could not audit a tool call");
         }
@@ -608,22 +619,34 @@ fn convert(r: rmcp::model::CallToolResult) -> Result<CallResult, Error> {
             ContentBlock::Image(i) => Content::Image(i.mime_type, b64(&i.data)?),
             ContentBlock::Audio(a) => Content::Audio(a.mime_type, b64(&a.data)?),
             ContentBlock::Resource(e) => match e.resource {
-                ResourceContents::TextResourceContents { uri, mime_type, text, .. } => Content::Resource {
+                ResourceContents::TextResourceContents {
+                    uri, mime_type, text, ..
+                } => Content::Resource {
                     uri,
                     mime_type,
                     text: Some(text),
                     blob: None,
                 },
-                ResourceContents::BlobResourceContents { uri, mime_type, blob, .. } => Content::Resource {
+                ResourceContents::BlobResourceContents {
+                    uri, mime_type, blob, ..
+                } => Content::Resource {
                     uri,
                     mime_type,
                     text: None,
                     blob: Some(b64(&blob)?),
                 },
-                _ => return Err(Error::ServerError("the server sent a resource this host does not know".into())),
+                _ => {
+                    return Err(Error::ServerError(
+                        "the server sent a resource this host does not know".into(),
+                    ));
+                }
             },
             ContentBlock::ResourceLink(l) => Content::ResourceLink(l.uri),
-            _ => return Err(Error::ServerError("the server sent a content type this host does not know".into())),
+            _ => {
+                return Err(Error::ServerError(
+                    "the server sent a content type this host does not know".into(),
+                ));
+            }
         };
         total += item.len();
         content.push(item);

@@ -16,7 +16,9 @@ pub const MAX_TOOL_NAME_BYTES: usize = 64;
 pub fn is_safe(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_TOOL_NAME_BYTES
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// `s{position}_{name}`, unsafe bytes replaced and cut to the bound.
@@ -26,7 +28,11 @@ fn qualified(position: usize, name: &str) -> String {
         if out.len() >= MAX_TOOL_NAME_BYTES {
             break;
         }
-        out.push(if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' });
+        out.push(if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+            c
+        } else {
+            '_'
+        });
     }
     out
 }
@@ -43,7 +49,11 @@ pub fn assign(tools: &[(usize, &str)]) -> Vec<Option<String>> {
         .iter()
         .map(|&(server, name)| {
             let plain = is_safe(name) && servers_of[name].len() == 1;
-            let candidate = if plain { name.to_owned() } else { qualified(server, name) };
+            let candidate = if plain {
+                name.to_owned()
+            } else {
+                qualified(server, name)
+            };
             (is_safe(&candidate) && taken.insert(candidate.clone())).then_some(candidate)
         })
         .collect()
@@ -70,7 +80,11 @@ mod tests {
         let cut = names[1].as_deref().unwrap();
         assert_eq!(cut.len(), MAX_TOOL_NAME_BYTES);
         assert!(is_safe(cut));
-        assert_eq!(names[2].as_deref(), Some("s3_"), "an empty name gets its server's prefix");
+        assert_eq!(
+            names[2].as_deref(),
+            Some("s3_"),
+            "an empty name gets its server's prefix"
+        );
         assert!(is_safe(&"a".repeat(64)));
         assert!(!is_safe(&"a".repeat(65)), "one past the bound");
     }
