@@ -35,6 +35,7 @@ pub mod sandbox;
 pub mod shared_store;
 #[doc(hidden)]
 pub mod testing;
+pub mod tools;
 pub mod vault;
 
 pub use error::{Error, Result};

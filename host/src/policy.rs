@@ -300,6 +300,15 @@ pub struct ServerRule {
     /// The credential bound to it, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential: Option<CredentialRule>,
+    /// What each `tools.call` to this server costs the transfer, in micro-USD (default 0,
+    /// at most `MAX_USAGE_REPORT_MICRO_USD`): charged under the host-reserved kind
+    /// `tool_calls` for each call the host sends (see `crate::tools`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tool_call_micro_usd: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A credential bound to a server.
@@ -474,6 +483,12 @@ impl Policy {
             if !seen.insert(origin.clone()) {
                 return invalid(format!("servers[{i}]: {origin} is listed twice"));
             }
+            if s.tool_call_micro_usd > ahp_store::MAX_USAGE_REPORT_MICRO_USD {
+                return invalid(format!(
+                    "servers[{i}].toolCallMicroUsd: at most {}",
+                    ahp_store::MAX_USAGE_REPORT_MICRO_USD
+                ));
+            }
             if let Some(c) = &s.credential {
                 validate_cred_ref(&c.cred_ref)
                     .map_err(|r| Error::Invalid(format!("servers[{i}].credential.credRef {r}")))?;
@@ -552,7 +567,11 @@ impl Policy {
                     return None;
                 }
                 let credential = rule.credential.clone().filter(|c| asked.contains(&c.cred_ref.as_str()));
-                Some(ServerGrant { origin, credential })
+                Some(ServerGrant {
+                    origin,
+                    credential,
+                    tool_call_micro_usd: rule.tool_call_micro_usd,
+                })
             })
             .collect();
         Grants {
@@ -584,6 +603,8 @@ pub struct ServerGrant {
     pub origin: Origin,
     /// The credential injected into its requests (and perhaps revealed), if any.
     pub credential: Option<CredentialRule>,
+    /// What each tool call to it costs, in micro-USD.
+    pub tool_call_micro_usd: u64,
 }
 
 impl Grants {
@@ -752,6 +773,7 @@ mod tests {
                 inject: Injection::default(),
                 reveal,
             }),
+            tool_call_micro_usd: 0,
         }
     }
 

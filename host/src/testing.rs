@@ -41,6 +41,7 @@ pub fn policy() -> crate::policy::Policy {
                 inject: crate::policy::Injection::default(),
                 reveal: true,
             }),
+            tool_call_micro_usd: 0,
         }],
         models: vec![],
         allow_networks: vec![],

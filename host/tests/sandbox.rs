@@ -1515,3 +1515,19 @@ fn legacy_agent() {
     );
     assert!(h.db().load_checkpoint(&id).unwrap().is_some());
 }
+
+/// `tool-prober` is tested against real MCP servers in `mcp_tools.rs`; here, under this file's
+/// policy (which allows only `https://inventory.example.com`, unreachable from here), a server
+/// that fails is left out of the list and a call names no tool.
+#[test]
+fn tool_prober() {
+    let h = host();
+    let agents = h.host.agents();
+    let id = h.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, "tool-prober");
+    assert_eq!(h.activate(&id).outcome, RunOutcome::Returned);
+    let (agent, cv, caller) = conversation_with(&h, &id);
+    post(&h, &caller, &cv, "call inventory {}", "tp1");
+    assert_eq!(agents.drive(&agent).unwrap().consumed, 1);
+    let t = transcript(&h, &caller, &cv);
+    assert!(t[1].body.starts_with("error unknown-tool: "), "{}", t[1].body);
+}

@@ -61,11 +61,14 @@ pub enum EventKind {
     /// inputTokens, cacheReadTokens, cacheWriteTokens, outputTokens, reservedMicroUsd,
     /// chargedMicroUsd, latencyMs}`), never with its text. Written only by the settlement.
     ModelCalled,
+    /// The host called an MCP tool for the guest (detail `{server, tool, chargedMicroUsd,
+    /// outcome}`, never its arguments or result).
+    ToolCalled,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 16] = [
+    pub const ALL: [EventKind; 17] = [
         Self::SnapshotCreated,
         Self::RuntimeProvisioned,
         Self::StatePushed,
@@ -82,6 +85,7 @@ impl EventKind {
         Self::AgentBound,
         Self::AgentUnbound,
         Self::ModelCalled,
+        Self::ToolCalled,
     ];
 
     /// The name stored in `usage_events.type`.
@@ -103,6 +107,7 @@ impl EventKind {
             Self::AgentBound => "agent_bound",
             Self::AgentUnbound => "agent_unbound",
             Self::ModelCalled => "model_called",
+            Self::ToolCalled => "tool_called",
         }
     }
 
@@ -112,7 +117,7 @@ impl EventKind {
     pub const fn is_transition(self) -> bool {
         !matches!(
             self,
-            Self::CredentialResolved | Self::CredentialDenied | Self::CeilingExceeded
+            Self::CredentialResolved | Self::CredentialDenied | Self::CeilingExceeded | Self::ToolCalled
         )
     }
 }

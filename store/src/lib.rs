@@ -86,7 +86,7 @@ pub use error::{Error, Result};
 pub use event::{DEFAULT_EVENT_PAGE_LIMIT, Event, EventKind, EventPage, EventsPage, MAX_EVENT_PAGE_LIMIT};
 pub use lifecycle::{
     COMPUTE_USAGE_KIND, DEFAULT_USAGE_KIND, HOST_METERED_USAGE_KINDS, HOST_RESERVED_USAGE_KINDS,
-    MODEL_TOKENS_USAGE_KIND, UsageReport,
+    MODEL_TOKENS_USAGE_KIND, TOOL_CALLS_USAGE_KIND, UsageReport,
 };
 pub use model_call::{
     CallOutcome, MIN_OUTPUT_TOKENS, ModelCall, ModelPrices, ModelReservation, ModelUsage, Reservation, ReservationPlan,

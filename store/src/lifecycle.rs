@@ -43,13 +43,16 @@ pub const COMPUTE_USAGE_KIND: &str = "compute";
 /// The usage kind of model calls, reserved and charged by the host's model gateway
 /// ([`crate::model_call`]).
 pub const MODEL_TOKENS_USAGE_KIND: &str = "model_tokens";
+/// The usage kind of what MCP tool calls cost, charged by the host at the policy's per-call
+/// price.
+pub const TOOL_CALLS_USAGE_KIND: &str = "tool_calls";
 /// Usage kinds only the host's own meter records; [`Store::report_client_usage`] refuses them.
-pub const HOST_RESERVED_USAGE_KINDS: [&str; 1] = [COMPUTE_USAGE_KIND];
+pub const HOST_RESERVED_USAGE_KINDS: [&str; 2] = [COMPUTE_USAGE_KIND, TOOL_CALLS_USAGE_KIND];
 /// Usage kinds the host meters itself for a sandboxed guest, which the guest's
-/// `metering.report` may therefore not add to: compute (fuel) and model calls (the gateway).
-/// An orchestrator may still report `model_tokens` its source host spent
+/// `metering.report` may therefore not add to: compute (fuel), model calls (the gateway) and
+/// MCP tool calls. An orchestrator may still report `model_tokens` its source host spent
 /// ([`Store::report_client_usage`]).
-pub const HOST_METERED_USAGE_KINDS: [&str; 2] = [COMPUTE_USAGE_KIND, MODEL_TOKENS_USAGE_KIND];
+pub const HOST_METERED_USAGE_KINDS: [&str; 3] = [COMPUTE_USAGE_KIND, MODEL_TOKENS_USAGE_KIND, TOOL_CALLS_USAGE_KIND];
 /// The usage kind recorded when the caller names none.
 pub const DEFAULT_USAGE_KIND: &str = "unspecified";
 /// Longest component *name* (a digest is always `sha256:` and 64 hex digits).

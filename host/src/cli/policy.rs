@@ -39,6 +39,9 @@ pub(crate) enum PolicyCommand {
         /// Also hand the value to the guest through `credentials.resolve`.
         #[arg(long, requires = "credential")]
         reveal: bool,
+        /// What each MCP tool call to this server costs the transfer, in micro-USD.
+        #[arg(long, default_value_t = 0)]
+        tool_call_micro_usd: u64,
     },
     /// Stop guests from reaching a server.
     RemoveServer {
@@ -147,6 +150,7 @@ pub(crate) fn run(dir: &DataDir, command: PolicyCommand) -> anyhow::Result<()> {
             header,
             prefix,
             reveal,
+            tool_call_micro_usd,
         } => {
             let origin = Origin::parse(&server).map_err(anyhow::Error::msg)?;
             let rule = ServerRule {
@@ -156,6 +160,7 @@ pub(crate) fn run(dir: &DataDir, command: PolicyCommand) -> anyhow::Result<()> {
                     inject: Injection { header, prefix },
                     reveal,
                 }),
+                tool_call_micro_usd,
             };
             policy
                 .servers
@@ -299,6 +304,7 @@ mod tests {
                 header: "authorization".into(),
                 prefix: "Bearer ".into(),
                 reveal,
+                tool_call_micro_usd: 0,
             },
         )
     }

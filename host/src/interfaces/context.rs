@@ -118,6 +118,8 @@ pub struct AgentCtx {
     /// The process's carriers, told whom the agent's replies woke (weak: the controller owns
     /// the sandboxes, not the other way round; a dangling handle schedules nobody).
     pub carriers: Weak<dyn Carriers>,
+    /// The sandbox's MCP client (`tools`).
+    pub tools: crate::tools::Toolbox,
 }
 
 impl AgentCtx {
@@ -160,6 +162,7 @@ impl AgentCtx {
         self.store_time.set(Duration::ZERO);
         self.store_calls.set(0);
         self.turn_started = Instant::now();
+        self.tools.start_turn();
         self.turn = turn;
     }
 }
@@ -232,10 +235,11 @@ pub(crate) mod test_support {
         ]}))
         .unwrap();
         let grants = Arc::new(policy.grants(&snap.mcp_config));
+        let mcp_config = snap.mcp_config.clone();
         let state = AgentCtx {
             transfer: t.id.clone(),
             snapshot: Arc::new(snap),
-            grants,
+            grants: grants.clone(),
             checkpoint_bytes: tier.limits().checkpoint_bytes,
             db: crate::shared_store::share(db),
             vault: Arc::new(vault),
@@ -246,6 +250,14 @@ pub(crate) mod test_support {
             turn_started: Instant::now(),
             wall_clock_per_turn: tier.limits().wall_clock_per_turn,
             carriers: Weak::<crate::carrier::NoCarriers>::new(),
+            tools: crate::tools::Toolbox::new(
+                t.id.clone(),
+                &mcp_config,
+                grants.clone(),
+                Arc::new(crate::sandbox::egress::EgressMeter::new(tier.limits().egress_bytes)),
+                None,
+                tier.limits().wall_clock_per_turn,
+            ),
         };
         (state, dir)
     }

@@ -77,10 +77,10 @@ fn report<T: Metered>(
     if ahp_store::HOST_METERED_USAGE_KINDS.contains(&kind) {
         return Ok(Err(Refusal::InvalidKind(format!(
             "`{kind}` is metered by the host ({})",
-            if kind == COMPUTE_KIND {
-                "fuel"
-            } else {
-                "the model gateway"
+            match kind {
+                COMPUTE_KIND => "fuel",
+                ahp_store::MODEL_TOKENS_USAGE_KIND => "the model gateway",
+                _ => "the MCP tools",
             }
         ))));
     }

@@ -68,7 +68,7 @@ impl EgressMeter {
 
     /// Counts `n` bytes if they fit under the ceiling; otherwise counts nothing, records the
     /// breach and returns false.
-    fn take(&self, n: u64) -> bool {
+    pub(crate) fn take(&self, n: u64) -> bool {
         let fits = self
             .used
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
@@ -83,6 +83,7 @@ impl EgressMeter {
 }
 
 /// Where an injected credential comes from, and where its use is audited.
+#[derive(Clone)]
 pub(crate) struct CredentialSource {
     pub(crate) vault: Arc<dyn Vault>,
     pub(crate) db: Arc<Mutex<ahp_store::Store>>,
@@ -132,30 +133,39 @@ impl EgressHooks {
         Origin::of_uri(uri).is_some_and(|o| self.grants.server(&o).is_some())
     }
 
-    /// The header the host adds to requests to `origin` for `rule`: the secret from the
-    /// vault behind the rule's prefix, marked sensitive. The first use in this sandbox is
-    /// audited (`credential_resolved`, with `"use": "injected"`); a credential whose audit
-    /// cannot be written is not used.
     fn injection(&mut self, rule: &CredentialRule, origin: &Origin) -> Result<(HeaderName, HeaderValue), String> {
         let source = self.credentials.as_ref().ok_or("no vault")?;
-        let secret = source.vault.resolve(&rule.cred_ref).map_err(|e| e.to_string())?;
-        let secret = secret.trim_ascii_end();
-        let mut value = rule.inject.prefix.as_bytes().to_vec();
-        value.extend_from_slice(secret);
-        let mut value = HeaderValue::from_bytes(&value).map_err(|_| "the secret is not a valid header value")?;
-        value.set_sensitive(true);
-        let name = HeaderName::from_bytes(rule.inject.header.as_bytes()).map_err(|_| "bad header name")?;
-        if !self.audited.contains(&rule.cred_ref) {
-            let detail = json!({ "credRef": rule.cred_ref, "server": origin.to_string(), "use": "injected" });
-            let recorded = {
-                let mut db = source.db.locked();
-                db.record_event(&source.transfer, EventKind::CredentialResolved, detail)
-            };
-            recorded.map_err(|e| format!("the credential's use could not be audited: {e}"))?;
-            self.audited.insert(rule.cred_ref.clone());
-        }
-        Ok((name, value))
+        credential_header(source, rule, origin, &mut self.audited)
     }
+}
+
+/// The header the host adds to requests to `origin` for `rule`: the secret from the vault
+/// behind the rule's prefix, marked sensitive. The first use of a reference in `audited` (one
+/// set per sandbox and path: `wasi:http`, the MCP client) is audited (`credential_resolved`,
+/// with `"use": "injected"`); a credential whose audit cannot be written is not used.
+pub(crate) fn credential_header(
+    source: &CredentialSource,
+    rule: &CredentialRule,
+    origin: &Origin,
+    audited: &mut BTreeSet<String>,
+) -> Result<(HeaderName, HeaderValue), String> {
+    let secret = source.vault.resolve(&rule.cred_ref).map_err(|e| e.to_string())?;
+    let secret = secret.trim_ascii_end();
+    let mut value = rule.inject.prefix.as_bytes().to_vec();
+    value.extend_from_slice(secret);
+    let mut value = HeaderValue::from_bytes(&value).map_err(|_| "the secret is not a valid header value")?;
+    value.set_sensitive(true);
+    let name = HeaderName::from_bytes(rule.inject.header.as_bytes()).map_err(|_| "bad header name")?;
+    if !audited.contains(&rule.cred_ref) {
+        let detail = json!({ "credRef": rule.cred_ref, "server": origin.to_string(), "use": "injected" });
+        let recorded = {
+            let mut db = source.db.locked();
+            db.record_event(&source.transfer, EventKind::CredentialResolved, detail)
+        };
+        recorded.map_err(|e| format!("the credential's use could not be audited: {e}"))?;
+        audited.insert(rule.cred_ref.clone());
+    }
+    Ok((name, value))
 }
 
 type SendResult = Result<
@@ -260,7 +270,7 @@ impl WasiHttpHooks for EgressHooks {
 }
 
 /// Bytes of a request or status line of `line` bytes and its headers, as sent on the wire.
-fn head_bytes(line: usize, headers: &http::HeaderMap) -> u64 {
+pub(crate) fn head_bytes(line: usize, headers: &http::HeaderMap) -> u64 {
     let fields: usize = headers.iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
     (line + fields + 4) as u64
 }
@@ -318,6 +328,7 @@ mod tests {
             .map(|s| crate::policy::ServerRule {
                 server: s.into(),
                 credential: None,
+                tool_call_micro_usd: 0,
             })
             .collect(),
             models: vec![],

@@ -44,7 +44,7 @@ mod instance;
 pub mod limits;
 mod live;
 pub(crate) mod meter;
-mod pinned;
+pub(crate) mod pinned;
 mod run;
 pub(crate) mod state;
 mod sweep;

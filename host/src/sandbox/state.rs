@@ -78,6 +78,18 @@ impl SandboxState {
                 transfer: transfer.clone(),
             }),
         );
+        let tools = crate::tools::Toolbox::new(
+            transfer.clone(),
+            &snapshot.mcp_config,
+            grants.clone(),
+            egress_meter.clone(),
+            Some(CredentialSource {
+                vault: vault.clone(),
+                db: db.clone(),
+                transfer: transfer.clone(),
+            }),
+            ceilings.wall_clock_per_turn,
+        );
         let mut http = WasiHttpCtx::new();
         http.set_field_size_limit(host_resources::FIELD_SIZE_LIMIT);
         let mut table = ResourceTable::new();
@@ -106,6 +118,7 @@ impl SandboxState {
                 wall_clock_per_turn: ceilings.wall_clock_per_turn,
                 // Nobody until the host's controller is set (`Sandboxes::prepare`).
                 carriers: Weak::<NoCarriers>::new(),
+                tools,
             },
             meter: Meter::new(ceilings.fuel_per_turn),
             turn_started: Instant::now(),
