@@ -53,12 +53,12 @@ fn main() {
         writeln!(code, "/// Path of the `{name}` guest component.").unwrap();
         writeln!(code, "pub const {konst}: &str = {:?};", path.display().to_string()).unwrap();
     }
-    let forecaster = release.join("forecaster.wasm");
-    code.push_str("/// The forecaster's bytes, embedded so `ahp demo` works from any directory.\n");
+    let assistant = release.join("assistant.wasm");
+    code.push_str("/// The assistant's bytes, embedded so `ahp demo` works from any directory.\n");
     writeln!(
         code,
-        "pub static FORECASTER_WASM: &[u8] = include_bytes!({:?});",
-        forecaster.display().to_string()
+        "pub static ASSISTANT_WASM: &[u8] = include_bytes!({:?});",
+        assistant.display().to_string()
     )
     .unwrap();
     code.push_str("/// Every guest as `(name, path)`.\npub const ALL: &[(&str, &str)] = &[\n");

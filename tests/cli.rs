@@ -55,8 +55,12 @@ fn demo_runs_the_whole_lifecycle_and_ends_terminated() {
         assert!(out.contains(step), "demo output lacks {step}:\n{out}");
     }
     assert!(out.contains("[narrative]"));
-    // The agent answers from its sandbox; no spend is invented.
-    assert!(out.contains("Reorders: SKU-3307: 20."), "{out}");
+    // The scripted model is printed as what it is.
+    assert!(out.contains("LOCAL SCRIPTED model"), "{out}");
+    // The agent answers from its sandbox: its model called the inventory tool over MCP, and
+    // the answer quotes what the server returned; no spend is invented.
+    assert!(out.contains("(scripted model) The inventory server says:"), "{out}");
+    assert!(out.contains("SKU-3307"), "{out}");
     assert!(!out.contains("report_usage"), "{out}");
     let store = Store::open(dir.path().join("ahp.db")).unwrap();
     let all = store.list_transfers(None, 10).unwrap();
@@ -71,7 +75,12 @@ fn demo_runs_the_whole_lifecycle_and_ends_terminated() {
         .collect();
     assert_eq!(kinds.first().map(String::as_str), Some("snapshot_created"));
     assert!(kinds.contains(&"agent_bound".to_owned()), "{kinds:?}");
+    assert!(kinds.contains(&"model_called".to_owned()), "{kinds:?}");
+    assert!(kinds.contains(&"tool_called".to_owned()), "{kinds:?}");
     assert!(kinds.contains(&"insolvent".to_owned()), "{kinds:?}");
+    // Spend never passes the allocation.
+    let budget = store.get_status(&all[0].id).unwrap().budget.unwrap();
+    assert!(budget.spent_micro_usd <= budget.allocated_micro_usd, "{budget:?}");
     assert_eq!(&kinds[kinds.len() - 2..], ["agent_unbound", "terminated"]);
 }
 

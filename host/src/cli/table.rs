@@ -52,3 +52,42 @@ mod tests {
         assert_eq!(out, "a     bb\nlong  x\n");
     }
 }
+
+/// The transfer's model calls as a table (token counts and money; never text).
+pub(crate) fn model_calls(calls: &[ahp_store::ModelCall]) -> String {
+    if calls.is_empty() {
+        return "model calls: none\n".into();
+    }
+    let rows: Vec<Vec<String>> = calls
+        .iter()
+        .map(|c| {
+            let u = c.usage.unwrap_or_default();
+            vec![
+                c.id.clone(),
+                c.model.clone(),
+                c.outcome.clone().unwrap_or_else(|| "in flight".into()),
+                format!(
+                    "{}/{}/{}/{}",
+                    u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.output_tokens
+                ),
+                c.reservation.reserved_micro_usd.to_string(),
+                c.charged_micro_usd.map_or("-".into(), |n| n.to_string()),
+                c.latency_ms.map_or("-".into(), |n| format!("{n} ms")),
+            ]
+        })
+        .collect();
+    let mut out = String::new();
+    out.push_str(&render(
+        &[
+            "call",
+            "model",
+            "outcome",
+            "tokens in/cache-read/cache-write/out",
+            "reserved µUSD",
+            "charged µUSD",
+            "latency",
+        ],
+        &rows,
+    ));
+    out
+}

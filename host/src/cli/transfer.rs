@@ -111,7 +111,11 @@ pub(crate) fn run(dir: &DataDir, command: TransferCommand) -> anyhow::Result<()>
                 println!();
                 print!("{}", servers(&store.snapshot(&id)?.mcp_config, &dir.policy()?));
                 println!();
-                print!("{}", model_calls(&store.model_calls(&id, MODEL_CALLS_SHOWN)?));
+                let calls = store.model_calls(&id, MODEL_CALLS_SHOWN)?;
+                if !calls.is_empty() {
+                    println!("model calls (newest {MODEL_CALLS_SHOWN})");
+                }
+                print!("{}", table::model_calls(&calls));
                 println!();
                 print!("{}", table::events(&report.page.events));
                 if let Some(older) = report.page.next_before {
@@ -173,42 +177,3 @@ pub(crate) fn summary(t: &Transfer) -> String {
 
 /// Model calls `ahp transfer show` lists: the newest.
 const MODEL_CALLS_SHOWN: usize = 20;
-
-/// The transfer's model calls as a table (token counts and money; never text).
-fn model_calls(calls: &[ahp_store::ModelCall]) -> String {
-    if calls.is_empty() {
-        return "model calls: none\n".into();
-    }
-    let rows: Vec<Vec<String>> = calls
-        .iter()
-        .map(|c| {
-            let u = c.usage.unwrap_or_default();
-            vec![
-                c.id.clone(),
-                c.model.clone(),
-                c.outcome.clone().unwrap_or_else(|| "in flight".into()),
-                format!(
-                    "{}/{}/{}/{}",
-                    u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.output_tokens
-                ),
-                c.reservation.reserved_micro_usd.to_string(),
-                c.charged_micro_usd.map_or("-".into(), |n| n.to_string()),
-                c.latency_ms.map_or("-".into(), |n| format!("{n} ms")),
-            ]
-        })
-        .collect();
-    let mut out = format!("model calls (newest {MODEL_CALLS_SHOWN})\n");
-    out.push_str(&table::render(
-        &[
-            "call",
-            "model",
-            "outcome",
-            "tokens in/cache-read/cache-write/out",
-            "reserved µUSD",
-            "charged µUSD",
-            "latency",
-        ],
-        &rows,
-    ));
-    out
-}
