@@ -436,8 +436,8 @@ fn metering_ticks_while_the_guest_runs() {
 }
 
 #[test]
-fn the_forecaster_is_embedded_for_the_binary() {
-    assert_eq!(guests::FORECASTER_WASM, std::fs::read(guests::FORECASTER).unwrap());
+fn the_assistant_is_embedded_for_the_binary() {
+    assert_eq!(guests::ASSISTANT_WASM, std::fs::read(guests::ASSISTANT).unwrap());
 }
 
 #[test]

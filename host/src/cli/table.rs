@@ -44,15 +44,6 @@ pub(crate) fn events(events: &[ahp_store::Event]) -> String {
     render(&["#", "at", "event", "detail"], &rows)
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn pads_columns_to_the_widest_cell() {
-        let out = super::render(&["a", "bb"], &[vec!["long".into(), "x".into()]]);
-        assert_eq!(out, "a     bb\nlong  x\n");
-    }
-}
-
 /// The transfer's model calls as a table (token counts and money; never text).
 pub(crate) fn model_calls(calls: &[ahp_store::ModelCall]) -> String {
     if calls.is_empty() {
@@ -90,4 +81,13 @@ pub(crate) fn model_calls(calls: &[ahp_store::ModelCall]) -> String {
         &rows,
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn pads_columns_to_the_widest_cell() {
+        let out = super::render(&["a", "bb"], &[vec!["long".into(), "x".into()]]);
+        assert_eq!(out, "a     bb\nlong  x\n");
+    }
 }
