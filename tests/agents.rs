@@ -156,18 +156,11 @@ async fn the_owner_talks_to_the_transferred_agent_over_http() {
     assert_eq!(reply["agentId"], agent.as_str());
     assert_eq!(reply["replyTo"], question.as_str());
     assert!(reply["body"].as_str().unwrap().contains("A-1"), "{reply}");
-    // The turn's compute and the model spend it reported were charged.
+    // The turn ran on the transfer's budget: its compute is metered in whole micro-USD as it
+    // accrues (a turn this small may fit in the micro-USD activation already paid; the turn
+    // tests in host/tests/sandbox.rs charge larger ones), never refunded.
     let after = spent(&url, key, &t).await;
-    assert!(after > before, "spend {before} → {after}");
-    let events = call(&url, key, "get_status", json!({"transferId": t})).await["events"].clone();
-    let usage_after_activation = events
-        .as_array()
-        .unwrap()
-        .iter()
-        .skip_while(|e| e["kind"] != "activated")
-        .filter(|e| e["kind"] == "usage_reported")
-        .count();
-    assert!(usage_after_activation >= 1, "{events}");
+    assert!(after >= before && after >= 1, "spend {before} → {after}");
     drop(server);
 }
 
