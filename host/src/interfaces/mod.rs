@@ -20,6 +20,7 @@ pub mod checkpoint;
 pub mod context;
 pub mod conversations;
 pub mod credentials;
+mod frozen;
 pub mod metering;
 pub mod model;
 pub mod snapshot;
