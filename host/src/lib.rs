@@ -41,7 +41,8 @@ pub mod vault;
 
 pub use error::{Error, Result};
 
-/// The example guest components (`examples/`), compiled for `wasm32-wasip2` by `build.rs`.
+/// The guest components (`examples/` and the test guests of `host/tests/guests/`), compiled for
+/// `wasm32-wasip2` by `build.rs`.
 pub mod guests {
     include!(concat!(env!("OUT_DIR"), "/guests.rs"));
 }
