@@ -11,7 +11,12 @@
 //! A human who messages the worker directly gets the job's result on the message as a reply;
 //! messages from agents are consumed unanswered (two agents never answer each other forever).
 //!
-//! The tool state configures it: `{"job": "count" | "reverse", "delayMs": <n>}`. `delayMs`
+//! With `rounds` > 0 the result ends with a proof of work the checker can redo:
+//! `; digest <16 hex digits>`, the FNV-1a-64 hash of the instructions followed by `rounds`
+//! rounds of SplitMix64 (about ten instructions of fuel each), which makes the job cost CPU,
+//! charged to the worker's own budget.
+//!
+//! The tool state configures it: `{"job": "count" | "reverse", "rounds": <n>, "delayMs": <n>}`. `delayMs`
 //! (default 0, at most 120,000) makes it take that long over each task before it hands the
 //! result in, waiting in a host call: a slow worker for the `any` wait, and a window for the
 //! host's crash tests. Waiting counts against the tier's wall clock per turn.
@@ -26,6 +31,9 @@ use ahp_guest::conversations::{self, Author};
 use ahp_guest::delegation::{self, AttemptState, Error, Outcome, TaskRole, TaskState};
 use ahp_guest::{Agent, snapshot};
 
+/// The most `rounds` honoured: about 10¹⁰ fuel, past every tier's fuel per turn.
+const MAX_ROUNDS: u64 = 1_000_000_000;
+
 /// The longest `delayMs` honoured: past the largest tier's 90 s wall clock per turn.
 const MAX_DELAY_MS: u64 = 120_000;
 
@@ -34,7 +42,36 @@ const MAX_DELAY_MS: u64 = 120_000;
 #[serde(rename_all = "camelCase", default)]
 struct Config {
     job: Job,
+    rounds: u64,
     delay_ms: u64,
+}
+
+impl Config {
+    /// The result of the job on `text`, with its digest when `rounds` asks for one.
+    fn result(&self, text: &str) -> String {
+        let mut out = self.job.run(text);
+        if self.rounds > 0 {
+            out.push_str(&format!("; digest {:016x}", digest(text, self.rounds)));
+        }
+        truncate(out, delegation::MAX_TEXT_BYTES)
+    }
+}
+
+/// FNV-1a-64 of `text`, then `rounds` rounds of SplitMix64.
+fn digest(text: &str, rounds: u64) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    for _ in 0..rounds {
+        h = h.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = h;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        h = z ^ (z >> 31);
+    }
+    h
 }
 
 /// The deterministic job a worker does on a text.
@@ -62,7 +99,8 @@ impl Job {
                 format!("reverse: {}", words.join(" "))
             }
         };
-        truncate(out, delegation::MAX_TEXT_BYTES)
+        // Room for the digest: the result stays within its bound.
+        truncate(out, delegation::MAX_TEXT_BYTES - 32)
     }
 }
 
@@ -92,7 +130,7 @@ impl Agent for Worker {
         for delivery in conversations::inbox().take(conversations::MAX_REPLIES) {
             let delivery = delivery?;
             if matches!(delivery.message().author, Author::Human) {
-                delivery.reply(&config.job.run(&delivery.message().body))?;
+                delivery.reply(&config.result(&delivery.message().body))?;
             }
             delivery.consume()?;
         }
@@ -117,7 +155,7 @@ impl Agent for Worker {
             if config.delay_ms > 0 {
                 std::thread::sleep(Duration::from_millis(config.delay_ms));
             }
-            let result = config.job.run(&task.instructions);
+            let result = config.result(&task.instructions);
             match delegation::complete_attempt(&attempt, Outcome::Succeeded, &result) {
                 // Cancelled while it worked: nothing to hand in.
                 Ok(_) | Err(Error::Refused(_)) => {}
@@ -131,6 +169,9 @@ impl Agent for Worker {
 /// The tool state as a [`Config`] (absent fields are their defaults).
 fn config() -> Result<Config, Box<dyn std::error::Error>> {
     let config: Config = snapshot::tool_state_as().map_err(|e| format!("tool state: {e}"))?;
+    if config.rounds > MAX_ROUNDS {
+        return Err(format!("tool state: rounds {} is over {MAX_ROUNDS}", config.rounds).into());
+    }
     if config.delay_ms > MAX_DELAY_MS {
         return Err(format!("tool state: delayMs {} is over {MAX_DELAY_MS}", config.delay_ms).into());
     }
@@ -157,5 +198,16 @@ mod tests {
         let out = Job::Reverse.run(&text);
         assert!(out.len() <= delegation::MAX_TEXT_BYTES, "{}", out.len());
         assert!(out.starts_with("reverse: é é"));
+        let config = Config { job: Job::Reverse, rounds: 1, delay_ms: 0 };
+        assert!(config.result(&text).len() <= delegation::MAX_TEXT_BYTES);
+    }
+
+    #[test]
+    fn the_digest_is_fnv_then_splitmix() {
+        // FNV-1a-64 of "a" is 0xaf63dc4c8601ec8c; zero rounds leave it.
+        assert_eq!(digest("a", 0), 0xaf63_dc4c_8601_ec8c);
+        assert_ne!(digest("a", 1), digest("a", 0));
+        let config = Config { job: Job::Count, rounds: 0, delay_ms: 0 };
+        assert_eq!(config.result("a b"), "count: 2 words, 2 letters");
     }
 }
