@@ -150,15 +150,18 @@ impl Team {
         self.db().query_row(sql, [], |r| r.get(0)).unwrap()
     }
 
-    /// The task assigned to worker `i`, as (id, state, result).
+    /// The task assigned to worker `i`, as (id, state, result); empty before it exists.
     fn task(&self, i: usize) -> (String, String, Option<String>) {
+        use rusqlite::OptionalExtension as _;
         self.db()
             .query_row(
                 "SELECT id, state, result FROM agent_tasks WHERE assignee_agent_id = ?1",
                 [&self.workers[i].agent],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
+            .optional()
             .unwrap()
+            .unwrap_or_default()
     }
 
     /// The states of worker `i`'s task attempts, oldest first.
