@@ -280,7 +280,10 @@ fn expected(job: &str, text: &str) -> String {
             let letters = text.chars().filter(|c| c.is_alphabetic()).count();
             format!("count: {words} words, {letters} letters")
         }
-        _ => format!("reverse: {}", text.split_whitespace().rev().collect::<Vec<_>>().join(" ")),
+        _ => format!(
+            "reverse: {}",
+            text.split_whitespace().rev().collect::<Vec<_>>().join(" ")
+        ),
     };
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in text.bytes() {
@@ -372,7 +375,8 @@ async fn with_any_the_first_result_answers_and_the_slower_one_wakes_no_one() {
         )
     );
     // The reverser finishes later: its terminal fact makes no second wake.
-    team.until("the slow task succeeds", |t| t.task(1).1 == "succeeded").await;
+    team.until("the slow task succeeds", |t| t.task(1).1 == "succeeded")
+        .await;
     assert_eq!(team.task(1).2.as_deref(), Some(expected("reverse", QUESTION).as_str()));
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(team.wait_wakes(), (1, 1));

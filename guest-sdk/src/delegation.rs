@@ -128,7 +128,10 @@ impl std::fmt::Display for Error {
                 write!(f, "the goal moved on: its revision is now {current}")
             }
             Self::Refused(why) => write!(f, "delegation refused: {why}"),
-            Self::TooManyCalls(max) => write!(f, "this turn already made {max} delegation calls, the most one turn allows"),
+            Self::TooManyCalls(max) => write!(
+                f,
+                "this turn already made {max} delegation calls, the most one turn allows"
+            ),
             Self::Unavailable(why) => write!(f, "delegation is unavailable: {why}"),
         }
     }
@@ -501,7 +504,10 @@ mod tests {
         .into_iter()
         .filter(|s| s.is_terminal())
         .collect();
-        assert_eq!(terminal, [TaskState::Succeeded, TaskState::Failed, TaskState::Cancelled]);
+        assert_eq!(
+            terminal,
+            [TaskState::Succeeded, TaskState::Failed, TaskState::Cancelled]
+        );
     }
 
     #[test]

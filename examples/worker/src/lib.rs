@@ -143,7 +143,10 @@ impl Agent for Worker {
         }
         for task in delegation::tasks(TaskRole::Assigned, Some(TaskState::Running)) {
             let task = task?;
-            let active = task.current_attempt.as_ref().filter(|a| a.state == AttemptState::Active);
+            let active = task
+                .current_attempt
+                .as_ref()
+                .filter(|a| a.state == AttemptState::Active);
             if let Some(attempt) = active.map(|a| a.id.clone())
                 && !work.iter().any(|(_, a)| *a == attempt)
             {
@@ -198,7 +201,11 @@ mod tests {
         let out = Job::Reverse.run(&text);
         assert!(out.len() <= delegation::MAX_TEXT_BYTES, "{}", out.len());
         assert!(out.starts_with("reverse: é é"));
-        let config = Config { job: Job::Reverse, rounds: 1, delay_ms: 0 };
+        let config = Config {
+            job: Job::Reverse,
+            rounds: 1,
+            delay_ms: 0,
+        };
         assert!(config.result(&text).len() <= delegation::MAX_TEXT_BYTES);
     }
 
@@ -207,7 +214,11 @@ mod tests {
         // FNV-1a-64 of "a" is 0xaf63dc4c8601ec8c; zero rounds leave it.
         assert_eq!(digest("a", 0), 0xaf63_dc4c_8601_ec8c);
         assert_ne!(digest("a", 1), digest("a", 0));
-        let config = Config { job: Job::Count, rounds: 0, delay_ms: 0 };
+        let config = Config {
+            job: Job::Count,
+            rounds: 0,
+            delay_ms: 0,
+        };
         assert_eq!(config.result("a b"), "count: 2 words, 2 letters");
     }
 }
