@@ -333,7 +333,7 @@ async fn a_question_fans_out_to_two_workers_and_the_all_wait_answers_once() {
     // worker's and was consumed, and the worker's own budget paid for the work.
     assert_eq!(team.task(0).1, "succeeded");
     assert_eq!(team.task(1).1, "succeeded");
-    for i in 0..2 {
+    for (i, spent_before) in before.into_iter().enumerate() {
         assert_eq!(team.attempt_states(i), ["succeeded"]);
         let wake_agent: String = team
             .db()
@@ -346,7 +346,7 @@ async fn a_question_fans_out_to_two_workers_and_the_all_wait_answers_once() {
             .unwrap();
         assert_eq!(wake_agent, team.workers[i].agent);
         let after = team.spent(&team.workers[i]).await;
-        assert!(after > before[i], "worker {i}'s spend {} → {after}", before[i]);
+        assert!(after > spent_before, "worker {i}'s spend {spent_before} → {after}");
     }
     // The all wait fired exactly once, and only one answer is ever posted.
     assert_eq!(team.wait_wakes(), (1, 1));
