@@ -8,6 +8,7 @@ mod cli;
 mod console;
 mod console_conversations;
 mod crash;
+mod delegation;
 mod host_held;
 mod http_limits;
 mod mcp_conversations;

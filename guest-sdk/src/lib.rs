@@ -16,6 +16,8 @@
 //! - [`metering`]: the budget, and spend the host cannot see;
 //! - [`checkpoint`]: durable working memory, with serde helpers;
 //! - [`conversations`]: the turn's wake, its inbox (paged for you), transcripts, replies;
+//! - [`delegation`]: tasks for other agents of the same owner, their results, waits that wake
+//!   the turn when they are done, and goals;
 //! - the [`Agent`] trait and the [`export_agent!`] macro that make a type the component's entry
 //!   point.
 //!
@@ -58,6 +60,7 @@ pub mod agent_loop;
 pub mod checkpoint;
 pub mod conversations;
 pub mod credentials;
+pub mod delegation;
 pub mod metering;
 pub mod model;
 pub mod snapshot;
