@@ -342,29 +342,67 @@ fn task_and_goal_list_and_show_as_the_operator() {
     let (goal, done, open, attempt, boss) = delegated(dir.path());
     let all = stdout(&ahp(dir.path(), &["task", "list"]));
     assert!(all.starts_with("id "), "{all}");
-    assert!(all.contains(&done) && all.contains(&open) && all.contains(&boss), "{all}");
+    assert!(
+        all.contains(&done) && all.contains(&open) && all.contains(&boss),
+        "{all}"
+    );
     let succeeded = stdout(&ahp(dir.path(), &["task", "list", "--state", "succeeded"]));
     assert!(succeeded.contains(&done) && !succeeded.contains(&open), "{succeeded}");
     let one = stdout(&ahp(dir.path(), &["task", "list", "--limit", "1"]));
     assert_eq!(one.lines().count(), 2, "{one}");
-    let next = stdout(&ahp(dir.path(), &["task", "list", "--after", one.lines().nth(1).unwrap().split(' ').next().unwrap()]));
+    let next = stdout(&ahp(
+        dir.path(),
+        &[
+            "task",
+            "list",
+            "--after",
+            one.lines().nth(1).unwrap().split(' ').next().unwrap(),
+        ],
+    ));
     assert_eq!(next.lines().count(), 2, "{next}");
     // The principal filter: a key principal without tasks sees none.
-    stdout(&ahp(dir.path(), &["principal", "add", "alice", "--scope", "communication:read"]));
+    stdout(&ahp(
+        dir.path(),
+        &["principal", "add", "alice", "--scope", "communication:read"],
+    ));
     let alices = stdout(&ahp(dir.path(), &["task", "list", "--principal", "alice"]));
     assert_eq!(alices.lines().count(), 1, "{alices}");
 
     let shown = stdout(&ahp(dir.path(), &["task", "show", &done]));
-    for want in [attempt.as_str(), "succeeded", "55 units", "line two", boss.as_str(), goal.as_str()] {
+    for want in [
+        attempt.as_str(),
+        "succeeded",
+        "55 units",
+        "line two",
+        boss.as_str(),
+        goal.as_str(),
+    ] {
         assert!(shown.contains(want), "task show lacks {want}:\n{shown}");
     }
-    let json: serde_json::Value = serde_json::from_str(&stdout(&ahp(dir.path(), &["task", "show", &open, "--json"]))).unwrap();
-    assert_eq!((json["task"]["state"].as_str(), json["attempts"].as_array().map(Vec::len)), (Some("open"), Some(0)));
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&ahp(dir.path(), &["task", "show", &open, "--json"]))).unwrap();
+    assert_eq!(
+        (
+            json["task"]["state"].as_str(),
+            json["attempts"].as_array().map(Vec::len)
+        ),
+        (Some("open"), Some(0))
+    );
 
     let goals = stdout(&ahp(dir.path(), &["goal", "list"]));
-    assert!(goals.contains(&goal) && goals.contains("1/2") && goals.contains("Q3 <plan>"), "{goals}");
+    assert!(
+        goals.contains(&goal) && goals.contains("1/2") && goals.contains("Q3 <plan>"),
+        "{goals}"
+    );
     let g = stdout(&ahp(dir.path(), &["goal", "show", &goal]));
-    for want in ["one number", "[done] ask", "[pending] sum", "revision    1", done.as_str(), open.as_str()] {
+    for want in [
+        "one number",
+        "[done] ask",
+        "[pending] sum",
+        "revision    1",
+        done.as_str(),
+        open.as_str(),
+    ] {
         assert!(g.contains(want), "goal show lacks {want}:\n{g}");
     }
 }
@@ -375,10 +413,16 @@ fn task_and_goal_flags_are_validated_with_clear_errors() {
     delegated(dir.path());
     let missing = format!("tsk_{}", "0".repeat(24));
     let cases: [(&[&str], &str); 8] = [
-        (&["task", "list", "--state", "done"], "unknown task state \"done\" (one of open, running"),
+        (
+            &["task", "list", "--state", "done"],
+            "unknown task state \"done\" (one of open, running",
+        ),
         (&["task", "list", "--limit", "0"], "0 is not in 1..=200"),
         (&["task", "list", "--limit", "201"], "201 is not in 1..=200"),
-        (&["task", "list", "--principal", "nobody"], "no principal named \"nobody\""),
+        (
+            &["task", "list", "--principal", "nobody"],
+            "no principal named \"nobody\"",
+        ),
         (&["task", "list", "--after", "nope"], "invalid taskId"),
         (&["task", "show", &missing], "not found"),
         (&["goal", "list", "--limit", "201"], "201 is not in 1..=200"),

@@ -81,7 +81,11 @@ async fn an_agent_s_page_shows_its_delegation_live_with_provenance() {
     let base = base(&server);
     let cookie = sign_in(&base, &key).await;
     // The agents page links each agent to its own page.
-    let agents = get(&format!("{base}/console/agents"), Some(&cookie)).await.text().await.unwrap();
+    let agents = get(&format!("{base}/console/agents"), Some(&cookie))
+        .await
+        .text()
+        .await
+        .unwrap();
     assert!(agents.contains(&format!("href=\"/console/agents/{boss}\"")), "{agents}");
 
     // The boss's page: the task it created (with the worker, goal, attempt, generation and
@@ -127,7 +131,8 @@ async fn an_agent_s_page_shows_its_delegation_live_with_provenance() {
         result: "55 <units>".into(),
     };
     let mut s = store(d);
-    s.complete_task_attempt(&alice, &AgentActor::of(&worker_ep), &done).unwrap();
+    s.complete_task_attempt(&alice, &AgentActor::of(&worker_ep), &done)
+        .unwrap();
     let fired = s
         .read_agent_wait(&alice, &Acting::Human, &wait.id)
         .unwrap()

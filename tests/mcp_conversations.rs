@@ -45,7 +45,13 @@ pub(crate) fn key(dir: &Path, name: &str, scopes: &[&str]) -> String {
 const STATELESS: &str = "2026-07-28";
 
 /// One stateless (2026-07-28) request to `url`.
-pub(crate) async fn post(url: &str, key: &str, method: &str, name: Option<&str>, mut params: Value) -> reqwest::Response {
+pub(crate) async fn post(
+    url: &str,
+    key: &str,
+    method: &str,
+    name: Option<&str>,
+    mut params: Value,
+) -> reqwest::Response {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": STATELESS,
         "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"},

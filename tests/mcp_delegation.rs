@@ -151,22 +151,23 @@ fn with(base: &Value, extra: Value) -> Value {
 }
 
 fn id(v: &Value, field: &str) -> String {
-    v[field].as_str().unwrap_or_else(|| panic!("no {field} in {v}")).to_owned()
+    v[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("no {field} in {v}"))
+        .to_owned()
 }
 
 /// An agent with an attached endpoint: its `agentId` and the acting arguments.
 async fn agent(s: &Checked, handle: &str) -> (String, Value) {
-    let a = s
-        .s
-        .ok(
+    let a =
+        s.s.ok(
             "create_agent_identity",
             json!({"handle": handle, "displayName": handle, "idempotencyKey": format!("agent-{handle}")}),
         )
         .await;
     let agent = id(&a, "agentId");
-    let ep = s
-        .s
-        .ok(
+    let ep =
+        s.s.ok(
             "attach_agent_endpoint",
             json!({"agentId": agent, "leaseSeconds": 600, "idempotencyKey": format!("ep-{handle}")}),
         )
@@ -315,10 +316,7 @@ async fn every_delegation_tool_over_http_matches_its_output_schema() {
     );
     let mut other = finish.clone();
     other["result"] = json!("4");
-    assert_eq!(
-        s.refused("complete_agent_task_attempt", other).await,
-        "invalid_state"
-    );
+    assert_eq!(s.refused("complete_agent_task_attempt", other).await, "invalid_state");
     // The boss's wait fired its one wake.
     let fired = s
         .ok("read_agent_wait", with(&boss_acts, json!({"waitId": wait_id})))
@@ -331,7 +329,10 @@ async fn every_delegation_tool_over_http_matches_its_output_schema() {
     let w2 = s
         .ok(
             "register_agent_wait",
-            with(&worker_acts, json!({"sources": [task2], "mode": "any", "idempotencyKey": "w-2"})),
+            with(
+                &worker_acts,
+                json!({"sources": [task2], "mode": "any", "idempotencyKey": "w-2"}),
+            ),
         )
         .await;
     let w2_id = id(&w2, "waitId");
@@ -341,10 +342,7 @@ async fn every_delegation_tool_over_http_matches_its_output_schema() {
         (c["wait"]["state"].as_str(), c["stateChanged"].as_bool()),
         (Some("cancelled"), Some(true))
     );
-    assert_eq!(
-        s.ok("cancel_agent_wait", cancel).await["stateChanged"],
-        false
-    );
+    assert_eq!(s.ok("cancel_agent_wait", cancel).await["stateChanged"], false);
     let cancelled = s.ok("cancel_agent_task", json!({"taskId": task2})).await;
     assert_eq!(cancelled["task"]["state"], "cancelled");
     assert_eq!(
@@ -353,9 +351,7 @@ async fn every_delegation_tool_over_http_matches_its_output_schema() {
     );
 
     // The goal: read, checkpoint (revision-fenced), complete.
-    let g = s
-        .ok("get_goal", with(&boss_acts, json!({"goalId": goal_id})))
-        .await;
+    let g = s.ok("get_goal", with(&boss_acts, json!({"goalId": goal_id}))).await;
     let revision = g["goal"]["revision"].as_u64().unwrap();
     let step = json!([{"title": "ask", "status": "done"}, {"title": "sum", "status": "done"}]);
     let checkpoint = with(
@@ -599,20 +595,13 @@ async fn delegation_bounds_at_the_limit_and_one_past_it_change_nothing() {
     let url = format!("{}/conversations", server.url);
     let s = Checked::new(&url, &alice).await;
     let (worker, worker_acts) = agent(&s, "worker").await;
-    let task = |instructions: String, key: &str| {
-        json!({"assigneeAgentId": worker, "title": "t", "instructions": instructions, "start": false, "idempotencyKey": key})
-    };
+    let task = |instructions: String, key: &str| json!({"assigneeAgentId": worker, "title": "t", "instructions": instructions, "start": false, "idempotencyKey": key});
     let tasks = || async { s.ok("list_agent_tasks", json!({"limit": 200})).await };
     let goals = || ahp(dir.path(), &["goal", "list"]);
 
     // Instructions: 64 KiB is accepted, one byte more is refused and creates nothing.
-    let at = s
-        .ok("create_agent_task", task("x".repeat(64 * 1024), "at"))
-        .await;
-    assert_eq!(
-        at["task"]["instructions"].as_str().map(str::len),
-        Some(64 * 1024)
-    );
+    let at = s.ok("create_agent_task", task("x".repeat(64 * 1024), "at")).await;
+    assert_eq!(at["task"]["instructions"].as_str().map(str::len), Some(64 * 1024));
     let before = tasks().await;
     assert_eq!(
         s.refused("create_agent_task", task("x".repeat(64 * 1024 + 1), "past"))
@@ -620,8 +609,7 @@ async fn delegation_bounds_at_the_limit_and_one_past_it_change_nothing() {
         "invalid"
     );
     assert_eq!(
-        s.refused("create_agent_task", task(String::new(), "empty"))
-            .await,
+        s.refused("create_agent_task", task(String::new(), "empty")).await,
         "invalid"
     );
     assert_eq!(tasks().await, before);
@@ -630,8 +618,7 @@ async fn delegation_bounds_at_the_limit_and_one_past_it_change_nothing() {
     let mut ids = vec![id(&at, "taskId")];
     for i in 0..8 {
         ids.push(id(
-            &s.ok("create_agent_task", task("i".into(), &format!("t{i}")))
-                .await,
+            &s.ok("create_agent_task", task("i".into(), &format!("t{i}"))).await,
             "taskId",
         ));
     }
@@ -643,10 +630,7 @@ async fn delegation_bounds_at_the_limit_and_one_past_it_change_nothing() {
         )
     };
     for (sources, key) in [(&ids[..9], "nine"), (&ids[..0], "none")] {
-        assert_eq!(
-            s.refused("register_agent_wait", wait(sources, key)).await,
-            "invalid"
-        );
+        assert_eq!(s.refused("register_agent_wait", wait(sources, key)).await, "invalid");
     }
     assert_eq!(tasks().await, before);
     // A refused key was never recorded: it registers now.
@@ -660,24 +644,37 @@ async fn delegation_bounds_at_the_limit_and_one_past_it_change_nothing() {
             .map(|i| json!({"title": format!("step {i}"), "status": "pending"}))
             .collect()
     };
-    let goal = |n: usize, key: &str| json!({"title": "g", "completionIntent": "c", "plan": plan(n), "idempotencyKey": key});
+    let goal =
+        |n: usize, key: &str| json!({"title": "g", "completionIntent": "c", "plan": plan(n), "idempotencyKey": key});
     let g = s.ok("create_goal", goal(32, "g32")).await;
     assert_eq!(g["goal"]["plan"].as_array().unwrap().len(), 32);
     let goal_id = id(&g, "goalId");
     let listed = goals();
     assert_eq!(s.refused("create_goal", goal(33, "g33")).await, "invalid");
     assert_eq!(goals(), listed);
-    let checkpoint = |n: usize, key: &str| {
-        json!({"goalId": goal_id, "expectedRevision": g["goal"]["revision"], "plan": plan(n), "idempotencyKey": key})
-    };
-    assert_eq!(
-        s.refused("checkpoint_goal", checkpoint(33, "c33")).await,
-        "invalid"
-    );
-    assert_eq!(
-        s.ok("get_goal", json!({"goalId": goal_id})).await["goal"],
-        g["goal"]
-    );
+    let checkpoint = |n: usize, key: &str| json!({"goalId": goal_id, "expectedRevision": g["goal"]["revision"], "plan": plan(n), "idempotencyKey": key});
+    assert_eq!(s.refused("checkpoint_goal", checkpoint(33, "c33")).await, "invalid");
+    assert_eq!(s.ok("get_goal", json!({"goalId": goal_id})).await["goal"], g["goal"]);
     let cp = s.ok("checkpoint_goal", checkpoint(32, "c32")).await;
     assert_eq!(cp["goal"]["revision"], g["goal"]["revision"].as_u64().unwrap() + 1);
+}
+
+#[test]
+fn the_schema_check_refuses_an_undeclared_field_a_wrong_type_and_a_missing_one() {
+    let schema = json!({
+        "type": "object",
+        "required": ["taskId"],
+        "properties": {
+            "taskId": {"type": "string"},
+            "attempt": {"anyOf": [{"$ref": "#/$defs/A"}, {"type": "null"}]}
+        },
+        "$defs": {"A": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}}
+    });
+    let ok = |v: Value| conforms(&schema, &schema, &v, "r");
+    assert!(ok(json!({"taskId": "t", "attempt": {"n": 1}})).is_ok());
+    assert!(ok(json!({"taskId": "t", "attempt": null})).is_ok());
+    assert!(ok(json!({"taskId": "t", "extra": 1})).is_err());
+    assert!(ok(json!({"taskId": 1})).is_err());
+    assert!(ok(json!({"attempt": null})).is_err());
+    assert!(ok(json!({"taskId": "t", "attempt": {"n": -1}})).is_err());
 }

@@ -103,7 +103,16 @@ fn attempts_table(attempts: &[TaskAttempt]) -> String {
         })
         .collect();
     table::render(
-        &["#", "attempt", "state", "endpoint", "generation", "wake", "started", "finished"],
+        &[
+            "#",
+            "attempt",
+            "state",
+            "endpoint",
+            "generation",
+            "wake",
+            "started",
+            "finished",
+        ],
         &rows,
     )
 }

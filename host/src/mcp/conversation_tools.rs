@@ -218,7 +218,11 @@ pub(super) fn actor(a: &ActingArgs) -> AgentActor {
 }
 
 /// The optional agent identity of `post_message` and `read_conversation`: all three or none.
-pub(super) fn acting(agent: Option<String>, endpoint: Option<String>, generation: Option<u64>) -> Result<Acting, ToolError> {
+pub(super) fn acting(
+    agent: Option<String>,
+    endpoint: Option<String>,
+    generation: Option<u64>,
+) -> Result<Acting, ToolError> {
     match (agent, endpoint, generation) {
         (None, None, None) => Ok(Acting::Human),
         (Some(agent), Some(endpoint), Some(generation)) => Ok(Acting::Agent(AgentActor {
@@ -719,7 +723,10 @@ mod tests {
         }
         assert_eq!(required_scope("post_message"), ApiScope::CommunicationManage);
         assert_eq!(required_scope("create_agent_task"), ApiScope::CommunicationManage);
-        assert_eq!(required_scope("complete_agent_task_attempt"), ApiScope::CommunicationManage);
+        assert_eq!(
+            required_scope("complete_agent_task_attempt"),
+            ApiScope::CommunicationManage
+        );
         assert_eq!(required_scope("no_such_tool"), ApiScope::CommunicationManage);
     }
 }

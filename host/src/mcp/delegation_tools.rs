@@ -22,7 +22,9 @@
 
 use ahp_store::Store;
 use ahp_store::conversation::{Acting, Caller};
-use ahp_store::delegation::{AgentTask, GoalCheckpoint, NewGoal, NewTask, NewWait, TaskCompletion, TaskQuery, WaitState};
+use ahp_store::delegation::{
+    AgentTask, GoalCheckpoint, NewGoal, NewTask, NewWait, TaskCompletion, TaskQuery, WaitState,
+};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::Extensions;
 use rmcp::{Json, tool, tool_router};
@@ -305,7 +307,11 @@ impl ConversationTools {
 
     /// A goal: intent, plan, note, revision and state.
     #[tool(annotations(read_only_hint = true, open_world_hint = false))]
-    async fn get_goal(&self, ext: Extensions, Parameters(a): Parameters<GoalArgs>) -> Result<Json<GoalResult>, ToolError> {
+    async fn get_goal(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<GoalArgs>,
+    ) -> Result<Json<GoalResult>, ToolError> {
         self.run(&ext, move |s, c| {
             let who = who(a.acting)?;
             renew(s, c, &who)?;

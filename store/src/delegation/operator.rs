@@ -8,8 +8,8 @@
 use super::attempt::{self, ATTEMPT_COLUMNS, TaskAttempt};
 use super::goal::{self, GOAL_COLUMNS, Goal};
 use super::task::{self, AgentTask, TASK_COLUMNS, TaskQuery, TaskRow, TaskState};
-use crate::conversation::agent;
 use crate::conversation::ConversationResult as Result;
+use crate::conversation::agent;
 use crate::conversation::bounds;
 use crate::db::Store;
 
