@@ -1,5 +1,5 @@
 //! The destination sandbox, end to end: real guest components (built by `build.rs` from
-//! `examples/`) activated against a real store, each hostile guest stopped by the right
+//! `examples/` and `host/tests/guests/`) activated against a real store, each hostile guest stopped by the right
 //! ceiling with its audit event, and the host serving the next sandbox fine afterwards.
 
 use std::path::PathBuf;
@@ -1250,7 +1250,7 @@ fn fifty_hostile_guests_beside_honest_activations() {
 /// `model_prober` is there).
 mod model_prober {}
 
-/// Every guest built from `examples/` has a test of its own name in this file.
+/// Every guest built from `examples/` and `host/tests/guests/` has a test of its own name in this file.
 mod every_guest_is_tested {
     macro_rules! assert_tested {
         ($name:ident, $path:expr) => {
