@@ -15,23 +15,22 @@
 //! still recovers the original after the endpoint was replaced (the store checks the key before
 //! it admits the endpoint).
 //!
-//! **Whom a call wakes.** The store records every wake in the call's transaction; this process
-//! then schedules the agents it can tell were woken (a started attempt's assignee, a finished or
-//! cancelled task's creator and goal controller, a wait that fired at registration) so their
-//! turns start now; any other wake is claimed at the next reaper tick.
+//! **Whom a call wakes.** The store records every wake in the call's transaction; after a task
+//! write that changed state this process schedules the task's parties
+//! ([`schedule_around`]: assignee, creator, goal controller), and after a wait that fired at
+//! registration its agent, so their turns start now; any other wake is claimed at the next
+//! reaper tick.
 
 use ahp_store::Store;
 use ahp_store::conversation::{Acting, Caller};
-use ahp_store::delegation::{
-    AgentTask, GoalCheckpoint, NewGoal, NewTask, NewWait, TaskCompletion, TaskQuery, WaitState,
-};
+use ahp_store::delegation::{GoalCheckpoint, NewGoal, NewTask, NewWait, TaskCompletion, TaskQuery, WaitState};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::Extensions;
 use rmcp::{Json, tool, tool_router};
 
 use super::conversation_tools::{ConversationTools, ToolError, acting, actor, page, renew};
 use super::delegation_schema::*;
-use crate::carrier::Carriers;
+use crate::delegating::schedule_around;
 
 /// The delegation tools that only read (and so need `communication:read`).
 pub const READ_TOOLS: [&str; 4] = ["list_agent_tasks", "get_agent_task", "read_agent_wait", "get_goal"];
@@ -39,19 +38,6 @@ pub const READ_TOOLS: [&str; 4] = ["list_agent_tasks", "get_agent_task", "read_a
 /// The [`Acting`] of optional agent arguments (all three or none).
 fn who(a: MaybeActingArgs) -> Result<Acting, ToolError> {
     acting(a.agent_id, a.endpoint_id, a.controller_generation)
-}
-
-/// Schedules the agents a terminal fact of `task` may have woken: its creator (an agent) and its
-/// goal's controller. Scheduling an agent without a wake to claim starts no turn.
-fn schedule_after_terminal(s: &Store, carriers: &dyn Carriers, task: &AgentTask) {
-    let mut woken: Vec<String> = task.creator_agent_id.iter().cloned().collect();
-    if let Some(goal) = &task.goal_id
-        && let Ok(g) = s.operator_goal(goal)
-        && let Some(controller) = g.controller_agent_id
-    {
-        woken.push(controller);
-    }
-    carriers.schedule_woken(&woken);
 }
 
 /// Renews the lease of the acting agent after a keyed mutation that was not a replay.
@@ -87,8 +73,8 @@ impl ConversationTools {
             };
             let m = s.create_agent_task(c, &who, &new, &a.idempotency_key)?;
             renew_unless_replayed(s, c, &who, m.replayed)?;
-            if m.state_changed && m.value.current_attempt.is_some() {
-                carriers.schedule_woken(std::slice::from_ref(&m.value.assignee_agent_id));
+            if m.state_changed {
+                schedule_around(s, carriers.as_ref(), &m.value);
             }
             Ok(Json(TaskResult::new(&m.value, m.replayed, m.state_changed)))
         })
@@ -167,7 +153,7 @@ impl ConversationTools {
             renew(s, c, &who)?;
             let m = s.cancel_agent_task(c, &who, &a.task_id)?;
             if m.state_changed {
-                schedule_after_terminal(s, carriers.as_ref(), &m.value);
+                schedule_around(s, carriers.as_ref(), &m.value);
             }
             Ok(Json(TaskResult::new(&m.value, m.replayed, m.state_changed)))
         })
@@ -200,7 +186,7 @@ impl ConversationTools {
             let m = s.complete_task_attempt(c, &agent, &done)?;
             renew_unless_replayed(s, c, &Acting::Agent(agent), m.replayed)?;
             if m.state_changed {
-                schedule_after_terminal(s, carriers.as_ref(), &m.value);
+                schedule_around(s, carriers.as_ref(), &m.value);
             }
             Ok(Json(TaskResult::new(&m.value, m.replayed, m.state_changed)))
         })
