@@ -5,11 +5,13 @@ mod component;
 mod conversation;
 mod data_dir;
 mod demo;
+mod goal;
 mod policy;
 mod principal;
 mod reap;
 mod serve;
 mod table;
+mod task;
 mod token;
 mod transfer;
 
@@ -59,6 +61,12 @@ enum Command {
     /// Inspect conversations and their transcripts (as the operator).
     #[command(subcommand)]
     Conversation(conversation::ConversationCommand),
+    /// Inspect agent tasks and their attempts (as the operator).
+    #[command(subcommand)]
+    Task(task::TaskCommand),
+    /// Inspect goals, their plans and their tasks (as the operator).
+    #[command(subcommand)]
+    Goal(goal::GoalCommand),
     /// Run both reapers once and print what they changed (for cron).
     Reap(reap::ReapArgs),
     /// Serve the MCP transfer and conversation tools (and run the reapers on an interval).
@@ -79,6 +87,8 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
                 Command::Policy(c) => policy::run(&dir, c),
                 Command::Agent(c) => agent::run(&dir, c),
                 Command::Conversation(c) => conversation::run(&dir, c),
+                Command::Task(c) => task::run(&dir, c),
+                Command::Goal(c) => goal::run(&dir, c),
                 Command::Reap(args) => reap::run(&dir, args),
                 Command::Serve(args) => serve::run(&dir, args),
                 Command::Demo(_) => unreachable!("handled above"),
