@@ -109,25 +109,53 @@ fn templates_code(root: &Path) -> String {
     code.push_str("pub static TEMPLATES: &[(&str, &str, &[u8])] = &[\n");
     let templates = root.join("templates");
     let mut languages: Vec<_> = std::fs::read_dir(&templates)
-        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()).collect())
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
         .unwrap_or_default();
     languages.sort();
     for language in &languages {
         let lang = language.file_name().expect("a directory has a name").to_string_lossy();
         for file in files_under(language) {
-            let rel = file.strip_prefix(language).expect("under the language").to_string_lossy().replace('\\', "/");
-            writeln!(code, "    ({lang:?}, {rel:?}, include_bytes!({:?})),", file.display().to_string()).unwrap();
+            let rel = file
+                .strip_prefix(language)
+                .expect("under the language")
+                .to_string_lossy()
+                .replace('\\', "/");
+            writeln!(
+                code,
+                "    ({lang:?}, {rel:?}, include_bytes!({:?})),",
+                file.display().to_string()
+            )
+            .unwrap();
         }
     }
     code.push_str("];\n\n/// The guest SDK's files as `(path in the vendored crate's parent, bytes)`.\n");
     code.push_str("pub static GUEST_SDK: &[(&str, &[u8])] = &[\n");
     let sdk_src = root.join("guest-sdk/src");
     for file in files_under(&sdk_src) {
-        let rel = file.strip_prefix(&sdk_src).expect("under src").to_string_lossy().replace('\\', "/");
-        writeln!(code, "    (\"ahp-guest/src/{rel}\", include_bytes!({:?})),", file.display().to_string()).unwrap();
+        let rel = file
+            .strip_prefix(&sdk_src)
+            .expect("under src")
+            .to_string_lossy()
+            .replace('\\', "/");
+        writeln!(
+            code,
+            "    (\"ahp-guest/src/{rel}\", include_bytes!({:?})),",
+            file.display().to_string()
+        )
+        .unwrap();
     }
     let wit = root.join("wit/agent.wit");
-    writeln!(code, "    (\"wit/agent.wit\", include_bytes!({:?})),", wit.display().to_string()).unwrap();
+    writeln!(
+        code,
+        "    (\"wit/agent.wit\", include_bytes!({:?})),",
+        wit.display().to_string()
+    )
+    .unwrap();
     code.push_str("];\n");
     code
 }

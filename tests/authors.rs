@@ -61,7 +61,10 @@ fn run_activates_then_answers_each_message_in_its_own_turn() {
     let first = out.find("echo: first question").expect(&out);
     let second = out.find("echo: second question").expect(&out);
     assert!(first < second, "{out}");
-    assert!(out.contains("[turn 1]") && out.contains("[turn 2]") && !out.contains("[turn 3]"), "{out}");
+    assert!(
+        out.contains("[turn 1]") && out.contains("[turn 2]") && !out.contains("[turn 3]"),
+        "{out}"
+    );
     // Each turn's fuel against the ceiling and its spend, then the event log.
     assert!(out.contains("% of the turn's ceiling"), "{out}");
     assert!(out.contains("Event log of tr_") && out.contains("activated"), "{out}");
@@ -76,7 +79,16 @@ fn run_shows_why_a_turn_failed_with_its_trace_and_exits_nonzero() {
     let snap = snap.to_str().unwrap();
     // `spin` loops on the CPU until the tier's fuel ceiling stops it.
     let o = ahp(
-        &["run", ahp_host::guests::TURN_PROBER, "--snapshot", snap, "--tier", "nano", "--message", "spin"],
+        &[
+            "run",
+            ahp_host::guests::TURN_PROBER,
+            "--snapshot",
+            snap,
+            "--tier",
+            "nano",
+            "--message",
+            "spin",
+        ],
         dir.path(),
     );
     let (out, err) = text(&o);
@@ -87,12 +99,22 @@ fn run_shows_why_a_turn_failed_with_its_trace_and_exits_nonzero() {
     assert!(err.contains("1 of 1 turns failed"), "{err}");
     // The guest's own `err` is shown as the guest said it.
     let o = ahp(
-        &["run", ahp_host::guests::TURN_PROBER, "--snapshot", snap, "--message", "fail"],
+        &[
+            "run",
+            ahp_host::guests::TURN_PROBER,
+            "--snapshot",
+            snap,
+            "--message",
+            "fail",
+        ],
         dir.path(),
     );
     let (out, _) = text(&o);
     assert!(!o.status.success());
-    assert!(out.contains("FAILED: the turn returned an error: asked to fail"), "{out}");
+    assert!(
+        out.contains("FAILED: the turn returned an error: asked to fail"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -110,7 +132,10 @@ fn run_refuses_bad_flags_and_files_clearly() {
         (&["run", probe, "--snapshot", snap, "--tier", "huge"], "huge"),
         (&["run", probe, "--snapshot", snap, "--budget", "0"], "budget"),
         (&["run", probe, "--snapshot", "missing.json"], "missing.json"),
-        (&["run", probe, "--snapshot", bad_snapshot.to_str().unwrap()], "is not a snapshot"),
+        (
+            &["run", probe, "--snapshot", bad_snapshot.to_str().unwrap()],
+            "is not a snapshot",
+        ),
         (&["run", not_wasm.to_str().unwrap(), "--snapshot", snap], "registering"),
         (&["run", probe, "--snapshot", snap, "--policy", snap], "is not a policy"),
         (&["agent", "new", "Bad Name"], "invalid agent name"),
@@ -160,7 +185,13 @@ fn a_new_rust_agent_builds_with_the_documented_command_and_answers() {
         .current_dir(&project)
         .env("CARGO_TARGET_DIR", root.join("target"))
         .env("CARGO_NET_OFFLINE", "true");
-    for var in ["CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS", "RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER", "CARGO_BUILD_TARGET"] {
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_BUILD_TARGET",
+    ] {
         build.env_remove(var);
     }
     let built = build.output().unwrap();
@@ -184,6 +215,12 @@ fn a_new_rust_agent_builds_with_the_documented_command_and_answers() {
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
     assert!(out.contains("hello-agent resumed transfer tr_"), "{out}");
-    assert!(out.contains("echo: Hello (no model is configured for this agent)"), "{out}");
-    assert!(out.contains("echo: What can you do? (no model is configured for this agent)"), "{out}");
+    assert!(
+        out.contains("echo: Hello (no model is configured for this agent)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("echo: What can you do? (no model is configured for this agent)"),
+        "{out}"
+    );
 }

@@ -21,7 +21,9 @@ fn sdk_consts() -> Vec<(String, String, String)> {
         let path = entry.unwrap().path();
         let file = path.file_name().unwrap().to_string_lossy().into_owned();
         for line in std::fs::read_to_string(&path).unwrap().lines() {
-            let Some(rest) = line.trim().strip_prefix("pub const ") else { continue };
+            let Some(rest) = line.trim().strip_prefix("pub const ") else {
+                continue;
+            };
             let (name, rest) = rest.split_once(':').expect("a typed const");
             let value = rest.split_once('=').expect("a const has a value").1;
             let value = value.trim().trim_end_matches(';').replace('_', "");
@@ -35,13 +37,21 @@ fn sdk_consts() -> Vec<(String, String, String)> {
 #[test]
 fn every_sdk_constant_equals_the_hosts() {
     let host: &[(&str, &str, u64)] = &[
-        ("conversations.rs", "MAX_PAGE", ahp_host::interfaces::conversations::MAX_PAGE.into()),
+        (
+            "conversations.rs",
+            "MAX_PAGE",
+            ahp_host::interfaces::conversations::MAX_PAGE.into(),
+        ),
         (
             "conversations.rs",
             "MAX_REPLIES",
             ahp_store::conversation::bounds::MAX_WAKE_REPLY_OPERATIONS.into(),
         ),
-        ("snapshot.rs", "MAX_PAGE", ahp_host::interfaces::snapshot::MAX_PAGE.into()),
+        (
+            "snapshot.rs",
+            "MAX_PAGE",
+            ahp_host::interfaces::snapshot::MAX_PAGE.into(),
+        ),
     ];
     let consts = sdk_consts();
     for (file, name, value) in &consts {
@@ -49,7 +59,12 @@ fn every_sdk_constant_equals_the_hosts() {
             .iter()
             .find(|(f, n, _)| f == file && n == name)
             .unwrap_or_else(|| panic!("the SDK's {file} {name} is tied to no host constant: add it to this test"));
-        assert_eq!(value.parse::<u64>().ok(), Some(tied.2), "the SDK's {file} {name} is {value}, the host's {}", tied.2);
+        assert_eq!(
+            value.parse::<u64>().ok(),
+            Some(tied.2),
+            "the SDK's {file} {name} is {value}, the host's {}",
+            tied.2
+        );
     }
     assert_eq!(consts.len(), host.len(), "a tied constant left the SDK: {consts:?}");
 }
@@ -73,7 +88,9 @@ fn wit_errors(wit: &str) -> Vec<(String, BTreeSet<String>)> {
     for chunk in wit.split("\ninterface ").skip(1) {
         let name = chunk.split_whitespace().next().unwrap().to_owned();
         let body = chunk.split("\n}").next().unwrap();
-        let Some((_, variant)) = body.split_once("variant error {") else { continue };
+        let Some((_, variant)) = body.split_once("variant error {") else {
+            continue;
+        };
         let variant = variant.split_once("\n    }").expect("the variant closes").0;
         let cases = variant
             .lines()
@@ -118,7 +135,10 @@ fn each_sdk_error_mirrors_its_wit_variant_case_for_case() {
     for (interface, wit) in &errors {
         let mut sdk = sdk_error(interface);
         sdk.retain(|v| !sdk_only.contains(&(interface.as_str(), v.as_str())));
-        assert_eq!(&sdk, wit, "the SDK's {interface}::Error and the WIT's `{interface}.error` differ");
+        assert_eq!(
+            &sdk, wit,
+            "the SDK's {interface}::Error and the WIT's `{interface}.error` differ"
+        );
     }
 }
 
@@ -128,5 +148,8 @@ fn the_wit_parser_here_reads_a_variant_as_wit_writes_it() {
     let errors = wit_errors(wit);
     assert_eq!(errors.len(), 1);
     assert_eq!(errors[0].0, "x");
-    assert_eq!(errors[0].1, ["not-found", "too-large"].into_iter().map(String::from).collect());
+    assert_eq!(
+        errors[0].1,
+        ["not-found", "too-large"].into_iter().map(String::from).collect()
+    );
 }

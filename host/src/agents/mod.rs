@@ -109,7 +109,8 @@ pub struct Drive {
     pub fuel_consumed: u64,
     /// A step failed transiently (see [`recovery`]): the carrier is kept and the agent is
     /// rescheduled with backoff.
-    pub retry: bool,    /// The last turn that did not return `ok`: how it ended and what its author needs to see.
+    pub retry: bool,
+    /// The last turn that did not return `ok`: how it ended and what its author needs to see.
     pub failure: Option<TurnFailure>,
 }
 

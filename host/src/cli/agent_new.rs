@@ -72,7 +72,18 @@ fn validate_name(name: &str) -> Result<(), String> {
         ));
     }
     // Names cargo refuses for a package, or that would shadow a crate every project uses.
-    const RESERVED: &[&str] = &["ahp-guest", "ahp_guest", "std", "core", "alloc", "test", "proc-macro", "self", "crate", "super"];
+    const RESERVED: &[&str] = &[
+        "ahp-guest",
+        "ahp_guest",
+        "std",
+        "core",
+        "alloc",
+        "test",
+        "proc-macro",
+        "self",
+        "crate",
+        "super",
+    ];
     if RESERVED.contains(&name) {
         return Err(format!("{name:?} is reserved"));
     }
@@ -106,7 +117,11 @@ fn project_files(name: &str, lang: Lang) -> anyhow::Result<Vec<(PathBuf, Vec<u8>
         lang.dir()
     );
     if lang == Lang::Rust {
-        files.extend(embedded::GUEST_SDK.iter().map(|(path, bytes)| (PathBuf::from(path), bytes.to_vec())));
+        files.extend(
+            embedded::GUEST_SDK
+                .iter()
+                .map(|(path, bytes)| (PathBuf::from(path), bytes.to_vec())),
+        );
     }
     Ok(files)
 }
@@ -161,7 +176,18 @@ mod tests {
         assert!(validate_name("my-agent_2").is_ok());
         assert!(validate_name(&"a".repeat(MAX_NAME_BYTES)).is_ok());
         assert!(validate_name(&"a".repeat(MAX_NAME_BYTES + 1)).is_err());
-        for bad in ["", "2fast", "My-Agent", "my agent", "../x", "a/b", "é", "-x", "ahp-guest", "std"] {
+        for bad in [
+            "",
+            "2fast",
+            "My-Agent",
+            "my agent",
+            "../x",
+            "a/b",
+            "é",
+            "-x",
+            "ahp-guest",
+            "std",
+        ] {
             assert!(validate_name(bad).is_err(), "{bad:?} was accepted");
         }
     }
@@ -170,7 +196,15 @@ mod tests {
     fn a_rust_project_has_its_manifest_its_source_and_the_vendored_sdk() {
         let files = project_files("my-agent", Lang::Rust).unwrap();
         let paths: Vec<String> = files.iter().map(|(p, _)| p.display().to_string()).collect();
-        for want in ["Cargo.toml", "src/lib.rs", "README.md", "snapshot.json", "ahp-guest/Cargo.toml", "ahp-guest/src/lib.rs", "wit/agent.wit"] {
+        for want in [
+            "Cargo.toml",
+            "src/lib.rs",
+            "README.md",
+            "snapshot.json",
+            "ahp-guest/Cargo.toml",
+            "ahp-guest/src/lib.rs",
+            "wit/agent.wit",
+        ] {
             assert!(paths.iter().any(|p| p == want), "{want} missing from {paths:?}");
         }
         assert!(paths.iter().all(|p| !p.ends_with(".tmpl") && !p.contains("{{")));
@@ -191,11 +225,18 @@ mod tests {
             .map(|e| format!("ahp-guest/src/{}", e.unwrap().file_name().to_string_lossy()))
             .collect();
         on_disk.sort();
-        let mut vendored: Vec<String> =
-            embedded::GUEST_SDK.iter().map(|(p, _)| (*p).to_owned()).filter(|p| p.starts_with("ahp-guest/src/")).collect();
+        let mut vendored: Vec<String> = embedded::GUEST_SDK
+            .iter()
+            .map(|(p, _)| (*p).to_owned())
+            .filter(|p| p.starts_with("ahp-guest/src/"))
+            .collect();
         vendored.sort();
         assert_eq!(vendored, on_disk);
-        let wit = embedded::GUEST_SDK.iter().find(|(p, _)| *p == "wit/agent.wit").unwrap().1;
+        let wit = embedded::GUEST_SDK
+            .iter()
+            .find(|(p, _)| *p == "wit/agent.wit")
+            .unwrap()
+            .1;
         assert_eq!(wit, std::fs::read(src.join("../../wit/agent.wit")).unwrap());
     }
 

@@ -121,7 +121,9 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: RunArgs) -> anyhow::Result<()
         Some(path) => {
             let policy: Policy = serde_json::from_slice(&read_bounded(path, "policy")?)
                 .with_context(|| format!("{} is not a policy", path.display()))?;
-            policy.validate().with_context(|| format!("the policy {}", path.display()))?;
+            policy
+                .validate()
+                .with_context(|| format!("the policy {}", path.display()))?;
             Some(policy)
         }
         None => None,
@@ -285,7 +287,10 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: RunArgs) -> anyhow::Result<()
 
 /// `used` as a share of `ceiling`, e.g. `3.2% of the turn's ceiling`.
 fn share(used: u64, ceiling: u64) -> String {
-    format!("{:.1}% of the turn's ceiling", used as f64 * 100.0 / ceiling.max(1) as f64)
+    format!(
+        "{:.1}% of the turn's ceiling",
+        used as f64 * 100.0 / ceiling.max(1) as f64
+    )
 }
 
 /// Prints what the guest wrote since `shown` bytes of its log.
