@@ -160,13 +160,18 @@ fn templates_code(root: &Path) -> String {
     code
 }
 
-/// The files under `dir`, recursively, sorted.
+/// The files under `dir`, recursively, sorted; without `.gitkeep` (a placeholder that keeps an
+/// empty template directory in git) and Python's `__pycache__`.
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     let mut dirs = vec![dir.to_path_buf()];
     while let Some(d) = dirs.pop() {
         for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("read {}: {e}", d.display())) {
             let path = entry.expect("a directory entry").path();
+            let name = path.file_name().expect("an entry has a name");
+            if name == ".gitkeep" || name == "__pycache__" {
+                continue;
+            }
             if path.is_dir() {
                 dirs.push(path);
             } else {

@@ -3,6 +3,7 @@
 //! One integration binary; its modules are the table of contents.
 
 mod agents;
+mod authors;
 mod browser;
 mod cli;
 mod console;

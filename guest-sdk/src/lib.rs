@@ -54,7 +54,9 @@
 //! ahp_guest::export_agent!(Echo);
 //! ```
 //!
-//! Build it with `cargo build --release --target wasm32-wasip2` in a crate of type `cdylib`.
+//! Build it with `cargo build --release --target wasm32-wasip2` in a crate of type `cdylib`
+//! (`ahp agent new NAME` writes such a project; the author's guide is `docs/agents.md` in the
+//! ahp repository, and `ahp run` tries a component locally).
 
 pub mod agent_loop;
 pub mod checkpoint;

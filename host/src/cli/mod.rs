@@ -1,6 +1,7 @@
 //! The command line: argument parsing and dispatch to one file per command group.
 
 mod agent;
+mod agent_new;
 mod component;
 mod conversation;
 mod data_dir;
@@ -9,6 +10,7 @@ mod goal;
 mod policy;
 mod principal;
 mod reap;
+mod run;
 mod serve;
 mod table;
 mod task;
@@ -67,6 +69,9 @@ enum Command {
     /// Inspect goals, their plans and their tasks (as the operator).
     #[command(subcommand)]
     Goal(goal::GoalCommand),
+    /// Run one agent locally with no server: activate it from a snapshot, then one turn per
+    /// message, on a throwaway data directory.
+    Run(run::RunArgs),
     /// Run both reapers once and print what they changed (for cron).
     Reap(reap::ReapArgs),
     /// Serve the MCP transfer and conversation tools (and run the reapers on an interval).
@@ -77,6 +82,8 @@ enum Command {
 pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Demo(args) => demo::run(cli.data_dir, args),
+        Command::Agent(agent::AgentCommand::New(args)) => agent_new::run(args),
+        Command::Run(args) => run::run(cli.data_dir, args),
         command => {
             let dir = DataDir::resolve(cli.data_dir)?;
             match command {
@@ -91,7 +98,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
                 Command::Goal(c) => goal::run(&dir, c),
                 Command::Reap(args) => reap::run(&dir, args),
                 Command::Serve(args) => serve::run(&dir, args),
-                Command::Demo(_) => unreachable!("handled above"),
+                Command::Demo(_) | Command::Run(_) => unreachable!("handled above"),
             }
         }
     }
