@@ -344,7 +344,14 @@ fn a_fuel_breach_on_a_later_turn_terminates_the_transfer() {
 
 #[test]
 fn deep_recursion() {
-    host().assert_stopped_by("deep-recursion", Tier::Nano, Ceiling::Stack);
+    let h = host();
+    h.assert_stopped_by("deep-recursion", Tier::Nano, Ceiling::Stack);
+    // Its backtrace has a frame per recursive call: what the author is shown is bounded.
+    let id = h.pushed(&snapshot(3, json!({})), Tier::Nano, 1_000_000, "deep-recursion");
+    let report = h.activate(&id);
+    let trace = report.diagnosis.and_then(|d| d.trace).expect("a trap has a trace");
+    assert!(trace.len() <= ahp_host::sandbox::MAX_DIAGNOSIS_TRACE_BYTES + '…'.len_utf8());
+    assert!(trace.contains("wasm backtrace") || trace.contains("stack"), "{trace}");
 }
 
 #[test]

@@ -13,6 +13,14 @@ fn read(rel: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
 
+/// The value of an integer literal or a product of them (`64 * 1024`).
+fn literal(value: &str) -> Option<u64> {
+    value
+        .split('*')
+        .map(|f| f.trim().parse::<u64>().ok())
+        .try_fold(1u64, |acc, f| acc.checked_mul(f?))
+}
+
 /// Every `pub const NAME: TYPE = VALUE;` of the SDK's sources, as `(file, NAME, VALUE)`.
 fn sdk_consts() -> Vec<(String, String, String)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk/src");
@@ -36,6 +44,11 @@ fn sdk_consts() -> Vec<(String, String, String)> {
 
 #[test]
 fn every_sdk_constant_equals_the_hosts() {
+    // The SDK's one text bound stands for both the instructions and the result.
+    assert_eq!(
+        ahp_store::delegation::bounds::MAX_TASK_RESULT_BYTES,
+        ahp_store::delegation::bounds::MAX_TASK_INSTRUCTIONS_BYTES
+    );
     let host: &[(&str, &str, u64)] = &[
         (
             "conversations.rs",
@@ -52,6 +65,31 @@ fn every_sdk_constant_equals_the_hosts() {
             "MAX_PAGE",
             ahp_host::interfaces::snapshot::MAX_PAGE.into(),
         ),
+        (
+            "delegation.rs",
+            "MAX_SOURCES",
+            ahp_store::delegation::bounds::MAX_WAIT_SOURCES as u64,
+        ),
+        (
+            "delegation.rs",
+            "MAX_PAGE",
+            ahp_host::interfaces::delegation::MAX_PAGE.into(),
+        ),
+        (
+            "delegation.rs",
+            "MAX_CALLS",
+            ahp_host::interfaces::delegation::MAX_DELEGATION_CALLS_PER_TURN.into(),
+        ),
+        (
+            "delegation.rs",
+            "MAX_WRITES",
+            ahp_host::interfaces::delegation::MAX_DELEGATION_WRITES_PER_TURN.into(),
+        ),
+        (
+            "delegation.rs",
+            "MAX_TEXT_BYTES",
+            ahp_store::delegation::bounds::MAX_TASK_INSTRUCTIONS_BYTES as u64,
+        ),
     ];
     let consts = sdk_consts();
     for (file, name, value) in &consts {
@@ -60,7 +98,7 @@ fn every_sdk_constant_equals_the_hosts() {
             .find(|(f, n, _)| f == file && n == name)
             .unwrap_or_else(|| panic!("the SDK's {file} {name} is tied to no host constant: add it to this test"));
         assert_eq!(
-            value.parse::<u64>().ok(),
+            literal(value),
             Some(tied.2),
             "the SDK's {file} {name} is {value}, the host's {}",
             tied.2

@@ -65,6 +65,10 @@ pub struct Run {
 /// Longest tail of the guest's output a [`Diagnosis`] keeps, in bytes.
 pub const DIAGNOSIS_LOG_BYTES: usize = 4096;
 
+/// Longest trace a [`Diagnosis`] keeps, in bytes: the error chain and the innermost frames of
+/// a wasm backtrace, which is what an author reads.
+pub const MAX_DIAGNOSIS_TRACE_BYTES: usize = 16 * 1024;
+
 /// A failed run as its author needs it (`ahp run` prints it): the whole error wasmtime
 /// reported, and the last of what the guest wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -313,7 +317,12 @@ fn run(sandbox: &mut Sandbox, call: Call) -> (RunOutcome, u64, Option<String>) {
         tracing::error!(error = %e, "settling the meter failed");
     }
     let st = store.data();
-    let trace = result.as_ref().err().map(|e| format!("{e:?}"));
+    // A trap's backtrace has a frame per wasm call (a deep recursion: thousands): kept to a
+    // bound, like the guest's own error message.
+    let trace = result
+        .as_ref()
+        .err()
+        .map(|e| truncate(&format!("{e:?}"), MAX_DIAGNOSIS_TRACE_BYTES));
     let outcome = match result {
         Ok(Ok(())) => RunOutcome::Returned,
         Ok(Err(message)) => RunOutcome::GuestError(truncate(&message, MAX_GUEST_MESSAGE_BYTES)),
