@@ -62,7 +62,7 @@ fn demo_runs_the_whole_lifecycle_and_ends_terminated() {
     assert!(out.contains("(scripted model) The inventory server says:"), "{out}");
     assert!(out.contains("SKU-3307"), "{out}");
     assert!(!out.contains("report_usage"), "{out}");
-    let store = Store::open(dir.path().join("ahp.db")).unwrap();
+    let mut store = Store::open(dir.path().join("ahp.db")).unwrap();
     let all = store.list_transfers(None, 10).unwrap();
     assert_eq!(all.len(), 1);
     assert_eq!(all[0].status, TransferStatus::Terminated);

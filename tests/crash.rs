@@ -67,7 +67,7 @@ async fn a_kill_during_activation_is_failed_at_restart_and_a_new_token_activates
             stateless(&url, None, "tools/call", Some("activate"), params).await
         })
     };
-    let reader = Store::open(dir.path().join("ahp.db")).unwrap();
+    let mut reader = Store::open(dir.path().join("ahp.db")).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while !reader.transfer(&t).unwrap().activating {
         assert!(Instant::now() < deadline, "the activation never started");

@@ -234,7 +234,7 @@ async fn a_transfer_moves_through_the_tools_and_bad_tokens_are_refused() {
     client.cancel().await.unwrap();
 
     // Nothing the refused calls touched moved.
-    let store = Store::open(dir.path().join("ahp.db")).unwrap();
+    let mut store = Store::open(dir.path().join("ahp.db")).unwrap();
     assert_eq!(
         store.transfer(&other).unwrap().status,
         ahp_store::TransferStatus::Staged

@@ -22,12 +22,12 @@ use crate::carrier::Carriers;
 
 /// Schedules the parties of `task` (its assignee, its creator, its goal's controller) that
 /// this process carries.
-pub fn schedule_around(store: &Store, carriers: &dyn Carriers, task: &AgentTask) {
+pub fn schedule_around(store: &mut Store, carriers: &dyn Carriers, task: &AgentTask) {
     carriers.schedule_woken(&parties(store, task));
 }
 
 /// The agents a write about `task` may have woken.
-pub fn parties(store: &Store, task: &AgentTask) -> Vec<String> {
+pub fn parties(store: &mut Store, task: &AgentTask) -> Vec<String> {
     let mut agents = vec![task.assignee_agent_id.clone()];
     agents.extend(task.creator_agent_id.clone());
     // The goal is the task's owner's; the operator read skips the caller's visibility, which
@@ -91,13 +91,13 @@ mod tests {
             .value;
         let mut expected = vec![worker.id.clone(), lead.id.clone()];
         expected.sort();
-        assert_eq!(parties(&store, &by_human), expected);
+        assert_eq!(parties(&mut store, &by_human), expected);
         let by_boss = store
             .create_agent_task(&op, &Acting::Agent(boss_ep), &new(None), "t-2")
             .unwrap()
             .value;
         let mut expected = vec![worker.id.clone(), boss.id.clone()];
         expected.sort();
-        assert_eq!(parties(&store, &by_boss), expected);
+        assert_eq!(parties(&mut store, &by_boss), expected);
     }
 }

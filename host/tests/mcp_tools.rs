@@ -87,7 +87,7 @@ impl World {
     }
 
     fn events(&self, kind: EventKind) -> Vec<serde_json::Value> {
-        let db = self.db.lock().unwrap();
+        let mut db = self.db.lock().unwrap();
         db.get_status(&self.transfer)
             .unwrap()
             .events

@@ -33,6 +33,15 @@ use ahp_host::store::{Clock, ManualClock, Store, Tier, Timestamp, TokenKey, Tran
 use ahp_host::testing;
 use serde_json::json;
 
+/// Busy attempts per failure the host sees: the store's write path retries a write step; the
+/// one read step (`BudgetRead`) is not retried.
+fn attempts(step: FaultStep) -> u32 {
+    match step {
+        FaultStep::BudgetRead => 1,
+        _ => ahp_host::store::MAX_WRITE_ATTEMPTS,
+    }
+}
+
 /// A host carrying turn-prober agents, on a manual clock (turns still run on real time).
 struct World {
     dir: tempfile::TempDir,
@@ -99,13 +108,20 @@ impl World {
         self.host.agents()
     }
 
-    /// Arms `step` on the host's store: `pass` calls through, then `fail` failures.
+    /// Arms `step` on the host's store: `pass` calls through, then `fail` failures the host
+    /// sees. A write step is retried by the store's write path up to `MAX_WRITE_ATTEMPTS` times
+    /// before its caller sees it busy, so one failure the host sees is that many busy attempts.
     fn fault(&self, step: FaultStep, pass: u32, fail: u32) {
-        self.db().inject_transient_fault(step, pass, fail).unwrap();
+        self.db()
+            .inject_transient_fault(step, pass, fail * attempts(step))
+            .unwrap();
     }
 
+    /// How many failures of `step` the host has seen.
     fn fired(&self, step: FaultStep) -> u32 {
-        self.db().faults_fired(step)
+        let fired = self.db().faults_fired(step);
+        assert_eq!(fired % attempts(step), 0, "{step:?} fired {fired} times");
+        fired / attempts(step)
     }
 
     /// A pushed turn-prober transfer with a roomy budget.
@@ -499,7 +515,7 @@ fn a_failed_first_bind_is_repaired_by_the_tick() {
     let w = world();
     let t = w.pushed();
     // Every attempt of the bind's write fails: the transfer is active with no agent.
-    w.fault(FaultStep::AttachEndpoint, 0, ahp_host::store::MAX_WRITE_ATTEMPTS);
+    w.fault(FaultStep::AttachEndpoint, 0, 1);
     let report = w.activate(&t);
     assert_eq!(report.outcome, RunOutcome::Returned);
     assert_eq!(report.transfer.status, TransferStatus::Active);
@@ -533,7 +549,7 @@ fn a_failed_registration_is_repaired_by_the_tick() {
 fn a_failed_first_bind_is_repaired_by_a_restart() {
     let w = world();
     let t = w.pushed();
-    w.fault(FaultStep::AttachEndpoint, 0, ahp_host::store::MAX_WRITE_ATTEMPTS);
+    w.fault(FaultStep::AttachEndpoint, 0, 1);
     assert_eq!(w.activate(&t).transfer.status, TransferStatus::Active);
     assert_eq!(w.db().transfer(&t).unwrap().agent_id, None);
     // A successor process over the same database takes over.

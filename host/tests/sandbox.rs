@@ -238,7 +238,7 @@ fn forecaster() {
     assert!(report.fuel_consumed > 0);
     assert!(report.compute_micro_usd >= 1, "compute is charged");
 
-    let db = h.db();
+    let mut db = h.db();
     let saved: Value = serde_json::from_slice(&db.load_checkpoint(&id).unwrap().unwrap().state).unwrap();
     assert_eq!(saved["turn"], 1);
     assert_eq!(saved["messagesSeen"], 600, "resume saw the whole history");

@@ -21,5 +21,5 @@ pub mod value;
 pub use connection::{Begin, Connection, Dialect};
 pub use error::{SqlError, SqlResult};
 pub use row::{Row, RowIndex};
-pub use tx::{MappedRows, OptionalExtension, Statement, Tx};
+pub use tx::{MappedRows, OptionalExtension, Statement, Transaction, Tx};
 pub use value::{FromValue, Params, ToValue, Value, ValueRef};

@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 
-use crate::connection::Connection;
+use crate::connection::{Begin, Connection};
 use crate::error::{SqlError, SqlResult};
 use crate::row::Row;
 use crate::value::Params;
@@ -105,6 +105,66 @@ impl<'c> Tx<'c> {
     /// The backend, for a test seam that needs its driver.
     pub fn with_connection<T>(&self, f: impl FnOnce(&mut dyn Connection) -> T) -> T {
         f(&mut **self.conn.borrow_mut())
+    }
+}
+
+/// An open transaction that owns its end: [`commit`](Self::commit) makes it durable, dropping
+/// it uncommitted rolls it back. It derefs to the [`Tx`] its statements run through.
+pub struct Transaction<'c> {
+    tx: Tx<'c>,
+    open: bool,
+}
+
+impl std::fmt::Debug for Transaction<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transaction").field("open", &self.open).finish()
+    }
+}
+
+impl<'c> Transaction<'c> {
+    /// Begins a transaction on `conn`.
+    ///
+    /// # Errors
+    ///
+    /// The backend's, e.g. [`SqlError::Busy`] when it cannot start one now.
+    pub fn begin(conn: &'c mut dyn Connection, begin: Begin) -> SqlResult<Self> {
+        conn.begin(begin)?;
+        Ok(Self {
+            tx: Tx::new(conn),
+            open: true,
+        })
+    }
+
+    /// Commits; when this returns `Ok` the transaction is durable.
+    ///
+    /// # Errors
+    ///
+    /// The backend's (the transaction is then rolled back).
+    pub fn commit(mut self) -> SqlResult<()> {
+        self.open = false;
+        let committed = self.tx.with_connection(|c| c.commit());
+        if committed.is_err() {
+            let _ = self.tx.with_connection(|c| c.rollback());
+        }
+        committed
+    }
+}
+
+impl<'c> std::ops::Deref for Transaction<'c> {
+    type Target = Tx<'c>;
+
+    fn deref(&self) -> &Tx<'c> {
+        &self.tx
+    }
+}
+
+impl Drop for Transaction<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            // Nothing was committed; a failed rollback leaves the backend to discard the
+            // transaction when the connection next begins or closes.
+            let _ = self.tx.with_connection(|c| c.rollback());
+        }
     }
 }
 

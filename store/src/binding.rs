@@ -27,7 +27,7 @@
 
 use std::time::Duration;
 
-use rusqlite::{OptionalExtension, Transaction};
+use ahp_store_sql::{OptionalExtension, Tx};
 use serde::Serialize;
 use serde_json::json;
 
@@ -84,7 +84,7 @@ fn card_for(t: &Transfer) -> AgentCard {
 
 /// The agent's current endpoint (attached, whatever its lease), or `None`. Every endpoint not
 /// known to be retired is parsed, so an unknown state fails closed.
-fn current_endpoint(tx: &Transaction<'_>, agent: &str) -> Result<Option<Endpoint>> {
+fn current_endpoint(tx: &Tx<'_>, agent: &str) -> Result<Option<Endpoint>> {
     let ids: Vec<String> = tx
         .prepare_cached(
             "SELECT id FROM agent_endpoints WHERE agent_id = ?1 AND state NOT IN ('detached', 'expired', 'replaced')",
@@ -104,7 +104,7 @@ fn current_endpoint(tx: &Transaction<'_>, agent: &str) -> Result<Option<Endpoint
 /// `expired` detach its current endpoint (reconciling its wake attempts: claims released,
 /// dispatched ones `delivery_unknown`). Each appends `agent_unbound` to the transfer's log.
 /// Other moves, and transfers with no agent, are left alone.
-pub(crate) fn unbind(tx: &Transaction<'_>, t: &Transfer, to: TransferStatus, now: Timestamp) -> Result<()> {
+pub(crate) fn unbind(tx: &Tx<'_>, t: &Transfer, to: TransferStatus, now: Timestamp) -> Result<()> {
     let Some(agent) = t.agent_id.as_deref() else {
         return Ok(());
     };
@@ -144,7 +144,7 @@ pub(crate) fn unbind(tx: &Transaction<'_>, t: &Transfer, to: TransferStatus, now
 }
 
 /// A bound agent its transfer's owner does not own is a broken row, not a missing agent.
-fn owned_agent(tx: &Transaction<'_>, owner: &CommunicationPrincipal, t: &Transfer, agent: &str) -> Result<Agent> {
+fn owned_agent(tx: &Tx<'_>, owner: &CommunicationPrincipal, t: &Transfer, agent: &str) -> Result<Agent> {
     agent::load_owned(tx, owner, agent).map_err(|e| match e {
         ConversationError::AgentNotFound(_) => Error::CorruptRow {
             table: "transfers",
@@ -179,7 +179,7 @@ impl Store {
         transfer::check_id(transfer)?;
         bounds::lease("lease", lease, MIN_ENDPOINT_LEASE, MAX_ENDPOINT_LEASE)?;
         let clock = self.clock.clone();
-        self.write(|tx, _| {
+        self.write(|tx| {
             // Read once the write lock is held, as every conversation operation does: the
             // replaced endpoint's lease is judged, and the new one starts, at the commit's moment.
             let now = clock.now();
@@ -228,10 +228,10 @@ impl Store {
     ///
     /// [`Error::InvalidInput`] for a malformed agent id; [`Error::CorruptRow`] for a row this
     /// build cannot read.
-    pub fn agent_transfer(&self, agent: &str) -> Result<Option<Transfer>> {
+    pub fn agent_transfer(&mut self, agent: &str) -> Result<Option<Transfer>> {
         agent::check_id(agent)?;
         let sql = format!("SELECT {TRANSFER_COLUMNS} FROM transfers WHERE agent_id = ?1");
-        self.conn
+        self.autocommit()
             .prepare_cached(&sql)?
             .query_row([agent], |r| Ok(transfer::from_row(r)))
             .optional()?
@@ -245,14 +245,15 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for a malformed cursor or a limit outside 1..=[`MAX_LIST_LIMIT`].
-    pub fn bound_active_transfers(&self, after: Option<&str>, limit: usize) -> Result<Vec<(String, String)>> {
+    pub fn bound_active_transfers(&mut self, after: Option<&str>, limit: usize) -> Result<Vec<(String, String)>> {
         if limit == 0 || limit > MAX_LIST_LIMIT {
             return Err(Error::invalid("limit", format!("must be 1 to {MAX_LIST_LIMIT}")));
         }
         if let Some(a) = after {
             transfer::check_id(a)?;
         }
-        let mut stmt = self.conn.prepare_cached(
+        let tx = self.autocommit();
+        let mut stmt = tx.prepare_cached(
             "SELECT id, agent_id FROM transfers
              WHERE status = 'active' AND agent_id IS NOT NULL AND id > ?1 ORDER BY id LIMIT ?2",
         )?;
@@ -271,14 +272,19 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for a malformed cursor or a limit outside 1..=[`MAX_LIST_LIMIT`].
-    pub fn unbound_active_transfers(&self, after: Option<&str>, limit: usize) -> Result<Vec<(String, Option<String>)>> {
+    pub fn unbound_active_transfers(
+        &mut self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Option<String>)>> {
         if limit == 0 || limit > MAX_LIST_LIMIT {
             return Err(Error::invalid("limit", format!("must be 1 to {MAX_LIST_LIMIT}")));
         }
         if let Some(a) = after {
             transfer::check_id(a)?;
         }
-        let mut stmt = self.conn.prepare_cached(
+        let tx = self.autocommit();
+        let mut stmt = tx.prepare_cached(
             "SELECT t.id, t.agent_id FROM transfers t
              WHERE t.status = 'active' AND t.id > ?1
                AND NOT EXISTS (SELECT 1 FROM agent_endpoints e

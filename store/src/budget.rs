@@ -5,7 +5,7 @@
 //! ([`crate::model_call`]). Money is integer micro-USD (1 USD = 1,000,000) everywhere — never floating
 //! point, so sums are exact and comparisons with the allocation are never off by a rounding.
 
-use rusqlite::{Connection, OptionalExtension};
+use ahp_store_sql::{OptionalExtension, Tx};
 use serde::Serialize;
 
 use crate::error::Result;
@@ -52,7 +52,7 @@ impl Budget {
 }
 
 /// The budget of `transfer`, if one has been opened.
-pub(crate) fn load(conn: &Connection, transfer: &str) -> Result<Option<Budget>> {
+pub(crate) fn load(conn: &Tx<'_>, transfer: &str) -> Result<Option<Budget>> {
     Ok(conn
         .prepare_cached(
             "SELECT allocated_micro_usd, rate_micro_usd_per_cpu_second, spent_micro_usd, reserved_micro_usd
@@ -76,9 +76,9 @@ impl crate::db::Store {
     /// # Errors
     ///
     /// [`crate::Error::InvalidInput`] for a malformed id.
-    pub fn budget(&self, transfer: &str) -> Result<Option<Budget>> {
+    pub fn budget(&mut self, transfer: &str) -> Result<Option<Budget>> {
         crate::transfer::check_id(transfer)?;
         self.fault_point(crate::fault::FaultStep::BudgetRead)?;
-        load(&self.conn, transfer)
+        load(&self.autocommit(), transfer)
     }
 }

@@ -4,7 +4,7 @@
 //! transfer's tier ([`TierLimits::checkpoint_bytes`](crate::TierLimits::checkpoint_bytes)),
 //! checked here as well as in the host so no caller can store more.
 
-use rusqlite::OptionalExtension;
+use ahp_store_sql::OptionalExtension;
 
 use crate::clock::Timestamp;
 use crate::db::Store;
@@ -40,7 +40,7 @@ impl Store {
             ));
         }
         let now = self.now();
-        self.write(|tx, _| {
+        self.write(|tx| {
             tx.prepare_cached(
                 "INSERT INTO checkpoints (transfer_id, state, saved_at) VALUES (?1, ?2, ?3)
                  ON CONFLICT (transfer_id) DO UPDATE SET state = ?2, saved_at = ?3",
@@ -55,10 +55,10 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for a malformed id.
-    pub fn load_checkpoint(&self, transfer: &str) -> Result<Option<Checkpoint>> {
+    pub fn load_checkpoint(&mut self, transfer: &str) -> Result<Option<Checkpoint>> {
         transfer::check_id(transfer)?;
         Ok(self
-            .conn
+            .autocommit()
             .prepare_cached("SELECT state, saved_at FROM checkpoints WHERE transfer_id = ?1")?
             .query_row([transfer], |r| {
                 Ok(Checkpoint {

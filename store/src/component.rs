@@ -4,7 +4,7 @@
 //! digest was registered, its size and when, and the human name `provision_runtime` may use
 //! instead of the digest. A name points at one digest; registering it again moves it.
 
-use rusqlite::OptionalExtension;
+use ahp_store_sql::{OptionalExtension, Tx};
 use serde::Serialize;
 
 use crate::clock::Timestamp;
@@ -70,24 +70,23 @@ impl Store {
             ));
         }
         let now = self.now();
-        let tx = self.immediate()?;
-        if let Some(name) = name {
+        self.write(|tx| {
+            if let Some(name) = name {
+                tx.execute(
+                    "UPDATE components SET name = NULL WHERE name = ?1 AND digest <> ?2",
+                    (name, digest),
+                )?;
+            }
             tx.execute(
-                "UPDATE components SET name = NULL WHERE name = ?1 AND digest <> ?2",
-                (name, digest),
-            )?;
-        }
-        tx.execute(
-            "INSERT INTO components (digest, name, size_bytes, registered_at) VALUES (?1, ?2, ?3, ?4)
+                "INSERT INTO components (digest, name, size_bytes, registered_at) VALUES (?1, ?2, ?3, ?4)
              ON CONFLICT (digest) DO UPDATE SET name = coalesce(?2, name), registered_at = ?4",
-            (digest, name, size_bytes as i64, now.as_micros()),
-        )?;
-        let record = load(&tx, digest)?.ok_or_else(|| Error::CorruptRow {
-            table: "components",
-            reason: format!("{digest} vanished inside its own transaction"),
-        })?;
-        tx.commit()?;
-        Ok(record)
+                (digest, name, size_bytes as i64, now.as_micros()),
+            )?;
+            load(tx, digest)?.ok_or_else(|| Error::CorruptRow {
+                table: "components",
+                reason: format!("{digest} vanished inside its own transaction"),
+            })
+        })
     }
 
     /// The registered component a digest or a name refers to, if any.
@@ -95,24 +94,24 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for a malformed reference.
-    pub fn component(&self, digest_or_name: &str) -> Result<Option<ComponentRecord>> {
+    pub fn component(&mut self, digest_or_name: &str) -> Result<Option<ComponentRecord>> {
         validate_component(digest_or_name)?;
         if is_digest(digest_or_name) {
-            return load(&self.conn, digest_or_name);
+            return load(&self.autocommit(), digest_or_name);
         }
         let digest: Option<String> = self
-            .conn
+            .autocommit()
             .prepare_cached("SELECT digest FROM components WHERE name = ?1")?
             .query_row([digest_or_name], |r| r.get(0))
             .optional()?;
         match digest {
-            Some(d) => load(&self.conn, &d),
+            Some(d) => load(&self.autocommit(), &d),
             None => Ok(None),
         }
     }
 }
 
-fn load(conn: &rusqlite::Connection, digest: &str) -> Result<Option<ComponentRecord>> {
+fn load(conn: &Tx<'_>, digest: &str) -> Result<Option<ComponentRecord>> {
     Ok(conn
         .prepare_cached("SELECT digest, name, size_bytes, registered_at FROM components WHERE digest = ?1")?
         .query_row([digest], |r| {

@@ -7,41 +7,32 @@
 //! transfer the database then forgets. Each state transition is one `BEGIN IMMEDIATE`
 //! transaction, so it costs at most one fsync of the WAL.
 //!
-//! **Busy databases.** Every transfer write goes through `Store::write`: one `BEGIN
-//! IMMEDIATE` transaction that, when SQLite reports the database busy or locked (another
+//! **Busy databases.** Every write goes through one path, `Store::retrying` (the transfer
+//! operations through `Store::write` on top of it, the conversation domain through its
+//! `admitted` wrapper): one transaction begun by `Store::begin` that, when SQLite reports the database busy or locked (another
 //! process holds the write lock past [`BUSY_TIMEOUT`], or a lock could not be taken at all),
 //! is rolled back and run again from the start, at most [`MAX_WRITE_ATTEMPTS`] times with
 //! growing pauses. A rolled-back attempt changed nothing — no token consumed, no transfer
 //! moved — so retrying is always safe; when every attempt finds the database busy the caller
 //! gets [`Error::Busy`], which [`Error::is_transient`] tells apart from a refusal.
 //!
-//! Migrations are the files `store/sql/NNNN_*.sql`, applied in order inside one immediate
-//! transaction and recorded in `PRAGMA user_version` (the pattern of Mozilla's
+//! Migrations are the files `store/sql/NNNN_*.sql` (and their PostgreSQL twins in
+//! `store/sql/postgres/`), applied in order inside one write transaction and recorded in
+//! `PRAGMA user_version` (on PostgreSQL, the table `ahp_schema_version`) (the pattern of Mozilla's
 //! application-services). A database whose version is newer than this build knows is refused.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use ahp_store_sql::{Begin, Connection, Dialect, SqlError, Transaction, Tx};
+use rusqlite::OpenFlags;
 
 use crate::clock::{Clock, SystemClock, Timestamp};
 use crate::error::{Error, Result};
+use crate::migrations;
+use crate::sqlite::SqliteConnection;
 use crate::token::TokenKey;
-
-/// The schema migrations, in order; the database's `user_version` is how many have run.
-const MIGRATIONS: &[&str] = &[
-    include_str!("../sql/0001_transfers.sql"),
-    include_str!("../sql/0002_conversation.sql"),
-    include_str!("../sql/0003_principals.sql"),
-    include_str!("../sql/0004_sandbox.sql"),
-    include_str!("../sql/0005_conversation_audit.sql"),
-    include_str!("../sql/0006_transfer_agents.sql"),
-    include_str!("../sql/0007_host_held_endpoints.sql"),
-    include_str!("../sql/0008_usage_events_by_kind.sql"),
-    include_str!("../sql/0009_model_calls.sql"),
-    include_str!("../sql/0010_delegation.sql"),
-];
 
 /// How long a connection waits for another writer before failing with `SQLITE_BUSY`.
 ///
@@ -49,8 +40,8 @@ const MIGRATIONS: &[&str] = &[
 /// on a slow disk while still surfacing a wedged writer.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Most attempts `Store::write` makes at one transaction while the database is busy. With
-/// [`BUSY_TIMEOUT`] per attempt a wedged writer is reported after about 20 s; a transient
+/// Most attempts the store's write path makes at one transaction while the database is busy.
+/// With [`BUSY_TIMEOUT`] per attempt a wedged writer is reported after about 20 s; a transient
 /// lock (a checkpoint, a second process's short write) is ridden out.
 pub const MAX_WRITE_ATTEMPTS: u32 = 4;
 
@@ -66,64 +57,104 @@ const STATEMENT_CACHE_CAPACITY: usize = 128;
 
 /// A connection to ahp's system of record, with its clock and (optionally) the transfer-token key.
 ///
-/// A `Store` is one SQLite connection: `Send`, not `Sync`. Open one per thread, or funnel writes
-/// through one owner; SQLite serializes writers either way.
-#[derive(Debug)]
+/// A `Store` is one database connection: `Send`, not `Sync`. Open one per thread, or funnel
+/// writes through one owner; the database serializes writers either way.
 pub struct Store {
-    pub(crate) conn: Connection,
+    pub(crate) conn: Box<dyn Connection>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) token_key: Option<TokenKey>,
     /// Faults a test armed ([`crate::fault`]); `None` unless one did.
     pub(crate) faults: Option<Arc<crate::fault::FaultPlan>>,
 }
 
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("dialect", &self.conn.dialect())
+            .field("token_key", &self.token_key.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the write path needs of an operation's error type: whether it is a busy database
+/// (run the whole transaction again), and what to report when every attempt was busy.
+pub(crate) trait WriteError: From<SqlError> {
+    /// The failure was contention alone; nothing was committed.
+    fn is_transient(&self) -> bool;
+
+    /// The error to report after `attempts` busy attempts (by default the last one).
+    fn exhausted(self, _attempts: u32) -> Self
+    where
+        Self: Sized,
+    {
+        self
+    }
+}
+
 impl Store {
-    /// Opens (creating if needed) the database at `path` and migrates it to the current schema.
+    /// Opens (creating if needed) the SQLite database at `path` and migrates it to the current
+    /// schema.
     ///
     /// # Errors
     ///
-    /// [`Error::SchemaTooNew`] if the file was written by a newer ahp; [`Error::Sqlite`] if it
+    /// [`Error::SchemaTooNew`] if the file was written by a newer ahp; [`Error::Database`] if it
     /// cannot be opened or is not a database.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        let conn = Connection::open_with_flags(
+        let conn = rusqlite::Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
-        conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))?;
-        Self::setup(conn)
+        )
+        .map_err(crate::sqlite::classify)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(crate::sqlite::classify)?;
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))
+            .map_err(crate::sqlite::classify)?;
+        Self::setup_sqlite(conn)
     }
 
-    /// A fresh private in-memory database, for tests.
+    /// A fresh private in-memory SQLite database, for tests.
     ///
     /// # Errors
     ///
     /// Only if SQLite itself fails.
     pub fn open_in_memory() -> Result<Self> {
-        Self::setup(Connection::open_in_memory()?)
+        Self::setup_sqlite(rusqlite::Connection::open_in_memory().map_err(crate::sqlite::classify)?)
     }
 
-    fn setup(mut conn: Connection) -> Result<Self> {
+    fn setup_sqlite(conn: rusqlite::Connection) -> Result<Self> {
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.pragma_update(None, "synchronous", "FULL")?;
-        migrate(&mut conn)?;
-        Ok(Self {
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(crate::sqlite::classify)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(crate::sqlite::classify)?;
+        Self::over(Box::new(SqliteConnection::new(conn)))
+    }
+
+    /// A store over an already open backend connection, migrated to the current schema.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::SchemaTooNew`]; the backend's errors.
+    pub fn over(conn: Box<dyn Connection>) -> Result<Self> {
+        let mut store = Self {
             conn,
             clock: Arc::new(SystemClock),
             token_key: None,
             faults: None,
-        })
+        };
+        store.migrate()?;
+        Ok(store)
     }
 
     /// Waits at most `timeout` for another connection's write lock before an attempt counts as
-    /// busy (default [`BUSY_TIMEOUT`]).
+    /// busy (default [`BUSY_TIMEOUT`]). Only SQLite has this setting; other backends ignore it.
     ///
     /// # Errors
     ///
     /// Only if SQLite refuses the setting.
-    pub fn with_busy_timeout(self, timeout: Duration) -> Result<Self> {
-        self.conn.busy_timeout(timeout)?;
+    pub fn with_busy_timeout(mut self, timeout: Duration) -> Result<Self> {
+        if let Some(conn) = self.sqlite() {
+            conn.busy_timeout(timeout).map_err(crate::sqlite::classify)?;
+        }
         Ok(self)
     }
 
@@ -144,114 +175,177 @@ impl Store {
         self.clock.now()
     }
 
-    /// The database's schema version (`PRAGMA user_version`).
+    /// The SQL dialect of the backend under this store.
+    pub fn dialect(&self) -> Dialect {
+        self.conn.dialect()
+    }
+
+    /// The database's schema version: how many migrations have run.
     ///
     /// # Errors
     ///
-    /// Only if SQLite fails.
-    pub fn schema_version(&self) -> Result<i64> {
-        Ok(self.conn.pragma_query_value(None, "user_version", |r| r.get(0))?)
+    /// Only if the database fails.
+    pub fn schema_version(&mut self) -> Result<i64> {
+        let dialect = self.dialect();
+        let (tx, _) = self.begin(Begin::Read)?;
+        Ok(read_version(&tx, dialect)?)
     }
 
     /// The newest schema version this build knows.
     pub fn supported_schema_version() -> i64 {
-        MIGRATIONS.len() as i64
+        migrations::SQLITE.len() as i64
     }
 
-    /// The raw connection, bypassing every invariant: for diagnostics and tests only.
+    /// The SQLite connection, bypassing every invariant: for diagnostics and tests only.
+    ///
+    /// # Panics
+    ///
+    /// On any other backend.
     #[doc(hidden)]
-    pub fn connection(&mut self) -> &mut Connection {
-        &mut self.conn
+    pub fn connection(&mut self) -> &mut rusqlite::Connection {
+        self.sqlite().expect("Store::connection is the SQLite test seam")
     }
 
-    /// Starts a `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so a writer
-    /// waits on `busy_timeout` instead of failing on upgrade.
-    pub(crate) fn immediate(&mut self) -> Result<Transaction<'_>> {
-        Ok(self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?)
+    /// The SQLite driver under this store, if that is its backend.
+    pub(crate) fn sqlite(&mut self) -> Option<&mut rusqlite::Connection> {
+        self.conn
+            .as_any_mut()
+            .downcast_mut::<SqliteConnection>()
+            .map(SqliteConnection::raw)
     }
 
-    /// Runs `body` in a `BEGIN IMMEDIATE` transaction and commits it; when SQLite reports the
-    /// database busy or locked (at `BEGIN`, inside `body`, or at `COMMIT`) the attempt is rolled
-    /// back and `body` runs again, up to [`MAX_WRITE_ATTEMPTS`] times (see the module docs).
-    /// `body` gets the transaction and the token key, borrowed apart from the connection.
+    /// Begins a transaction, then reads the clock (so a write's `now` is taken with the lock
+    /// held). Every transaction of the store starts here; a [`Begin::Write`] one takes the
+    /// write lock up front (SQLite `BEGIN IMMEDIATE`), so a writer waits on the busy timeout
+    /// instead of failing on upgrade. Dropped uncommitted, it rolls back.
+    pub(crate) fn begin(&mut self, begin: Begin) -> std::result::Result<(Transaction<'_>, Timestamp), SqlError> {
+        let tx = Transaction::begin(self.conn.as_mut(), begin)?;
+        Ok((tx, self.clock.now()))
+    }
+
+    /// The store's one write path: runs `op` — which begins, writes and commits one transaction
+    /// through [`Store::begin`] — and when the database reports itself busy (at `BEGIN`, inside
+    /// the transaction, or at `COMMIT`) runs it again from the start, up to
+    /// [`MAX_WRITE_ATTEMPTS`] times with growing pauses (see the module docs). A busy attempt
+    /// was rolled back and changed nothing, so running it again is always safe.
     ///
     /// # Errors
     ///
-    /// `body`'s error (the transaction rolled back); [`Error::Busy`] when every attempt found
-    /// the database busy.
-    pub(crate) fn write<T>(
+    /// `op`'s error; after the last busy attempt, [`WriteError::exhausted`].
+    pub(crate) fn retrying<T, E: WriteError>(
         &mut self,
-        mut body: impl FnMut(&Transaction<'_>, Option<&TokenKey>) -> Result<T>,
-    ) -> Result<T> {
-        let key = self.token_key.as_ref();
+        mut op: impl FnMut(&mut Self) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
         let mut backoff = FIRST_WRITE_BACKOFF;
-        for attempt in 1..=MAX_WRITE_ATTEMPTS {
-            let outcome = self
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(Error::from)
-                .and_then(|tx| {
-                    let value = body(&tx, key)?;
-                    tx.commit()?;
-                    Ok(value)
-                });
-            match outcome {
+        let mut attempt = 1;
+        loop {
+            match op(self) {
                 Err(e) if e.is_transient() && attempt < MAX_WRITE_ATTEMPTS => {
                     std::thread::sleep(backoff);
                     backoff *= 4;
+                    attempt += 1;
                 }
-                Err(e) if e.is_transient() => return Err(Error::Busy { attempts: attempt }),
+                Err(e) if e.is_transient() => return Err(e.exhausted(attempt)),
                 other => return other,
             }
         }
-        unreachable!("the last attempt returns")
+    }
+
+    /// One write transaction on the write path: `body` runs inside it, and it commits when
+    /// `body` succeeds (rolls back when it fails).
+    ///
+    /// # Errors
+    ///
+    /// `body`'s error; [`Error::Busy`] when every attempt found the database busy.
+    pub(crate) fn write<T>(&mut self, mut body: impl FnMut(&Tx<'_>) -> Result<T>) -> Result<T> {
+        self.retrying(|s| {
+            let (tx, _) = s.begin(Begin::Write)?;
+            let value = body(&tx)?;
+            tx.commit()?;
+            Ok(value)
+        })
+    }
+
+    /// Statements outside any transaction, each committed (or read) on its own: for a single
+    /// read, or a single-statement write that needs no read-check before it.
+    pub(crate) fn autocommit(&mut self) -> Tx<'_> {
+        Tx::new(self.conn.as_mut())
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        let dialect = self.dialect();
+        let migrations = match dialect {
+            Dialect::Sqlite => migrations::SQLITE,
+            Dialect::Postgres => migrations::POSTGRES,
+        };
+        self.retrying(|s| {
+            let (tx, _) = s.begin(Begin::Write)?;
+            if dialect == Dialect::Postgres {
+                tx.execute_batch("CREATE TABLE IF NOT EXISTS ahp_schema_version (version BIGINT NOT NULL)")?;
+            }
+            let found = read_version(&tx, dialect)?;
+            let supported = migrations.len() as i64;
+            if found > supported {
+                return Err(Error::SchemaTooNew { found, supported });
+            }
+            for sql in &migrations[usize::try_from(found).unwrap_or(0)..] {
+                tx.execute_batch(sql)?;
+            }
+            if found != supported {
+                match dialect {
+                    Dialect::Sqlite => tx.execute_batch(&format!("PRAGMA user_version = {supported}"))?,
+                    Dialect::Postgres => {
+                        tx.execute("DELETE FROM ahp_schema_version", ())?;
+                        tx.execute("INSERT INTO ahp_schema_version (version) VALUES (?1)", (supported,))?;
+                    }
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
     }
 }
 
-fn migrate(conn: &mut Connection) -> Result<()> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let found: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    let supported = MIGRATIONS.len() as i64;
-    if found > supported {
-        return Err(Error::SchemaTooNew { found, supported });
+fn read_version(tx: &Tx<'_>, dialect: Dialect) -> std::result::Result<i64, SqlError> {
+    match dialect {
+        Dialect::Sqlite => tx.query_row("PRAGMA user_version", (), |r| r.get(0)),
+        Dialect::Postgres => Ok(tx
+            .query_row("SELECT max(version) FROM ahp_schema_version", (), |r| {
+                r.get::<_, Option<i64>>(0)
+            })?
+            .unwrap_or(0)),
     }
-    for sql in &MIGRATIONS[usize::try_from(found).unwrap_or(0)..] {
-        tx.execute_batch(sql)?;
-    }
-    if found != supported {
-        tx.pragma_update(None, "user_version", supported)?;
-    }
-    tx.commit()?;
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::migrations::SQLITE as MIGRATIONS;
+    use rusqlite::Connection;
 
     #[test]
     fn opens_migrates_and_reopens_a_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ahp.db");
-        let store = Store::open(&path).unwrap();
+        let mut store = Store::open(&path).unwrap();
         assert_eq!(store.schema_version().unwrap(), Store::supported_schema_version());
         let mode: String = store
-            .conn
+            .connection()
             .pragma_query_value(None, "journal_mode", |r| r.get(0))
             .unwrap();
         assert_eq!(mode, "wal");
         let sync: i64 = store
-            .conn
+            .connection()
             .pragma_query_value(None, "synchronous", |r| r.get(0))
             .unwrap();
         assert_eq!(sync, 2, "synchronous=FULL");
         let fk: i64 = store
-            .conn
+            .connection()
             .pragma_query_value(None, "foreign_keys", |r| r.get(0))
             .unwrap();
         assert_eq!(fk, 1);
         drop(store);
-        let again = Store::open(&path).unwrap();
+        let mut again = Store::open(&path).unwrap();
         assert_eq!(again.schema_version().unwrap(), Store::supported_schema_version());
     }
 

@@ -101,15 +101,15 @@ pub enum Error {
 
     /// A conversation-domain step of a transfer operation (binding a transfer's agent) was
     /// refused, e.g. [`ConversationError::LimitReached`] at the store's agent ceiling or an
-    /// endpoint refusal. Bad input, SQLite failures and corrupt rows of that domain are
-    /// reported as [`Error::InvalidInput`], [`Error::Sqlite`] and [`Error::CorruptRow`] instead
+    /// endpoint refusal. Bad input, database failures and corrupt rows of that domain are
+    /// reported as [`Error::InvalidInput`], [`Error::Database`] and [`Error::CorruptRow`] instead
     /// (so [`Error::is_transient`] sees a busy database whichever domain met it).
     #[error(transparent)]
     Conversation(ConversationError),
 
-    /// SQLite failed.
+    /// The database failed.
     #[error("database: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Database(#[from] ahp_store_sql::SqlError),
 
     /// A file operation (database directory, key file) failed.
     #[error("{context}: {source}")]
@@ -130,12 +130,7 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         match self {
             Self::Busy { .. } => true,
-            Self::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => {
-                matches!(
-                    e.code,
-                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-                )
-            }
+            Self::Database(e) => e.is_transient(),
             _ => false,
         }
     }
@@ -152,7 +147,7 @@ impl Error {
 impl From<ConversationError> for Error {
     fn from(e: ConversationError) -> Self {
         match e {
-            ConversationError::Sqlite(e) => Self::Sqlite(e),
+            ConversationError::Database(e) => Self::Database(e),
             ConversationError::CorruptRow { table, reason } => Self::CorruptRow { table, reason },
             ConversationError::InvalidInput { field, reason } => Self::InvalidInput {
                 field: field.to_owned(),
@@ -160,5 +155,15 @@ impl From<ConversationError> for Error {
             },
             other => Self::Conversation(other),
         }
+    }
+}
+
+impl crate::db::WriteError for Error {
+    fn is_transient(&self) -> bool {
+        Error::is_transient(self)
+    }
+
+    fn exhausted(self, attempts: u32) -> Self {
+        Self::Busy { attempts }
     }
 }

@@ -8,7 +8,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use rusqlite::{OptionalExtension, Transaction};
+use ahp_store_sql::{OptionalExtension, Tx};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -156,13 +156,7 @@ pub struct Event {
 }
 
 /// Appends an event inside `tx`.
-pub(crate) fn append(
-    tx: &Transaction<'_>,
-    transfer: &str,
-    kind: EventKind,
-    at: Timestamp,
-    detail: Value,
-) -> Result<()> {
+pub(crate) fn append(tx: &Tx<'_>, transfer: &str, kind: EventKind, at: Timestamp, detail: Value) -> Result<()> {
     tx.prepare_cached("INSERT INTO usage_events (transfer_id, type, at, detail) VALUES (?1, ?2, ?3, ?4)")?
         .execute((transfer, kind.as_str(), at.as_micros(), detail.to_string()))?;
     Ok(())
@@ -170,7 +164,7 @@ pub(crate) fn append(
 
 /// Every event of `transfer`, oldest first. Unbounded: for the operator's own reads (the CLI's
 /// JSON, the console until it pages); a caller-facing read uses [`page`].
-pub(crate) fn list(conn: &rusqlite::Connection, transfer: &str) -> Result<Vec<Event>> {
+pub(crate) fn list(conn: &Tx<'_>, transfer: &str) -> Result<Vec<Event>> {
     let mut stmt =
         conn.prepare_cached("SELECT id, type, at, detail FROM usage_events WHERE transfer_id = ?1 ORDER BY id")?;
     let rows = stmt.query_map([transfer], raw)?;
@@ -239,7 +233,7 @@ pub struct EventsPage {
 /// # Errors
 ///
 /// [`Error::InvalidInput`] (field `before`) for a cursor that is not an event of `transfer`.
-pub(crate) fn page(conn: &rusqlite::Connection, transfer: &str, page: EventPage) -> Result<EventsPage> {
+pub(crate) fn page(conn: &Tx<'_>, transfer: &str, page: EventPage) -> Result<EventsPage> {
     page.validate()?;
     if let Some(before) = page.before {
         let known = conn
@@ -271,7 +265,7 @@ pub(crate) fn page(conn: &rusqlite::Connection, transfer: &str, page: EventPage)
 
 type RawEvent = (i64, String, i64, String);
 
-fn raw(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawEvent> {
+fn raw(r: &ahp_store_sql::Row) -> ahp_store_sql::SqlResult<RawEvent> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
 }
 
@@ -299,9 +293,9 @@ impl Store {
     /// [`Error::InvalidInput`] for a malformed transfer id, a limit outside
     /// 1..=[`MAX_EVENT_PAGE_LIMIT`] or a cursor that is not an event of the transfer;
     /// [`Error::TransferNotFound`]; [`Error::CorruptRow`] for an event this build cannot read.
-    pub fn event_page(&self, transfer: &str, events: EventPage) -> Result<EventsPage> {
-        crate::transfer::exists(&self.conn, transfer)?;
-        page(&self.conn, transfer, events)
+    pub fn event_page(&mut self, transfer: &str, events: EventPage) -> Result<EventsPage> {
+        crate::transfer::exists(&self.autocommit(), transfer)?;
+        page(&self.autocommit(), transfer, events)
     }
 
     /// Appends an event the host observed without a state change (credential use, a ceiling).
@@ -329,7 +323,7 @@ impl Store {
             ));
         }
         let now = self.now();
-        self.write(|tx, _| {
+        self.write(|tx| {
             let exists = tx
                 .query_row("SELECT 1 FROM transfers WHERE id = ?1", [transfer], |_| Ok(()))
                 .optional()?
@@ -368,7 +362,7 @@ mod tests {
         t
     }
 
-    fn page_of(store: &Store, t: &str, limit: usize, before: Option<i64>) -> Result<EventsPage> {
+    fn page_of(store: &mut Store, t: &str, limit: usize, before: Option<i64>) -> Result<EventsPage> {
         store
             .get_status_as(t, &TransferOwner::Operator, EventPage { limit, before })
             .map(|s| s.page)
@@ -383,7 +377,7 @@ mod tests {
         let mut store = Store::open_in_memory().unwrap();
         let _other = transfer_with_events(&mut store, 3);
         let t = transfer_with_events(&mut store, MAX_EVENT_PAGE_LIMIT + 1);
-        let all = list(&store.conn, &t).unwrap();
+        let all = list(&store.autocommit(), &t).unwrap();
         assert_eq!(all.len(), MAX_EVENT_PAGE_LIMIT + 1);
 
         // The default: the newest DEFAULT_EVENT_PAGE_LIMIT, oldest first, and a cursor.
@@ -395,17 +389,17 @@ mod tests {
         assert_eq!(newest.page.next_before, Some(tail[0].id));
 
         // At the limit: the newest MAX events, and a cursor to the one left.
-        let page = page_of(&store, &t, MAX_EVENT_PAGE_LIMIT, None).unwrap();
+        let page = page_of(&mut store, &t, MAX_EVENT_PAGE_LIMIT, None).unwrap();
         assert_eq!(page.events, &all[1..]);
         assert_eq!(page.next_before, Some(all[1].id));
-        let rest = page_of(&store, &t, MAX_EVENT_PAGE_LIMIT, page.next_before).unwrap();
+        let rest = page_of(&mut store, &t, MAX_EVENT_PAGE_LIMIT, page.next_before).unwrap();
         assert_eq!(rest.events, &all[..1]);
         assert_eq!(rest.events[0].kind, EventKind::SnapshotCreated);
         assert_eq!(rest.next_before, None, "the first event ends the log");
 
         // One past the limit is refused, as is an empty page.
         for limit in [0, MAX_EVENT_PAGE_LIMIT + 1, usize::MAX] {
-            let refused = page_of(&store, &t, limit, None);
+            let refused = page_of(&mut store, &t, limit, None);
             assert!(
                 matches!(&refused, Err(Error::InvalidInput { field, .. }) if *field == "limit"),
                 "{limit}: {refused:?}"
@@ -417,11 +411,15 @@ mod tests {
     fn the_operator_s_page_is_get_status_s_page_and_names_a_missing_transfer() {
         let mut store = Store::open_in_memory().unwrap();
         let t = transfer_with_events(&mut store, 12);
-        for (limit, before) in [(5, None), (5, Some(list(&store.conn, &t).unwrap()[7].id)), (50, None)] {
+        for (limit, before) in [
+            (5, None),
+            (5, Some(list(&store.autocommit(), &t).unwrap()[7].id)),
+            (50, None),
+        ] {
             let page = EventPage { limit, before };
             assert_eq!(
                 store.event_page(&t, page).unwrap(),
-                page_of(&store, &t, limit, before).unwrap()
+                page_of(&mut store, &t, limit, before).unwrap()
             );
         }
         assert!(matches!(
@@ -429,7 +427,7 @@ mod tests {
             Err(Error::TransferNotFound(_))
         ));
         let other = transfer_with_events(&mut store, 2);
-        let foreign = list(&store.conn, &other).unwrap()[1].id;
+        let foreign = list(&store.autocommit(), &other).unwrap()[1].id;
         let refused = store.event_page(
             &t,
             EventPage {
@@ -448,11 +446,11 @@ mod tests {
         let mut store = Store::open_in_memory().unwrap();
         let t = transfer_with_events(&mut store, 23);
         let _later = transfer_with_events(&mut store, 2);
-        let all = list(&store.conn, &t).unwrap();
+        let all = list(&store.autocommit(), &t).unwrap();
         let mut seen = Vec::new();
         let mut before = None;
         loop {
-            let page = page_of(&store, &t, 5, before).unwrap();
+            let page = page_of(&mut store, &t, 5, before).unwrap();
             assert!(page.events.len() <= 5);
             seen.splice(0..0, page.events);
             match page.next_before {
@@ -462,7 +460,7 @@ mod tests {
         }
         assert_eq!(ids(&seen), ids(&all));
         // A log that fits one page has no cursor.
-        let whole = page_of(&store, &t, all.len(), None).unwrap();
+        let whole = page_of(&mut store, &t, all.len(), None).unwrap();
         assert_eq!((whole.events.len(), whole.next_before), (all.len(), None));
     }
 
@@ -471,10 +469,10 @@ mod tests {
         let mut store = Store::open_in_memory().unwrap();
         let other = transfer_with_events(&mut store, 2);
         let t = transfer_with_events(&mut store, 3);
-        let foreign = list(&store.conn, &other).unwrap()[0].id;
-        let newest = list(&store.conn, &t).unwrap().last().unwrap().id;
+        let foreign = list(&store.autocommit(), &other).unwrap()[0].id;
+        let newest = list(&store.autocommit(), &t).unwrap().last().unwrap().id;
         for before in [foreign, newest + 1, 0, -1, i64::MAX, i64::MIN] {
-            let refused = page_of(&store, &t, 10, Some(before));
+            let refused = page_of(&mut store, &t, 10, Some(before));
             match &refused {
                 Err(e @ Error::InvalidInput { field, .. }) if *field == "before" => {
                     assert!(e.to_string().contains("nextBefore"), "{e}");
@@ -483,7 +481,7 @@ mod tests {
             }
         }
         // The newest event is a cursor: everything older than it.
-        let page = page_of(&store, &t, 10, Some(newest)).unwrap();
+        let page = page_of(&mut store, &t, 10, Some(newest)).unwrap();
         assert_eq!(page.events.len(), 2);
     }
 }

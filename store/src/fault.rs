@@ -155,14 +155,15 @@ impl Store {
             None => {
                 let plan = Arc::new(FaultPlan::default());
                 let in_sql = plan.clone();
-                self.conn
+                self.sqlite_seam()?
                     .create_scalar_function("ahp_fault", 1, FunctionFlags::SQLITE_UTF8, move |cx| {
                         let name: String = cx.get(0)?;
                         match FaultStep::from_name(&name) {
                             Some(step) if in_sql.hit(step) => Err(busy()),
                             _ => Ok(0_i64),
                         }
-                    })?;
+                    })
+                    .map_err(crate::sqlite::classify)?;
                 self.faults = Some(plan.clone());
                 plan
             }
@@ -175,12 +176,20 @@ impl Store {
         }
         if let Some(when) = step.trigger() {
             let name = step.name();
-            self.conn.execute_batch(&format!(
-                "CREATE TEMP TRIGGER IF NOT EXISTS ahp_fault_{name} {when}
-                 BEGIN SELECT ahp_fault('{name}'); END;"
-            ))?;
+            self.sqlite_seam()?
+                .execute_batch(&format!(
+                    "CREATE TEMP TRIGGER IF NOT EXISTS ahp_fault_{name} {when}
+                     BEGIN SELECT ahp_fault('{name}'); END;"
+                ))
+                .map_err(crate::sqlite::classify)?;
         }
         Ok(())
+    }
+
+    /// The SQLite connection the seam's function and triggers live on.
+    fn sqlite_seam(&mut self) -> Result<&mut rusqlite::Connection> {
+        self.sqlite()
+            .ok_or_else(|| crate::Error::invalid("fault", "injected faults exist only on the SQLite backend"))
     }
 
     /// Test seam: how many times `step` has failed since it was first armed.
@@ -195,7 +204,7 @@ impl Store {
     /// Fails a read step if a test armed it (a no-op check otherwise).
     pub(crate) fn fault_point(&self, step: FaultStep) -> Result<()> {
         match &self.faults {
-            Some(p) if p.hit(step) => Err(busy().into()),
+            Some(p) if p.hit(step) => Err(crate::sqlite::classify(busy()).into()),
             _ => Ok(()),
         }
     }
@@ -209,13 +218,13 @@ mod tests {
     fn an_armed_step_fails_as_a_busy_database_then_passes() {
         let mut store = Store::open_in_memory().unwrap();
         store.inject_transient_fault(FaultStep::BudgetRead, 1, 2).unwrap();
-        let read = |s: &Store| s.budget("tr_000000000000000000000001");
-        assert!(read(&store).is_ok(), "the first call passes");
+        let read = |s: &mut Store| s.budget("tr_000000000000000000000001");
+        assert!(read(&mut store).is_ok(), "the first call passes");
         for _ in 0..2 {
-            let e = read(&store).unwrap_err();
+            let e = read(&mut store).unwrap_err();
             assert!(e.is_transient(), "{e}");
         }
-        assert!(read(&store).is_ok(), "then it passes again");
+        assert!(read(&mut store).is_ok(), "then it passes again");
         assert_eq!(store.faults_fired(FaultStep::BudgetRead), 2);
         assert_eq!(store.faults_fired(FaultStep::ClaimWake), 0);
     }
@@ -223,7 +232,10 @@ mod tests {
     #[test]
     fn a_write_step_fails_inside_its_statement_and_rolls_back() {
         let mut store = Store::open_in_memory().unwrap();
-        store.inject_transient_fault(FaultStep::AttachEndpoint, 0, 1).unwrap();
+        // Busy on every attempt of the write path, so the caller sees it.
+        store
+            .inject_transient_fault(FaultStep::AttachEndpoint, 0, crate::MAX_WRITE_ATTEMPTS)
+            .unwrap();
         let caller = crate::conversation::Caller::full("account:alice").unwrap();
         let card = crate::conversation::AgentCard {
             handle: "a".into(),
@@ -238,7 +250,7 @@ mod tests {
         assert!(e.is_transient(), "{e}");
         let after = store.connection().serialize(rusqlite::MAIN_DB).unwrap().to_vec();
         assert_eq!(before, after, "the failed step changed nothing");
-        assert_eq!(store.faults_fired(FaultStep::AttachEndpoint), 1);
+        assert_eq!(store.faults_fired(FaultStep::AttachEndpoint), crate::MAX_WRITE_ATTEMPTS);
         assert!(store.attach_endpoint(&caller, &agent.id, lease, "a1").is_ok());
     }
 }

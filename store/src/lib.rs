@@ -1,6 +1,7 @@
 //! `ahp-store` — ahp's system of record.
 //!
-//! Plain synchronous Rust over SQLite (rusqlite): no async runtime, no wasmtime, no MCP. Every
+//! Plain synchronous Rust over one SQL seam ([`ahp_store_sql`]) with two backends — SQLite
+//! ([`sqlite`], embedded, the default) and PostgreSQL (`ahp-store-postgres`): no async runtime, no wasmtime, no MCP. Every
 //! state transition of a transfer lives here, so the MCP tools, the CLI, the sandbox and the
 //! demo all call the same functions — there is one state machine, not three.
 //!
@@ -63,6 +64,7 @@ pub mod event;
 pub mod fault;
 pub mod id;
 pub mod lifecycle;
+mod migrations;
 pub mod model_call;
 pub mod overview;
 pub mod owner;
@@ -70,10 +72,14 @@ pub mod principal;
 pub mod reap;
 pub mod snapshot;
 pub mod spend_curve;
+pub mod sqlite;
 pub mod state;
 pub mod tier;
 pub mod token;
 pub mod transfer;
+
+/// The SQL seam the store runs on (values, rows, the backend trait).
+pub use ahp_store_sql as sql;
 
 pub use binding::AgentBinding;
 pub use budget::{Budget, MAX_BUDGET_MICRO_USD, MAX_USAGE_REPORT_MICRO_USD};

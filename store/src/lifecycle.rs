@@ -17,7 +17,7 @@
 //! consumed even when the activation fails: a retry needs a fresh token from the orchestrator,
 //! so a leaked token can never be used to re-run a guest.
 
-use rusqlite::Transaction;
+use ahp_store_sql::Tx;
 use serde_json::json;
 
 use crate::binding;
@@ -93,7 +93,7 @@ impl Store {
         let id = new_id(TRANSFER_ID_PREFIX);
         let checksum = input.checksum();
         let now = self.now();
-        self.write(|tx, _| {
+        self.write(|tx| {
             tx.prepare_cached(
                 "INSERT INTO transfers (id, status, source_host, system_prompt, message_history, message_count,
                                     tool_state, mcp_config, checksum, created_at, updated_at, owner_subject)
@@ -266,7 +266,7 @@ impl Store {
     pub fn complete_activation(&mut self, transfer: &str) -> Result<Transfer> {
         transfer::check_id(transfer)?;
         let now = self.now();
-        self.write(|tx, _| {
+        self.write(|tx| {
             let t = transfer::load(tx, transfer)?;
             let budget = budget::load(tx, transfer)?;
             let budget_exhausted = budget.is_some_and(|b| b.is_exhausted());
@@ -335,7 +335,7 @@ impl Store {
         validate_usage_kind(kind)?;
         transfer::check_id(transfer)?;
         let now = self.now();
-        self.write(|tx, _| {
+        self.write(|tx| {
             let t = transfer::load_for(tx, transfer, caller)?;
             add_spend(tx, &t, micro_usd, kind, now)
         })
@@ -399,7 +399,7 @@ impl Store {
             "SELECT {} FROM transfers WHERE status = 'pushed' AND activation_started_at IS NOT NULL ORDER BY id",
             transfer::TRANSFER_COLUMNS
         );
-        self.write(|tx, _| {
+        self.write(|tx| {
             let stuck = {
                 let mut stmt = tx.prepare_cached(&sql)?;
                 let rows = stmt.query_map([], |r| Ok(transfer::from_row(r)))?;
@@ -436,7 +436,7 @@ impl Store {
         &mut self,
         transfer: &str,
         op: Operation,
-        body: impl FnMut(Option<&TokenKey>, &Transaction<'_>, &Transfer, Phase, Timestamp) -> Result<()>,
+        body: impl FnMut(Option<&TokenKey>, &Tx<'_>, &Transfer, Phase, Timestamp) -> Result<()>,
     ) -> Result<Transfer> {
         self.step_as(transfer, op, &TransferOwner::Operator, body)
     }
@@ -448,14 +448,15 @@ impl Store {
         transfer: &str,
         op: Operation,
         caller: &TransferOwner,
-        mut body: impl FnMut(Option<&TokenKey>, &Transaction<'_>, &Transfer, Phase, Timestamp) -> Result<()>,
+        mut body: impl FnMut(Option<&TokenKey>, &Tx<'_>, &Transfer, Phase, Timestamp) -> Result<()>,
     ) -> Result<Transfer> {
         transfer::check_id(transfer)?;
         let now = self.now();
-        self.write(|tx, key| {
+        let key = self.token_key.clone();
+        self.write(|tx| {
             let t = transfer::load_for(tx, transfer, caller)?;
             let to = check(&t, op)?;
-            body(key, tx, &t, to, now)?;
+            body(key.as_ref(), tx, &t, to, now)?;
             transfer::load(tx, transfer)
         })
     }
@@ -465,13 +466,7 @@ impl Store {
 /// event, moving the transfer to `insolvent` when spend reaches the allocation (see
 /// [`Store::report_usage`]). The caller has validated the amount and the kind and read `t` in
 /// `tx`.
-pub(crate) fn add_spend(
-    tx: &Transaction<'_>,
-    t: &Transfer,
-    micro_usd: u64,
-    kind: &str,
-    now: Timestamp,
-) -> Result<UsageReport> {
+pub(crate) fn add_spend(tx: &Tx<'_>, t: &Transfer, micro_usd: u64, kind: &str, now: Timestamp) -> Result<UsageReport> {
     let transfer = t.id.as_str();
     let before = budget::load(tx, transfer)?;
     let exhausts_budget = before.is_some_and(|b| b.spent_micro_usd + micro_usd >= b.allocated_micro_usd);
@@ -505,7 +500,7 @@ pub(crate) fn add_spend(
 
 /// Stamps `insolvent_at` and appends the `insolvent` event; `during` says what found the
 /// budget spent (`usage` or `activation`).
-fn become_insolvent(tx: &Transaction<'_>, transfer: &str, b: &Budget, now: Timestamp, during: &str) -> Result<()> {
+fn become_insolvent(tx: &Tx<'_>, transfer: &str, b: &Budget, now: Timestamp, during: &str) -> Result<()> {
     tx.prepare_cached("UPDATE transfers SET insolvent_at = ?2 WHERE id = ?1")?
         .execute((transfer, now.as_micros()))?;
     let detail = json!({
@@ -534,7 +529,7 @@ pub(crate) fn check(t: &Transfer, op: Operation) -> Result<Phase> {
 /// Every transition goes through here, so this is also where a transfer leaving `active`
 /// unbinds its agent, in the same transaction ([`binding::unbind`]): `insolvent` stops its turns,
 /// `terminated` and `expired` detach its endpoint.
-pub(crate) fn move_to(tx: &Transaction<'_>, t: &Transfer, to: Phase, now: Timestamp) -> Result<()> {
+pub(crate) fn move_to(tx: &Tx<'_>, t: &Transfer, to: Phase, now: Timestamp) -> Result<()> {
     let changed = tx
         .prepare_cached(
             "UPDATE transfers SET status = ?1, activation_started_at = ?2, updated_at = ?3
@@ -562,14 +557,7 @@ pub(crate) fn move_to(tx: &Transaction<'_>, t: &Transfer, to: Phase, now: Timest
 }
 
 /// Moves `t` to a terminal phase, stamping when and why, with its event.
-pub(crate) fn end(
-    tx: &Transaction<'_>,
-    t: &Transfer,
-    to: Phase,
-    now: Timestamp,
-    kind: EventKind,
-    reason: &str,
-) -> Result<()> {
+pub(crate) fn end(tx: &Tx<'_>, t: &Transfer, to: Phase, now: Timestamp, kind: EventKind, reason: &str) -> Result<()> {
     move_to(tx, t, to, now)?;
     tx.prepare_cached("UPDATE transfers SET ended_at = ?2, end_reason = ?3 WHERE id = ?1")?
         .execute((&t.id, now.as_micros(), reason))?;

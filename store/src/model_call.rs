@@ -24,7 +24,7 @@
 
 use std::time::Duration;
 
-use rusqlite::{OptionalExtension, Row, Transaction};
+use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::Serialize;
 use serde_json::json;
 
@@ -309,18 +309,18 @@ const CALL_COLUMNS: &str = "id, transfer_id, model, outcome, input_tokens_bound,
     charged_micro_usd, latency_ms, reserved_at, price_input, price_output, price_cache_read,
     price_cache_write";
 
-fn unsigned(r: &Row<'_>, i: usize) -> rusqlite::Result<u64> {
+fn unsigned(r: &Row, i: usize) -> ahp_store_sql::SqlResult<u64> {
     let v: i64 = r.get(i)?;
-    u64::try_from(v).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(i, v))
+    u64::try_from(v).map_err(|_| ahp_store_sql::SqlError::conversion(i, format!("{v} is negative")))
 }
 
-fn opt_unsigned(r: &Row<'_>, i: usize) -> rusqlite::Result<Option<u64>> {
+fn opt_unsigned(r: &Row, i: usize) -> ahp_store_sql::SqlResult<Option<u64>> {
     let v: Option<i64> = r.get(i)?;
-    v.map(|v| u64::try_from(v).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(i, v)))
+    v.map(|v| u64::try_from(v).map_err(|_| ahp_store_sql::SqlError::conversion(i, format!("{v} is negative"))))
         .transpose()
 }
 
-fn call_from_row(r: &Row<'_>) -> rusqlite::Result<(ModelCall, ModelPrices)> {
+fn call_from_row(r: &Row) -> ahp_store_sql::SqlResult<(ModelCall, ModelPrices)> {
     let usage = match (
         opt_unsigned(r, 7)?,
         opt_unsigned(r, 8)?,
@@ -346,7 +346,7 @@ fn call_from_row(r: &Row<'_>) -> rusqlite::Result<(ModelCall, ModelPrices)> {
         reservation: ReservationPlan {
             input_tokens_bound: unsigned(r, 4)?,
             max_output_tokens: u32::try_from(max_output)
-                .map_err(|_| rusqlite::Error::IntegralValueOutOfRange(5, max_output))?,
+                .map_err(|_| ahp_store_sql::SqlError::conversion(5, format!("{max_output} is out of range")))?,
             reserved_micro_usd: unsigned(r, 6)?,
         },
         usage,
@@ -366,7 +366,7 @@ fn call_from_row(r: &Row<'_>) -> rusqlite::Result<(ModelCall, ModelPrices)> {
 /// Settles the open call `call` (with `prices`) inside `tx` as `outcome` (`interrupted` names a
 /// takeover's settlement of an unknown outcome).
 fn settle(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     call: &ModelCall,
     prices: &ModelPrices,
     outcome: CallOutcome,
@@ -415,7 +415,7 @@ fn settle(
         if n == 1 {
             Ok(())
         } else {
-            Err(rusqlite::Error::StatementChangedRows(n))
+            Err(ahp_store_sql::SqlError::Backend(format!("{n} rows changed")))
         }
     })
     .map_err(|_| Error::CorruptRow {
@@ -485,7 +485,7 @@ impl Store {
             return Err(Error::invalid("maxOutputTokens", "must be at least 1"));
         }
         let now = self.now();
-        self.write(|tx, _| {
+        self.write(|tx| {
             let t = transfer::load_for(tx, transfer, &TransferOwner::Operator)?;
             if t.status == TransferStatus::Insolvent {
                 return Ok(Reservation::Insolvent);
@@ -512,7 +512,7 @@ impl Store {
                                           reserved_micro_usd, reserved_at)
                  VALUES (?1, ?2, ?3, 'reserved', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )?
-            .execute(rusqlite::params![
+            .execute(ahp_store_sql::params![
                 &call_id,
                 transfer,
                 request.model,
@@ -562,7 +562,7 @@ impl Store {
         }
         let now = self.now();
         let sql = format!("SELECT {CALL_COLUMNS} FROM model_calls WHERE id = ?1 AND status = 'reserved'");
-        self.write(|tx, _| {
+        self.write(|tx| {
             let found = tx
                 .prepare_cached(&sql)?
                 .query_row([call_id], call_from_row)
@@ -584,11 +584,11 @@ impl Store {
     pub fn settle_interrupted_model_calls(&mut self) -> Result<Vec<String>> {
         let now = self.now();
         let sql = format!("SELECT {CALL_COLUMNS} FROM model_calls WHERE status = 'reserved' ORDER BY reserved_at, id");
-        self.write(|tx, _| {
+        self.write(|tx| {
             let open = {
                 let mut stmt = tx.prepare_cached(&sql)?;
                 let rows = stmt.query_map([], call_from_row)?;
-                rows.collect::<rusqlite::Result<Vec<_>>>()?
+                rows.collect::<ahp_store_sql::SqlResult<Vec<_>>>()?
             };
             for (call, prices) in &open {
                 let latency = Duration::from_micros(
@@ -606,7 +606,7 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for a malformed id or a limit out of range.
-    pub fn model_calls(&self, transfer: &str, limit: usize) -> Result<Vec<ModelCall>> {
+    pub fn model_calls(&mut self, transfer: &str, limit: usize) -> Result<Vec<ModelCall>> {
         transfer::check_id(transfer)?;
         if limit == 0 || limit > MAX_MODEL_CALL_LIST {
             return Err(Error::invalid("limit", format!("must be 1 to {MAX_MODEL_CALL_LIST}")));
@@ -616,9 +616,12 @@ impl Store {
                             ORDER BY reserved_at DESC, id DESC LIMIT ?2)
              ORDER BY reserved_at, id"
         );
-        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let tx = self.autocommit();
+        let mut stmt = tx.prepare_cached(&sql)?;
         let rows = stmt.query_map((transfer, limit as i64), call_from_row)?;
-        Ok(rows.map(|r| r.map(|(c, _)| c)).collect::<rusqlite::Result<Vec<_>>>()?)
+        Ok(rows
+            .map(|r| r.map(|(c, _)| c))
+            .collect::<ahp_store_sql::SqlResult<Vec<_>>>()?)
     }
 }
 

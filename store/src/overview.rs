@@ -6,7 +6,7 @@
 //! its newest event through the `(transfer_id, id)` index, so 1,000 rows cost one statement; the
 //! summary measures the snapshot's parts in SQL instead of loading up to 10 MiB of history.
 
-use rusqlite::{OptionalExtension, Row};
+use ahp_store_sql::{OptionalExtension, Row};
 use serde::Serialize;
 
 use crate::budget::Budget;
@@ -57,7 +57,7 @@ fn corrupt(reason: String) -> Error {
     }
 }
 
-fn summary_from_row(r: &Row<'_>) -> Result<TransferSummary> {
+fn summary_from_row(r: &Row) -> Result<TransferSummary> {
     let transfer = transfer::from_row(r)?;
     let n = TRANSFER_COLUMNS.split(',').count();
     let money = |i: usize| -> Result<Option<u64>> {
@@ -101,7 +101,7 @@ impl Store {
     /// [`Error::CorruptRow`] for a row this build cannot read (an unknown status, tier or event
     /// kind fails closed).
     pub fn list_transfer_summaries(
-        &self,
+        &mut self,
         owner: &TransferOwner,
         status: Option<TransferStatus>,
         limit: usize,
@@ -122,7 +122,8 @@ impl Store {
              ORDER BY t.created_at DESC, t.id LIMIT ?2"
         );
         let limit = i64::try_from(limit.min(MAX_LIST_LIMIT)).unwrap_or(0);
-        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let tx = self.autocommit();
+        let mut stmt = tx.prepare_cached(&sql)?;
         let subject = (*owner != TransferOwner::Operator).then(|| owner.subject());
         let rows = stmt.query_map((status.map(TransferStatus::as_str), limit, subject), |r| {
             Ok(summary_from_row(r))
@@ -137,10 +138,10 @@ impl Store {
     ///
     /// [`Error::InvalidInput`] for a malformed id, [`Error::TransferNotFound`],
     /// [`Error::CorruptRow`] if the stored server list does not parse.
-    pub fn snapshot_summary(&self, transfer: &str) -> Result<SnapshotSummary> {
+    pub fn snapshot_summary(&mut self, transfer: &str) -> Result<SnapshotSummary> {
         transfer::check_id(transfer)?;
         let row = self
-            .conn
+            .autocommit()
             .prepare_cached(
                 "SELECT source_host, message_count, length(CAST(system_prompt AS BLOB)),
                         length(CAST(message_history AS BLOB)), length(CAST(tool_state AS BLOB)), mcp_config
@@ -247,7 +248,7 @@ mod tests {
         let mine = s.snapshot_state_as(&snapshot(0), &alice).unwrap();
         s.snapshot_state_as(&snapshot(1), &bob).unwrap();
         s.snapshot_state(&snapshot(2)).unwrap();
-        let ids = |owner: &TransferOwner| -> Vec<String> {
+        let mut ids = |owner: &TransferOwner| -> Vec<String> {
             s.list_transfer_summaries(owner, None, 10)
                 .unwrap()
                 .into_iter()
@@ -284,7 +285,7 @@ mod tests {
     fn an_unknown_event_kind_fails_closed() {
         let mut s = Store::open_in_memory().unwrap();
         let t = s.snapshot_state(&snapshot(0)).unwrap();
-        s.conn
+        s.connection()
             .execute(
                 "INSERT INTO usage_events (transfer_id, type, at, detail) VALUES (?1, 'from_the_future', 0, '{}')",
                 [&t.id],

@@ -8,7 +8,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use rusqlite::{OptionalExtension, Row};
+use ahp_store_sql::{OptionalExtension, Row};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -115,7 +115,7 @@ fn hash_key(key: &str) -> String {
     hex::encode(Sha256::digest(key.as_bytes()))
 }
 
-fn from_row(r: &Row<'_>) -> rusqlite::Result<Result<Principal>> {
+fn from_row(r: &Row) -> ahp_store_sql::SqlResult<Result<Principal>> {
     let (id, name, scopes, created_at, revoked_at): (String, String, String, i64, Option<i64>) =
         (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
     let scopes = scopes
@@ -171,29 +171,31 @@ impl Store {
         let key = format!("{API_KEY_PREFIX}{}", hex::encode(random_bytes::<32>()));
         let now = self.now();
         let id = new_id(PRINCIPAL_ID_PREFIX);
-        let tx = self.immediate()?;
-        let count: i64 = tx.query_row("SELECT count(*) FROM principals", [], |r| r.get(0))?;
-        if count >= MAX_PRINCIPALS as i64 {
-            return Err(Error::invalid(
-                "name",
-                format!("the store already holds {MAX_PRINCIPALS} principals"),
-            ));
-        }
-        let taken = tx
-            .query_row("SELECT 1 FROM principals WHERE name = ?1", [name], |_| Ok(()))
-            .optional()?;
-        if taken.is_some() {
-            return Err(Error::invalid(
-                "name",
-                format!("a principal named {name:?} already exists"),
-            ));
-        }
         let scope_text = scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" ");
-        tx.execute(
-            "INSERT INTO principals (id, name, key_hash, scopes, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-            (&id, name, hash_key(&key), &scope_text, now.as_micros()),
-        )?;
-        tx.commit()?;
+        let key_hash = hash_key(&key);
+        self.write(|tx| {
+            let count: i64 = tx.query_row("SELECT count(*) FROM principals", [], |r| r.get(0))?;
+            if count >= MAX_PRINCIPALS as i64 {
+                return Err(Error::invalid(
+                    "name",
+                    format!("the store already holds {MAX_PRINCIPALS} principals"),
+                ));
+            }
+            let taken = tx
+                .query_row("SELECT 1 FROM principals WHERE name = ?1", [name], |_| Ok(()))
+                .optional()?;
+            if taken.is_some() {
+                return Err(Error::invalid(
+                    "name",
+                    format!("a principal named {name:?} already exists"),
+                ));
+            }
+            tx.execute(
+                "INSERT INTO principals (id, name, key_hash, scopes, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                (&id, name, &key_hash, &scope_text, now.as_micros()),
+            )?;
+            Ok(())
+        })?;
         Ok((
             Principal {
                 id,
@@ -211,10 +213,10 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::CorruptRow`] for an unknown scope in the database.
-    pub fn list_principals(&self) -> Result<Vec<Principal>> {
-        let mut stmt = self.conn.prepare(&format!(
-            "SELECT {COLUMNS} FROM principals ORDER BY created_at, id LIMIT {MAX_PRINCIPALS}"
-        ))?;
+    pub fn list_principals(&mut self) -> Result<Vec<Principal>> {
+        let tx = self.autocommit();
+        let sql = format!("SELECT {COLUMNS} FROM principals ORDER BY created_at, id LIMIT {MAX_PRINCIPALS}");
+        let mut stmt = tx.prepare(&sql)?;
         let rows = stmt.query_map([], from_row)?;
         rows.map(|r| r?).collect()
     }
@@ -227,21 +229,20 @@ impl Store {
     /// [`Error::InvalidInput`] if no unrevoked principal has that name.
     pub fn revoke_principal(&mut self, name: &str) -> Result<Principal> {
         let now = self.now();
-        let tx = self.immediate()?;
-        let changed = tx.execute(
-            "UPDATE principals SET revoked_at = ?2 WHERE name = ?1 AND revoked_at IS NULL",
-            (name, now.as_micros()),
-        )?;
-        if changed == 0 {
-            return Err(Error::invalid("name", format!("no active principal named {name:?}")));
-        }
-        let p = tx.query_row(
-            &format!("SELECT {COLUMNS} FROM principals WHERE name = ?1"),
-            [name],
-            from_row,
-        )??;
-        tx.commit()?;
-        Ok(p)
+        self.write(|tx| {
+            let changed = tx.execute(
+                "UPDATE principals SET revoked_at = ?2 WHERE name = ?1 AND revoked_at IS NULL",
+                (name, now.as_micros()),
+            )?;
+            if changed == 0 {
+                return Err(Error::invalid("name", format!("no active principal named {name:?}")));
+            }
+            tx.query_row(
+                &format!("SELECT {COLUMNS} FROM principals WHERE name = ?1"),
+                [name],
+                from_row,
+            )?
+        })
     }
 
     /// The unrevoked principal with id `id`, or `None` (unknown, malformed or revoked): how a
@@ -250,11 +251,11 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::CorruptRow`] for an unknown scope in the database.
-    pub fn active_principal(&self, id: &str) -> Result<Option<Principal>> {
+    pub fn active_principal(&mut self, id: &str) -> Result<Option<Principal>> {
         if !crate::id::is_well_formed(id, PRINCIPAL_ID_PREFIX) {
             return Ok(None);
         }
-        self.conn
+        self.autocommit()
             .prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM principals WHERE id = ?1 AND revoked_at IS NULL"
             ))?
@@ -268,11 +269,11 @@ impl Store {
     /// # Errors
     ///
     /// Only if SQLite fails or the row is corrupt.
-    pub fn authenticate(&self, api_key: &str) -> Result<Option<Principal>> {
+    pub fn authenticate(&mut self, api_key: &str) -> Result<Option<Principal>> {
         if api_key.len() > MAX_API_KEY_LEN || !api_key.starts_with(API_KEY_PREFIX) {
             return Ok(None);
         }
-        self.conn
+        self.autocommit()
             .prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM principals WHERE key_hash = ?1 AND revoked_at IS NULL"
             ))?
@@ -301,7 +302,7 @@ mod tests {
         assert_eq!(s.authenticate("ahp_key_nope").unwrap(), None);
         assert_eq!(s.authenticate(&format!("{key}{}", "x".repeat(200))).unwrap(), None);
         let stored: String = s
-            .conn
+            .connection()
             .query_row("SELECT key_hash FROM principals", [], |r| r.get(0))
             .unwrap();
         assert_ne!(stored, key);

@@ -74,7 +74,7 @@ impl Store {
         let sql = format!("SELECT {TRANSFER_COLUMNS} FROM transfers WHERE {condition} ORDER BY id LIMIT {REAP_BATCH}");
         let mut ended = Vec::new();
         loop {
-            let batch = self.write(|tx, _| {
+            let batch = self.write(|tx| {
                 let batch = {
                     let mut stmt = tx.prepare_cached(&sql)?;
                     let rows = stmt.query_map([cutoff], |r| Ok(transfer::from_row(r)))?;

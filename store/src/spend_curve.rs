@@ -8,7 +8,7 @@
 //! the latest spend. Each sample is one probe of the `(transfer_id, type, at)` index
 //! (`sql/0008_usage_events_by_kind.sql`).
 
-use rusqlite::{OptionalExtension, Row};
+use ahp_store_sql::{OptionalExtension, Row};
 
 use crate::clock::Timestamp;
 use crate::db::Store;
@@ -36,7 +36,7 @@ fn corrupt(reason: String) -> Error {
 }
 
 /// A usage report's sample: its time and the `spentMicroUsd` it recorded.
-fn sample_from_row(r: &Row<'_>) -> Result<SpendSample> {
+fn sample_from_row(r: &Row) -> Result<SpendSample> {
     let id: i64 = r.get(0)?;
     let detail: String = r.get(2)?;
     let detail: serde_json::Value =
@@ -60,13 +60,13 @@ impl Store {
     /// [`Error::InvalidInput`] for a malformed transfer id or `points` outside
     /// 2..=[`MAX_SPEND_POINTS`]; [`Error::TransferNotFound`]; [`Error::CorruptRow`] for a
     /// usage report without its spend.
-    pub fn spend_curve(&self, transfer: &str, now: Timestamp, points: usize) -> Result<Vec<SpendSample>> {
+    pub fn spend_curve(&mut self, transfer: &str, now: Timestamp, points: usize) -> Result<Vec<SpendSample>> {
         if !(2..=MAX_SPEND_POINTS).contains(&points) {
             return Err(Error::invalid("points", format!("must be 2 to {MAX_SPEND_POINTS}")));
         }
-        transfer::exists(&self.conn, transfer)?;
+        transfer::exists(&self.autocommit(), transfer)?;
         let opened: Option<i64> = self
-            .conn
+            .autocommit()
             .prepare_cached("SELECT at FROM usage_events WHERE transfer_id = ?1 AND type = ?2 ORDER BY at, id LIMIT 1")?
             .query_row((transfer, EventKind::RuntimeProvisioned.as_str()), |r| r.get(0))
             .optional()?;
@@ -79,7 +79,7 @@ impl Store {
         }];
         let reports = points - 1;
         let first: Vec<SpendSample> = self
-            .conn
+            .autocommit()
             .prepare_cached(
                 "SELECT id, at, detail FROM usage_events WHERE transfer_id = ?1 AND type = ?2
                  ORDER BY at, id LIMIT ?3",
@@ -94,7 +94,8 @@ impl Store {
             return Ok(curve);
         }
         // Too many to draw each: the last report at or before each of `reports` instants.
-        let mut probe = self.conn.prepare_cached(
+        let tx = self.autocommit();
+        let mut probe = tx.prepare_cached(
             "SELECT id, at, detail FROM usage_events WHERE transfer_id = ?1 AND type = ?2 AND at <= ?3
              ORDER BY at DESC, id DESC LIMIT 1",
         )?;

@@ -36,8 +36,8 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
+use ahp_store_sql::Tx;
 use hmac::{KeyInit, Mac};
-use rusqlite::Transaction;
 
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
@@ -516,7 +516,7 @@ pub(crate) fn verify(
 /// Verifies `token`, checks `requested` against its bindings, and consumes it inside `tx`, the
 /// transaction of the transition it authorizes. A refusal consumes nothing.
 pub(crate) fn verify_and_consume(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     key: Option<&TokenKey>,
     token: &str,
     transfer: &str,

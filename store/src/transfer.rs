@@ -8,7 +8,7 @@
 //! The operations that move a transfer between states live in [`lifecycle`](crate::lifecycle);
 //! this file only reads.
 
-use rusqlite::{Connection, OptionalExtension, Row};
+use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::Serialize;
 
 use crate::budget::{self, Budget};
@@ -138,7 +138,7 @@ fn ts(v: Option<i64>) -> Option<Timestamp> {
 }
 
 /// Reads a row selected with [`TRANSFER_COLUMNS`]. Unknown statuses or tiers fail closed.
-pub(crate) fn from_row(r: &Row<'_>) -> Result<Transfer> {
+pub(crate) fn from_row(r: &Row) -> Result<Transfer> {
     let id: String = r.get(0)?;
     let status: String = r.get(1)?;
     let status = status.parse().map_err(|e| corrupt(format!("{id}: {e}")))?;
@@ -181,7 +181,7 @@ pub(crate) fn check_id(transfer: &str) -> Result<()> {
 }
 
 /// Loads `transfer`, or [`Error::TransferNotFound`].
-pub(crate) fn load(conn: &Connection, transfer: &str) -> Result<Transfer> {
+pub(crate) fn load(conn: &Tx<'_>, transfer: &str) -> Result<Transfer> {
     check_id(transfer)?;
     let sql = format!("SELECT {TRANSFER_COLUMNS} FROM transfers WHERE id = ?1");
     conn.prepare_cached(&sql)?
@@ -194,7 +194,7 @@ pub(crate) fn load(conn: &Connection, transfer: &str) -> Result<Transfer> {
 /// [belong to](Transfer::belongs_to) `caller` is [`Error::TransferNotFound`] too — the one
 /// place the ownership rule is applied.
 /// Ok if `transfer` is a well-formed id of a transfer that exists (without reading its row).
-pub(crate) fn exists(conn: &Connection, transfer: &str) -> Result<()> {
+pub(crate) fn exists(conn: &Tx<'_>, transfer: &str) -> Result<()> {
     check_id(transfer)?;
     conn.prepare_cached("SELECT 1 FROM transfers WHERE id = ?1")?
         .query_row([transfer], |_| Ok(()))
@@ -202,7 +202,7 @@ pub(crate) fn exists(conn: &Connection, transfer: &str) -> Result<()> {
         .ok_or_else(|| Error::TransferNotFound(transfer.to_owned()))
 }
 
-pub(crate) fn load_for(conn: &Connection, transfer: &str, caller: &TransferOwner) -> Result<Transfer> {
+pub(crate) fn load_for(conn: &Tx<'_>, transfer: &str, caller: &TransferOwner) -> Result<Transfer> {
     let t = load(conn, transfer)?;
     if t.belongs_to(caller) {
         Ok(t)
@@ -218,8 +218,8 @@ impl Store {
     ///
     /// [`Error::InvalidInput`] for a malformed id, [`Error::TransferNotFound`],
     /// [`Error::CorruptRow`] for a row this build cannot read.
-    pub fn transfer(&self, transfer: &str) -> Result<Transfer> {
-        load(&self.conn, transfer)
+    pub fn transfer(&mut self, transfer: &str) -> Result<Transfer> {
+        load(&self.autocommit(), transfer)
     }
 
     /// One transfer of `caller` (any transfer for the operator): another principal's transfer is
@@ -228,8 +228,8 @@ impl Store {
     /// # Errors
     ///
     /// As [`transfer`](Self::transfer); [`Error::TransferNotFound`] for another principal's.
-    pub fn transfer_as(&self, transfer: &str, caller: &TransferOwner) -> Result<Transfer> {
-        load_for(&self.conn, transfer, caller)
+    pub fn transfer_as(&mut self, transfer: &str, caller: &TransferOwner) -> Result<Transfer> {
+        load_for(&self.autocommit(), transfer, caller)
     }
 
     /// `get_status` for `caller`: the transfer, its budget and the page `page` of its event log
@@ -242,13 +242,18 @@ impl Store {
     /// 1..=[`MAX_EVENT_PAGE_LIMIT`](crate::event::MAX_EVENT_PAGE_LIMIT) (field `limit`) or a
     /// cursor that is not an event of this transfer (field `before`);
     /// [`Error::TransferNotFound`] for a missing or foreign transfer; [`Error::CorruptRow`].
-    pub fn get_status_as(&self, transfer: &str, caller: &TransferOwner, page: EventPage) -> Result<TransferStatusPage> {
+    pub fn get_status_as(
+        &mut self,
+        transfer: &str,
+        caller: &TransferOwner,
+        page: EventPage,
+    ) -> Result<TransferStatusPage> {
         check_id(transfer)?;
         page.validate()?;
-        let t = load_for(&self.conn, transfer, caller)?;
+        let t = load_for(&self.autocommit(), transfer, caller)?;
         Ok(TransferStatusPage {
-            budget: budget::load(&self.conn, transfer)?,
-            page: event::page(&self.conn, transfer, page)?,
+            budget: budget::load(&self.autocommit(), transfer)?,
+            page: event::page(&self.autocommit(), transfer, page)?,
             transfer: t,
         })
     }
@@ -260,11 +265,11 @@ impl Store {
     /// # Errors
     ///
     /// As [`transfer`](Self::transfer).
-    pub fn get_status(&self, transfer: &str) -> Result<TransferStatusReport> {
+    pub fn get_status(&mut self, transfer: &str) -> Result<TransferStatusReport> {
         Ok(TransferStatusReport {
-            transfer: load(&self.conn, transfer)?,
-            budget: budget::load(&self.conn, transfer)?,
-            events: event::list(&self.conn, transfer)?,
+            transfer: load(&self.autocommit(), transfer)?,
+            budget: budget::load(&self.autocommit(), transfer)?,
+            events: event::list(&self.autocommit(), transfer)?,
         })
     }
 
@@ -273,10 +278,10 @@ impl Store {
     /// # Errors
     ///
     /// As [`transfer`](Self::transfer); [`Error::CorruptRow`] if stored JSON does not parse.
-    pub fn snapshot(&self, transfer: &str) -> Result<SnapshotInput> {
+    pub fn snapshot(&mut self, transfer: &str) -> Result<SnapshotInput> {
         check_id(transfer)?;
         let row = self
-            .conn
+            .autocommit()
             .prepare_cached(
                 "SELECT source_host, system_prompt, message_history, tool_state, mcp_config
                  FROM transfers WHERE id = ?1",
@@ -309,13 +314,14 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::CorruptRow`] for a row this build cannot read.
-    pub fn list_transfers(&self, status: Option<TransferStatus>, limit: usize) -> Result<Vec<Transfer>> {
+    pub fn list_transfers(&mut self, status: Option<TransferStatus>, limit: usize) -> Result<Vec<Transfer>> {
         let sql = format!(
             "SELECT {TRANSFER_COLUMNS} FROM transfers WHERE ?1 IS NULL OR status = ?1
              ORDER BY created_at DESC, id LIMIT ?2"
         );
         let limit = i64::try_from(limit.min(MAX_LIST_LIMIT)).unwrap_or(0);
-        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let tx = self.autocommit();
+        let mut stmt = tx.prepare_cached(&sql)?;
         let rows = stmt.query_map((status.map(TransferStatus::as_str), limit), |r| Ok(from_row(r)))?;
         rows.map(|r| r?).collect()
     }

@@ -114,13 +114,13 @@ impl Fixture {
                 let ended = self
                     .store
                     .reap_insolvent(now.saturating_add(DEFAULT_GRACE_PERIOD), Duration::ZERO)?;
-                refuse_if_empty(t, op, ended, &self.store)
+                refuse_if_empty(t, op, ended, &mut self.store)
             }
             Operation::Expire => {
                 let ended = self
                     .store
                     .reap_expired(now.saturating_add(Duration::from_secs(1)), Duration::ZERO)?;
-                refuse_if_empty(t, op, ended, &self.store)
+                refuse_if_empty(t, op, ended, &mut self.store)
             }
         }
     }
@@ -128,7 +128,7 @@ impl Fixture {
 
 /// A sweep does not fail on a transfer it does not apply to; it just leaves it. Report that as
 /// the refusal the state machine predicts, so all operations can be checked the same way.
-fn refuse_if_empty(t: &str, op: Operation, ended: Vec<String>, store: &Store) -> Result<()> {
+fn refuse_if_empty(t: &str, op: Operation, ended: Vec<String>, store: &mut Store) -> Result<()> {
     if ended.iter().any(|id| id == t) {
         Ok(())
     } else {

@@ -70,7 +70,7 @@ impl Agents {
         // Before anything is claimed: the transfer still runs, and what its budget holds. A
         // failed read here leaves the wake pending.
         let (tier, budget) = {
-            let db = self.store.locked();
+            let mut db = self.store.locked();
             let t = db.transfer(&c.transfer).map_err(|e| Failure::of_store(&e))?;
             if t.status != TransferStatus::Active {
                 return Err(Failure::Gone(format!("transfer {} is {}", t.id, t.status)));

@@ -149,10 +149,7 @@ mod tests {
         for e in &gone {
             assert!(Failure::of(e).is_gone(), "{e}");
         }
-        let busy = ConversationError::Sqlite(rusqlite::Error::SqliteFailure(
-            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
-            None,
-        ));
+        let busy = ConversationError::Database(ahp_store::sql::SqlError::Busy("database is locked".into()));
         assert!(matches!(Failure::of(&busy), Failure::Transient(_)));
         let limit = ConversationError::LimitReached { what: "x", limit: 1 };
         assert!(matches!(Failure::of(&limit), Failure::Transient(_)));
@@ -167,12 +164,7 @@ mod tests {
 
     #[test]
     fn retry_stops_at_success_at_a_refusal_and_at_its_bound() {
-        let busy = || {
-            ConversationError::Sqlite(rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
-                None,
-            ))
-        };
+        let busy = || ConversationError::Database(ahp_store::sql::SqlError::Busy("database is locked".into()));
         let mut calls = 0;
         let got = retry(|| {
             calls += 1;

@@ -59,7 +59,7 @@ impl Agents {
             }
             // Bound by this process since the list was read?
             if let Some(c) = self.carrier(agent) {
-                let db = self.store.locked();
+                let mut db = self.store.locked();
                 let now = db.now();
                 let current = db
                     .get_endpoint(&c.caller, agent, &c.actor.endpoint)

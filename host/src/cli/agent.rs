@@ -28,7 +28,7 @@ pub(crate) enum AgentCommand {
 }
 
 pub(crate) fn run(dir: &DataDir, command: AgentCommand) -> anyhow::Result<()> {
-    let store = dir.open_store()?;
+    let mut store = dir.open_store()?;
     match command {
         AgentCommand::New(_) => unreachable!("handled before a data directory is opened"),
         AgentCommand::List { after, limit } => {

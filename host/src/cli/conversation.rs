@@ -45,7 +45,7 @@ fn author(m: &TranscriptMessage) -> String {
 }
 
 pub(crate) fn run(dir: &DataDir, command: ConversationCommand) -> anyhow::Result<()> {
-    let store = dir.open_store()?;
+    let mut store = dir.open_store()?;
     match command {
         ConversationCommand::List { after, limit } => {
             let rows: Vec<Vec<String>> = store

@@ -57,7 +57,7 @@ pub(crate) fn run(dir: &DataDir, command: GoalCommand) -> anyhow::Result<()> {
         } => {
             let goals = match principal {
                 Some(name) => {
-                    let caller = principal_caller(&store, &name)?;
+                    let caller = principal_caller(&mut store, &name)?;
                     store.list_goals(&caller, &Acting::Human, after.as_deref(), limit.into())?
                 }
                 None => store.operator_goals(after.as_deref(), limit.into())?,

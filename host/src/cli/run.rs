@@ -330,7 +330,7 @@ fn show_diagnosis(diagnosis: Option<&Diagnosis>) {
 
 /// The transfer's model calls (if any) and its event log.
 fn print_logs(shared: &ahp_host::shared_store::SharedStore, t: &str) -> anyhow::Result<()> {
-    let store = shared.locked();
+    let mut store = shared.locked();
     let calls = store.model_calls(t, 20)?;
     if !calls.is_empty() {
         println!("\nModel calls of {t} (the newest 20):\n");

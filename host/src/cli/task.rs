@@ -50,7 +50,7 @@ pub(crate) fn parse_state(s: &str) -> Result<TaskState, String> {
 }
 
 /// The communication caller of the API key principal named `name`, for the operator's reads.
-pub(crate) fn principal_caller(store: &Store, name: &str) -> anyhow::Result<Caller> {
+pub(crate) fn principal_caller(store: &mut Store, name: &str) -> anyhow::Result<Caller> {
     let p = store
         .list_principals()?
         .into_iter()
@@ -133,7 +133,7 @@ pub(crate) fn run(dir: &DataDir, command: TaskCommand) -> anyhow::Result<()> {
             };
             let tasks = match principal {
                 Some(name) => {
-                    let caller = principal_caller(&store, &name)?;
+                    let caller = principal_caller(&mut store, &name)?;
                     store.list_agent_tasks(&caller, &Acting::Human, &query, limit.into())?
                 }
                 None => store.operator_tasks_matching(&query, limit.into())?,

@@ -76,7 +76,7 @@ pub(crate) fn run(dir: &DataDir, command: TokenCommand) -> anyhow::Result<()> {
         any_checksum,
     } = command;
     let scope = TokenScope::from(scope);
-    let store = dir.open_store()?;
+    let mut store = dir.open_store()?;
     let t = store.transfer(&transfer)?;
     if t.status.is_terminal() {
         bail!("transfer {transfer} is {}; no token can move it any more", t.status);

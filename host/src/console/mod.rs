@@ -182,10 +182,10 @@ fn same_origin(console: &Console, headers: &HeaderMap) -> bool {
 /// Runs `f` on the store on a blocking thread.
 async fn read<T: Send + 'static>(
     console: &Arc<Console>,
-    f: impl FnOnce(&Store) -> ahp_store::Result<T> + Send + 'static,
+    f: impl FnOnce(&mut Store) -> ahp_store::Result<T> + Send + 'static,
 ) -> Result<T, Response> {
     let store = console.store.clone();
-    match tokio::task::spawn_blocking(move || f(&store.locked())).await {
+    match tokio::task::spawn_blocking(move || f(&mut store.locked())).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(ahp_store::Error::TransferNotFound(_) | ahp_store::Error::InvalidInput { .. })) => Err((
             StatusCode::NOT_FOUND,
@@ -454,7 +454,7 @@ fn parse_cursor(cursor: &EventCursor) -> Result<Option<i64>, Box<Response>> {
 ///
 /// Another principal's transfer reads exactly like a missing one.
 fn transfer_view(
-    s: &Store,
+    s: &mut Store,
     id: &str,
     owner: &TransferOwner,
     before: Option<i64>,

@@ -157,7 +157,7 @@ fn refusal(e: StoreError) -> Error {
         StoreError::ConversationNotFound(_) | StoreError::MessageNotFound(_) | StoreError::AgentNotFound(_) => {
             Error::NotFound
         }
-        StoreError::Sqlite(e) => Error::Unavailable(e.to_string()),
+        StoreError::Database(e) => Error::Unavailable(e.to_string()),
         StoreError::CorruptRow { .. } => Error::Unavailable(e.to_string()),
         other => Error::Refused(other.to_string()),
     }

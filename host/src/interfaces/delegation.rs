@@ -311,7 +311,7 @@ impl AgentCtx {
     }
 
     /// Schedules the parties of `task` (the store is already locked: `db` holds it).
-    fn schedule(&self, db: &ahp_store::Store, task: &AgentTask) {
+    fn schedule(&self, db: &mut ahp_store::Store, task: &AgentTask) {
         crate::delegating::schedule_around(db, &*self.carriers(), task);
     }
 }
@@ -471,7 +471,7 @@ fn refusal(e: StoreError) -> Error {
         | StoreError::AttentionEventNotFound(_)
         | StoreError::AgentNotFound(_) => Error::NotFound,
         StoreError::GoalRevisionConflict { current, .. } => Error::RevisionConflict(current),
-        StoreError::Sqlite(e) => Error::Unavailable(e.to_string()),
+        StoreError::Database(e) => Error::Unavailable(e.to_string()),
         StoreError::CorruptRow { .. } => Error::Unavailable(e.to_string()),
         other => Error::Refused(other.to_string()),
     }

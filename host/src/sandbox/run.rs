@@ -163,7 +163,7 @@ impl Sandboxes {
             .zip(t.component.as_deref())
             .ok_or_else(|| Error::NotProvisioned(t.id.clone()))?;
         let (snapshot, record) = {
-            let db = self.store.locked();
+            let mut db = self.store.locked();
             (db.snapshot(&t.id)?, db.component(component)?)
         };
         let record = record.ok_or_else(|| Error::UnknownComponent(component.to_owned()))?;

@@ -91,7 +91,7 @@ impl Fixture {
         self.store.connection().query_row(sql, [], |r| r.get(0)).unwrap()
     }
 
-    fn kinds(&self, t: &str) -> Vec<EventKind> {
+    fn kinds(&mut self, t: &str) -> Vec<EventKind> {
         self.store
             .get_status(t)
             .unwrap()
@@ -101,7 +101,7 @@ impl Fixture {
             .collect()
     }
 
-    fn last_event(&self, t: &str, kind: EventKind) -> Event {
+    fn last_event(&mut self, t: &str, kind: EventKind) -> Event {
         let events = self.store.get_status(t).unwrap().events;
         events.into_iter().rev().find(|e| e.kind == kind).unwrap()
     }

@@ -38,7 +38,7 @@ fn active(s: &mut Store, key: &TokenKey) -> String {
     t
 }
 
-fn all_pages(s: &Store) -> Vec<(String, Option<String>)> {
+fn all_pages(s: &mut Store) -> Vec<(String, Option<String>)> {
     let mut seen = Vec::new();
     let mut after: Option<String> = None;
     loop {
@@ -95,14 +95,14 @@ fn active_transfers_without_a_carrier_are_listed_and_paged() {
     ];
     want.sort();
     // A takeover cleared every carrier: every active transfer needs one.
-    assert_eq!(all_pages(&s), want);
+    assert_eq!(all_pages(&mut s), want);
     // Re-registered carriers drop out.
     for t in [&carried, &never] {
         let b = s.bind_transfer_agent(t, LEASE).unwrap();
         s.register_wake_carrier(&b.agent.id, &b.endpoint.id, b.endpoint.generation)
             .unwrap();
     }
-    let left: Vec<String> = all_pages(&s).into_iter().map(|(t, _)| t).collect();
+    let left: Vec<String> = all_pages(&mut s).into_iter().map(|(t, _)| t).collect();
     let mut expect = vec![unregistered, lapsed];
     expect.sort();
     assert_eq!(left, expect);

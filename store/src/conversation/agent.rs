@@ -5,7 +5,7 @@
 //! a stale `profile_revision` is an explicit [`Error::RevisionConflict`]. Only the principal that
 //! created an agent can see or change it; to anyone else it does not exist.
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction};
+use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::Serialize;
 use serde_json::json;
 
@@ -97,7 +97,7 @@ pub struct Agent {
 
 pub(super) const AGENT_COLUMNS: &str = "id, handle, display_name, description, specialties, profile_revision, controller_generation, created_at, updated_at";
 
-pub(super) fn from_row(r: &Row<'_>) -> Result<Agent> {
+pub(super) fn from_row(r: &Row) -> Result<Agent> {
     let id: String = r.get(0)?;
     let specialties: String = r.get(4)?;
     let specialties: Vec<String> =
@@ -121,7 +121,7 @@ pub(super) fn from_row(r: &Row<'_>) -> Result<Agent> {
 }
 
 /// Loads `agent` if `owner` owns it; otherwise (foreign or nonexistent) [`Error::AgentNotFound`].
-pub(crate) fn load_owned(conn: &Connection, owner: &CommunicationPrincipal, agent: &str) -> Result<Agent> {
+pub(crate) fn load_owned(conn: &Tx<'_>, owner: &CommunicationPrincipal, agent: &str) -> Result<Agent> {
     let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = ?1 AND owner_principal = ?2");
     conn.prepare_cached(&sql)?
         .query_row((agent, owner.as_str()), |r| Ok(from_row(r)))
@@ -132,12 +132,7 @@ pub(crate) fn load_owned(conn: &Connection, owner: &CommunicationPrincipal, agen
 /// Inserts a new agent owned by `owner` with a validated `card` and records `agent_created`;
 /// refused at [`MAX_AGENTS`] (the store-wide ceiling holds for every way an agent is made).
 /// Returns its id.
-pub(crate) fn insert(
-    tx: &Transaction<'_>,
-    owner: &CommunicationPrincipal,
-    card: &AgentCard,
-    now: Timestamp,
-) -> Result<String> {
+pub(crate) fn insert(tx: &Tx<'_>, owner: &CommunicationPrincipal, card: &AgentCard, now: Timestamp) -> Result<String> {
     let total: i64 = tx
         .prepare_cached("SELECT count(*) FROM agents")?
         .query_row([], |r| r.get(0))?;
@@ -196,29 +191,31 @@ impl Store {
         card.validate()?;
         validate_key(idempotency_key)?;
         let check = Check::new(Operation::CreateAgent, &IdempotencyKey::from(idempotency_key), card);
-        let (tx, now) = self.begin_immediate()?;
-        if let Some(id) = check.replay(&tx, caller.principal(), now)? {
+        self.retrying(|s| {
+            let (tx, now) = s.begin_immediate()?;
+            if let Some(id) = check.replay(&tx, caller.principal(), now)? {
+                let agent = load_owned(&tx, caller.principal(), &id)?;
+                return Ok(Mutation::replayed(agent));
+            }
+            // Agents a transfer became are bounded by transfers, not by this per-principal ceiling.
+            let owned: i64 = tx
+                .prepare_cached(
+                    "SELECT count(*) FROM agents WHERE owner_principal = ?1
+                     AND NOT EXISTS (SELECT 1 FROM transfers WHERE transfers.agent_id = agents.id)",
+                )?
+                .query_row([caller.principal().as_str()], |r| r.get(0))?;
+            if owned as u64 >= MAX_AGENTS_PER_PRINCIPAL {
+                return Err(Error::LimitReached {
+                    what: "agents per principal",
+                    limit: MAX_AGENTS_PER_PRINCIPAL,
+                });
+            }
+            let id = insert(&tx, caller.principal(), card, now)?;
+            check.record(&tx, caller.principal(), &id, now)?;
             let agent = load_owned(&tx, caller.principal(), &id)?;
-            return Ok(Mutation::replayed(agent));
-        }
-        // Agents a transfer became are bounded by transfers, not by this per-principal ceiling.
-        let owned: i64 = tx
-            .prepare_cached(
-                "SELECT count(*) FROM agents WHERE owner_principal = ?1
-                 AND NOT EXISTS (SELECT 1 FROM transfers WHERE transfers.agent_id = agents.id)",
-            )?
-            .query_row([caller.principal().as_str()], |r| r.get(0))?;
-        if owned as u64 >= MAX_AGENTS_PER_PRINCIPAL {
-            return Err(Error::LimitReached {
-                what: "agents per principal",
-                limit: MAX_AGENTS_PER_PRINCIPAL,
-            });
-        }
-        let id = insert(&tx, caller.principal(), card, now)?;
-        check.record(&tx, caller.principal(), &id, now)?;
-        let agent = load_owned(&tx, caller.principal(), &id)?;
-        tx.commit()?;
-        Ok(Mutation::changed(agent))
+            tx.commit()?;
+            Ok(Mutation::changed(agent))
+        })
     }
 
     /// Replaces the card of `agent`, which must be at `expected_revision`. An identical card is
@@ -238,50 +235,52 @@ impl Store {
         caller.require(Scope::Manage)?;
         check_id(agent)?;
         card.validate()?;
-        let (tx, now) = self.begin_immediate()?;
-        let current = load_owned(&tx, caller.principal(), agent)?;
-        if current.profile_revision != expected_revision {
-            return Err(Error::RevisionConflict {
-                agent: agent.to_owned(),
-                expected: expected_revision,
-                current: current.profile_revision,
-            });
-        }
-        if current.card == *card {
-            return Ok(Mutation::unchanged(current));
-        }
-        let changed = tx
-            .prepare_cached(
-                "UPDATE agents SET handle = ?3, display_name = ?4, description = ?5, specialties = ?6,
-                        profile_revision = profile_revision + 1, updated_at = ?7
-                 WHERE id = ?1 AND profile_revision = ?2",
-            )?
-            .execute((
-                agent,
-                expected_revision as i64,
-                &card.handle,
-                &card.display_name,
-                &card.description,
-                serde_json::to_string(&card.specialties).expect("labels serialize"),
-                now.as_micros(),
-            ))?;
-        if changed != 1 {
-            return Err(Error::corrupt(
-                "agents",
-                format!("{agent} changed under its own write transaction"),
-            ));
-        }
-        let updated = load_owned(&tx, caller.principal(), agent)?;
-        audit::record(
-            &tx,
-            AuditKind::AgentUpdated,
-            Some(agent),
-            None,
-            json!({ "profileRevision": updated.profile_revision }),
-            now,
-        )?;
-        tx.commit()?;
-        Ok(Mutation::changed(updated))
+        self.retrying(|s| {
+            let (tx, now) = s.begin_immediate()?;
+            let current = load_owned(&tx, caller.principal(), agent)?;
+            if current.profile_revision != expected_revision {
+                return Err(Error::RevisionConflict {
+                    agent: agent.to_owned(),
+                    expected: expected_revision,
+                    current: current.profile_revision,
+                });
+            }
+            if current.card == *card {
+                return Ok(Mutation::unchanged(current));
+            }
+            let changed = tx
+                .prepare_cached(
+                    "UPDATE agents SET handle = ?3, display_name = ?4, description = ?5, specialties = ?6,
+                            profile_revision = profile_revision + 1, updated_at = ?7
+                     WHERE id = ?1 AND profile_revision = ?2",
+                )?
+                .execute((
+                    agent,
+                    expected_revision as i64,
+                    &card.handle,
+                    &card.display_name,
+                    &card.description,
+                    serde_json::to_string(&card.specialties).expect("labels serialize"),
+                    now.as_micros(),
+                ))?;
+            if changed != 1 {
+                return Err(Error::corrupt(
+                    "agents",
+                    format!("{agent} changed under its own write transaction"),
+                ));
+            }
+            let updated = load_owned(&tx, caller.principal(), agent)?;
+            audit::record(
+                &tx,
+                AuditKind::AgentUpdated,
+                Some(agent),
+                None,
+                json!({ "profileRevision": updated.profile_revision }),
+                now,
+            )?;
+            tx.commit()?;
+            Ok(Mutation::changed(updated))
+        })
     }
 
     /// One agent the caller owns.
@@ -290,10 +289,10 @@ impl Store {
     ///
     /// [`Error::AgentNotFound`] unless the caller owns it; [`Error::MissingScope`] without
     /// `communication:read`.
-    pub fn get_agent(&self, caller: &Caller, agent: &str) -> Result<Agent> {
+    pub fn get_agent(&mut self, caller: &Caller, agent: &str) -> Result<Agent> {
         caller.require(Scope::Read)?;
         check_id(agent)?;
-        load_owned(&self.conn, caller.principal(), agent)
+        load_owned(&self.autocommit(), caller.principal(), agent)
     }
 
     /// The caller's agents ordered by id, after the exclusive cursor `after` (an agent id).
@@ -302,7 +301,7 @@ impl Store {
     ///
     /// [`Error::InvalidInput`] for a limit outside 1..=[`MAX_PAGE_LIMIT`](super::bounds::MAX_PAGE_LIMIT);
     /// [`Error::MissingScope`].
-    pub fn list_agents(&self, caller: &Caller, after: Option<&str>, limit: usize) -> Result<Vec<Agent>> {
+    pub fn list_agents(&mut self, caller: &Caller, after: Option<&str>, limit: usize) -> Result<Vec<Agent>> {
         caller.require(Scope::Read)?;
         bounds::page_limit(limit)?;
         if let Some(a) = after {
@@ -310,7 +309,8 @@ impl Store {
         }
         let sql =
             format!("SELECT {AGENT_COLUMNS} FROM agents WHERE owner_principal = ?1 AND id > ?2 ORDER BY id LIMIT ?3");
-        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let tx = self.autocommit();
+        let mut stmt = tx.prepare_cached(&sql)?;
         let rows = stmt.query_map((caller.principal().as_str(), after.unwrap_or(""), limit as i64), |r| {
             Ok(from_row(r))
         })?;

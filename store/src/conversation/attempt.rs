@@ -31,7 +31,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction};
+use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -174,7 +174,7 @@ pub enum DispatchOutcome {
 pub(super) const ATTEMPT_COLUMNS: &str =
     "id, wake_id, endpoint_id, generation, state, claim_expires_at, claimed_at, dispatched_at, finished_at";
 
-pub(super) fn attempt_from_row(r: &Row<'_>) -> Result<WakeAttempt> {
+pub(super) fn attempt_from_row(r: &Row) -> Result<WakeAttempt> {
     let id: String = r.get(0)?;
     let state: String = r.get(4)?;
     let state = state
@@ -194,7 +194,7 @@ pub(super) fn attempt_from_row(r: &Row<'_>) -> Result<WakeAttempt> {
 }
 
 /// Loads `attempt` if it is bound to `endpoint`; otherwise [`Error::AttemptNotFound`].
-pub(super) fn load_attempt_for(conn: &Connection, endpoint: &str, attempt: &str) -> Result<WakeAttempt> {
+pub(super) fn load_attempt_for(conn: &Tx<'_>, endpoint: &str, attempt: &str) -> Result<WakeAttempt> {
     let sql = format!("SELECT {ATTEMPT_COLUMNS} FROM wake_attempts WHERE id = ?1 AND endpoint_id = ?2");
     conn.prepare_cached(&sql)?
         .query_row((attempt, endpoint), |r| Ok(attempt_from_row(r)))
@@ -219,7 +219,7 @@ fn digest_eq(a: &str, b: &str) -> bool {
 }
 
 /// Releases `attempt` (claimed, before the fence) and returns its wake to pending.
-pub(super) fn release(tx: &Transaction<'_>, attempt: &str, wake: &str, now: Timestamp) -> Result<()> {
+pub(super) fn release(tx: &Tx<'_>, attempt: &str, wake: &str, now: Timestamp) -> Result<()> {
     let changed = tx
         .prepare_cached(
             "UPDATE wake_attempts SET state = 'released', finished_at = ?2 WHERE id = ?1 AND state = 'claimed'",
@@ -245,7 +245,7 @@ pub(super) fn release(tx: &Transaction<'_>, attempt: &str, wake: &str, now: Time
 /// dispatched, or accepted and not yet consumed — parsed, so an attempt in a state this build
 /// does not know fails closed instead of being skipped by a filter on the known in-flight
 /// states.
-fn unfinished(tx: &Transaction<'_>, endpoint: Option<&str>, agent: Option<&str>) -> Result<Vec<WakeAttempt>> {
+fn unfinished(tx: &Tx<'_>, endpoint: Option<&str>, agent: Option<&str>) -> Result<Vec<WakeAttempt>> {
     let sql = format!(
         "SELECT {ATTEMPT_COLUMNS} FROM wake_attempts
          WHERE state NOT IN ('released', 'delivery_unknown', 'consumed')
@@ -261,7 +261,7 @@ fn unfinished(tx: &Transaction<'_>, endpoint: Option<&str>, agent: Option<&str>)
 /// Reconciles the in-flight attempts bound to `endpoint`, or (with `None`) all of them: claimed
 /// ones are released; dispatched ones, and accepted ones never consumed, become
 /// `delivery_unknown` (see the [module docs](self)). Returns (released, unknown).
-fn reconcile_attempts(tx: &Transaction<'_>, endpoint: Option<&str>, now: Timestamp) -> Result<(u64, u64)> {
+fn reconcile_attempts(tx: &Tx<'_>, endpoint: Option<&str>, now: Timestamp) -> Result<(u64, u64)> {
     let (mut released, mut unknown) = (0, 0);
     for a in unfinished(tx, endpoint, None)? {
         match a.state {
@@ -281,7 +281,7 @@ fn reconcile_attempts(tx: &Transaction<'_>, endpoint: Option<&str>, now: Timesta
 
 /// Moves the post-fence attempt `a` (dispatched, or accepted and never consumed) to
 /// `delivery_unknown` and audits it.
-pub(super) fn mark_unknown(tx: &Transaction<'_>, a: &WakeAttempt, now: Timestamp) -> Result<()> {
+pub(super) fn mark_unknown(tx: &Tx<'_>, a: &WakeAttempt, now: Timestamp) -> Result<()> {
     tx.prepare_cached(
         "UPDATE wake_attempts SET state = 'delivery_unknown', finished_at = ?2
          WHERE id = ?1 AND state IN ('dispatched', 'accepted')",
@@ -301,7 +301,7 @@ pub(super) fn mark_unknown(tx: &Transaction<'_>, a: &WakeAttempt, now: Timestamp
 
 /// The post-fence attempts through `endpoint` not yet resolved: dispatched, or accepted and
 /// never consumed.
-pub(super) fn unconfirmed(tx: &Transaction<'_>, endpoint: &str) -> Result<Vec<WakeAttempt>> {
+pub(super) fn unconfirmed(tx: &Tx<'_>, endpoint: &str) -> Result<Vec<WakeAttempt>> {
     Ok(unfinished(tx, Some(endpoint), None)?
         .into_iter()
         .filter(|a| matches!(a.state, AttemptState::Dispatched | AttemptState::Accepted))
@@ -309,14 +309,14 @@ pub(super) fn unconfirmed(tx: &Transaction<'_>, endpoint: &str) -> Result<Vec<Wa
 }
 
 /// Reconciles the attempts of an endpoint that stopped being current.
-pub(crate) fn reconcile_endpoint(tx: &Transaction<'_>, endpoint: &str, now: Timestamp) -> Result<(u64, u64)> {
+pub(crate) fn reconcile_endpoint(tx: &Tx<'_>, endpoint: &str, now: Timestamp) -> Result<(u64, u64)> {
     reconcile_attempts(tx, Some(endpoint), now)
 }
 
 /// Releases the claims on `endpoint` that have not crossed the dispatch fence (their wakes are
 /// pending again), leaving dispatched attempts alone: used when the endpoint stops being
 /// wake-capable, so that no new turn starts while a running one may still finish and consume.
-pub(crate) fn release_claims(tx: &Transaction<'_>, endpoint: &str, now: Timestamp) -> Result<u64> {
+pub(crate) fn release_claims(tx: &Tx<'_>, endpoint: &str, now: Timestamp) -> Result<u64> {
     let mut released = 0;
     for a in unfinished(tx, Some(endpoint), None)? {
         if a.state == AttemptState::Claimed {
@@ -328,12 +328,12 @@ pub(crate) fn release_claims(tx: &Transaction<'_>, endpoint: &str, now: Timestam
 }
 
 /// Reconciles every in-flight attempt (successor takeover).
-pub(crate) fn reconcile_all(tx: &Transaction<'_>, now: Timestamp) -> Result<(u64, u64)> {
+pub(crate) fn reconcile_all(tx: &Tx<'_>, now: Timestamp) -> Result<(u64, u64)> {
     reconcile_attempts(tx, None, now)
 }
 
 /// Releases the claims whose lease has passed, for one agent or (with `None`) all.
-pub(super) fn release_expired(tx: &Transaction<'_>, agent: Option<&str>, now: Timestamp) -> Result<u64> {
+pub(super) fn release_expired(tx: &Tx<'_>, agent: Option<&str>, now: Timestamp) -> Result<u64> {
     let mut released = 0;
     for a in unfinished(tx, None, agent)? {
         if a.state == AttemptState::Claimed && a.claim_expires_at <= now {
@@ -347,7 +347,7 @@ pub(super) fn release_expired(tx: &Transaction<'_>, agent: Option<&str>, now: Ti
 /// Refuses a new fence crossing for `agent` while [`MAX_UNRESOLVED_DISPATCHED_WAKES_PER_AGENT`]
 /// of its wakes are dispatched through its current endpoint `endpoint` and not yet consumed or
 /// found `delivery_unknown`: a turn for it is already running.
-pub(super) fn check_unresolved(tx: &Transaction<'_>, agent: &str, endpoint: &str) -> Result<()> {
+pub(super) fn check_unresolved(tx: &Tx<'_>, agent: &str, endpoint: &str) -> Result<()> {
     let unresolved: i64 = tx
         .prepare_cached(
             "SELECT count(*) FROM wakes w JOIN wake_attempts a ON a.wake_id = w.id
@@ -383,7 +383,7 @@ pub(super) fn check_consume_token(consume_token: &str) -> Result<()> {
 /// already admitted: see [`Store::finish_dispatch`]. Only a dispatched attempt takes a reported
 /// outcome; the same outcome again, or any after a consume, is a no-op.
 pub(super) fn finish(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     agent: &str,
     a: WakeAttempt,
     event: AttemptEvent,
@@ -425,7 +425,7 @@ pub(super) fn finish(
 /// Consumes `wake` for the already admitted `actor` with `consume_token`: see
 /// [`Store::consume_wake`].
 pub(super) fn consume(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     actor: &AgentActor,
     wake: &str,
     consume_token: &str,
@@ -485,7 +485,7 @@ pub(super) fn consume(
     Ok(Mutation::changed(w))
 }
 
-pub(super) fn load_attempt(conn: &Connection, attempt: &str) -> Result<WakeAttempt> {
+pub(super) fn load_attempt(conn: &Tx<'_>, attempt: &str) -> Result<WakeAttempt> {
     let sql = format!("SELECT {ATTEMPT_COLUMNS} FROM wake_attempts WHERE id = ?1");
     conn.prepare_cached(&sql)?
         .query_row([attempt], |r| Ok(attempt_from_row(r)))
@@ -718,10 +718,12 @@ impl Store {
     ///
     /// Only if SQLite fails.
     pub fn release_expired_claims(&mut self) -> Result<u64> {
-        let (tx, now) = self.begin_immediate()?;
-        let n = release_expired(&tx, None, now)?;
-        tx.commit()?;
-        Ok(n)
+        self.retrying(|s| {
+            let (tx, now) = s.begin_immediate()?;
+            let n = release_expired(&tx, None, now)?;
+            tx.commit()?;
+            Ok(n)
+        })
     }
 }
 

@@ -11,7 +11,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use rusqlite::{Row, Transaction};
+use ahp_store_sql::{Row, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -103,7 +103,7 @@ pub struct AuditEvent {
 
 /// Appends an event in `tx`.
 pub(crate) fn record(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     kind: AuditKind,
     agent: Option<&str>,
     conversation: Option<&str>,
@@ -117,7 +117,7 @@ pub(crate) fn record(
     Ok(())
 }
 
-fn from_row(r: &Row<'_>) -> Result<AuditEvent> {
+fn from_row(r: &Row) -> Result<AuditEvent> {
     let id: i64 = r.get(0)?;
     let kind: String = r.get(2)?;
     let detail: String = r.get(5)?;
@@ -144,14 +144,15 @@ impl Store {
     /// [`Error::InvalidInput`] for a limit outside 1..=[`MAX_PAGE_LIMIT`](bounds::MAX_PAGE_LIMIT);
     /// [`Error::CorruptRow`] for a row this build cannot read.
     pub fn communication_events(
-        &self,
+        &mut self,
         after_id: i64,
         agent: Option<&str>,
         conversation: Option<&str>,
         limit: usize,
     ) -> Result<Vec<AuditEvent>> {
         bounds::page_limit(limit)?;
-        let mut stmt = self.conn.prepare_cached(
+        let tx = self.autocommit();
+        let mut stmt = tx.prepare_cached(
             "SELECT id, at, kind, agent_id, conversation_id, detail FROM communication_events
              WHERE id > ?1 AND (?2 IS NULL OR agent_id = ?2) AND (?3 IS NULL OR conversation_id = ?3)
              ORDER BY id LIMIT ?4",

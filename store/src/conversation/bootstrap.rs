@@ -15,7 +15,7 @@
 //! and the same token after a lost response, while reusing the key for anything else is a
 //! conflict. The store never holds the token itself, only its hash.
 
-use rusqlite::{OptionalExtension, Transaction};
+use ahp_store_sql::{OptionalExtension, Tx};
 use serde::Serialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -74,7 +74,7 @@ fn activation_token(attempt: &str, key: &str) -> String {
 }
 
 /// The explicit-activation attempt recorded under `key_hash`, if any.
-fn activation_by_key(tx: &Transaction<'_>, key_hash: &str) -> Result<Option<WakeAttempt>> {
+fn activation_by_key(tx: &Tx<'_>, key_hash: &str) -> Result<Option<WakeAttempt>> {
     let sql = format!("SELECT {ATTEMPT_COLUMNS} FROM wake_attempts WHERE activation_key_hash = ?1");
     tx.prepare_cached(&sql)?
         .query_row([key_hash], |r| Ok(attempt_from_row(r)))

@@ -18,7 +18,7 @@
 //! - [`Store::wake_ready_endpoints`] says which wake-capable endpoints have a wake to claim, so
 //!   a host's periodic safety net schedules only agents with work.
 
-use rusqlite::Transaction;
+use ahp_store_sql::Tx;
 
 use super::attempt::{
     self, AttemptEvent, AttemptState, DispatchOutcome, DispatchTicket, WakeAttempt, check_attempt_id,
@@ -38,7 +38,7 @@ pub const MAX_READY_PAGE: usize = 1000;
 /// Finishes the admitted attempt `a` of `actor` with `outcome`, consuming `wake` with
 /// `consume_token` for an accepted turn.
 fn finish_in(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     actor: &AgentActor,
     a: WakeAttempt,
     wake: &str,
@@ -183,14 +183,15 @@ impl Store {
     ///
     /// [`Error::InvalidInput`] for a malformed cursor or a limit outside
     /// 1..=[`MAX_READY_PAGE`]; [`Error::CorruptRow`] for a negative generation.
-    pub fn wake_ready_endpoints(&self, after: Option<&str>, limit: usize) -> Result<Vec<AgentActor>> {
+    pub fn wake_ready_endpoints(&mut self, after: Option<&str>, limit: usize) -> Result<Vec<AgentActor>> {
         if limit == 0 || limit > MAX_READY_PAGE {
             return Err(Error::invalid("limit", format!("must be 1 to {MAX_READY_PAGE}")));
         }
         if let Some(a) = after {
             endpoint::check_id(a)?;
         }
-        let mut stmt = self.conn.prepare_cached(
+        let tx = self.autocommit();
+        let mut stmt = tx.prepare_cached(
             "SELECT e.id, e.agent_id, e.generation FROM agent_endpoints e
              WHERE e.state = 'attached' AND e.wake_capable = 1 AND e.id > ?1
                AND EXISTS (SELECT 1 FROM wakes w WHERE w.agent_id = e.agent_id AND w.state IN ('pending', 'claimed'))

@@ -10,7 +10,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction};
+use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -136,7 +136,7 @@ pub(crate) struct Row0 {
 
 pub(super) const COLUMNS: &str = "id, title, state, next_seq, created_at, updated_at, last_message_at, closed_at";
 
-pub(super) fn from_row(r: &Row<'_>) -> Result<Row0> {
+pub(super) fn from_row(r: &Row) -> Result<Row0> {
     let id: String = r.get(0)?;
     let state: String = r.get(2)?;
     let state = state
@@ -160,7 +160,7 @@ pub(crate) fn check_id(conversation: &str) -> Result<()> {
 }
 
 /// The agent participants of `conversation`, in join order.
-pub(crate) fn agent_ids(conn: &Connection, conversation: &str) -> Result<Vec<String>> {
+pub(crate) fn agent_ids(conn: &Tx<'_>, conversation: &str) -> Result<Vec<String>> {
     let mut stmt =
         conn.prepare_cached("SELECT agent_id FROM conversation_agents WHERE conversation_id = ?1 ORDER BY position")?;
     let ids = stmt
@@ -169,7 +169,7 @@ pub(crate) fn agent_ids(conn: &Connection, conversation: &str) -> Result<Vec<Str
     Ok(ids)
 }
 
-pub(super) fn project(conn: &Connection, row: Row0) -> Result<Conversation> {
+pub(super) fn project(conn: &Tx<'_>, row: Row0) -> Result<Conversation> {
     let agents = agent_ids(conn, &row.id)?;
     Ok(Conversation {
         agents,
@@ -189,7 +189,7 @@ pub(super) fn project(conn: &Connection, row: Row0) -> Result<Conversation> {
 /// must be a participant. Anything else is [`Error::ConversationNotFound`]. Returns the row and,
 /// for an agent, its admitted endpoint.
 pub(crate) fn authorize(
-    conn: &Connection,
+    conn: &Tx<'_>,
     caller: &Caller,
     acting: &Acting,
     conversation: &str,
@@ -223,7 +223,7 @@ pub(crate) fn authorize(
 
 /// The conversation as `acting` may see it (see [`authorize`]).
 pub(crate) fn summary(
-    conn: &Connection,
+    conn: &Tx<'_>,
     caller: &Caller,
     acting: &Acting,
     conversation: &str,
@@ -233,12 +233,12 @@ pub(crate) fn summary(
     project(conn, row)
 }
 
-fn load_human(conn: &Connection, caller: &Caller, conversation: &str) -> Result<Row0> {
+fn load_human(conn: &Tx<'_>, caller: &Caller, conversation: &str) -> Result<Row0> {
     Ok(authorize(conn, caller, &Acting::Human, conversation, Timestamp::from_micros(0))?.0)
 }
 
 fn add_agent(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     caller: &Caller,
     conversation: &str,
     agent: &str,
@@ -291,52 +291,54 @@ impl Store {
             &IdempotencyKey::from(idempotency_key),
             new,
         );
-        let (tx, now) = self.begin_immediate()?;
-        if let Some(id) = check.replay(&tx, caller.principal(), now)? {
-            let row = load_human(&tx, caller, &id)?;
-            return Ok(Mutation::replayed(project(&tx, row)?));
-        }
-        // Counted as "not closed", so a row in a state this build does not know takes a slot
-        // (fails closed) instead of being skipped.
-        let open: i64 = tx
-            .prepare_cached("SELECT count(*) FROM conversations WHERE human_principal = ?1 AND state <> 'closed'")?
-            .query_row([caller.principal().as_str()], |r| r.get(0))?;
-        if open as u64 >= MAX_OPEN_CONVERSATIONS_PER_PRINCIPAL {
-            return Err(Error::LimitReached {
-                what: "open conversations per principal",
-                limit: MAX_OPEN_CONVERSATIONS_PER_PRINCIPAL,
-            });
-        }
-        let total: i64 = tx
-            .prepare_cached("SELECT count(*) FROM conversations")?
-            .query_row([], |r| r.get(0))?;
-        if total as u64 >= MAX_CONVERSATIONS {
-            return Err(Error::LimitReached {
-                what: "conversations in total",
-                limit: MAX_CONVERSATIONS,
-            });
-        }
-        let id = new_id(CONVERSATION_ID_PREFIX);
-        tx.prepare_cached(
-            "INSERT INTO conversations (id, title, state, human_principal, next_seq, created_at, updated_at)
-             VALUES (?1, ?2, 'open', ?3, 1, ?4, ?4)",
-        )?
-        .execute((&id, &new.title, caller.principal().as_str(), now.as_micros()))?;
-        for (position, a) in new.agents.iter().enumerate() {
-            add_agent(&tx, caller, &id, a, position, now)?;
-        }
-        check.record(&tx, caller.principal(), &id, now)?;
-        audit::record(
-            &tx,
-            AuditKind::ConversationCreated,
-            None,
-            Some(&id),
-            json!({ "agentCount": new.agents.len() }),
-            now,
-        )?;
-        let c = project(&tx, load_human(&tx, caller, &id)?)?;
-        tx.commit()?;
-        Ok(Mutation::changed(c))
+        self.retrying(|s| {
+            let (tx, now) = s.begin_immediate()?;
+            if let Some(id) = check.replay(&tx, caller.principal(), now)? {
+                let row = load_human(&tx, caller, &id)?;
+                return Ok(Mutation::replayed(project(&tx, row)?));
+            }
+            // Counted as "not closed", so a row in a state this build does not know takes a slot
+            // (fails closed) instead of being skipped.
+            let open: i64 = tx
+                .prepare_cached("SELECT count(*) FROM conversations WHERE human_principal = ?1 AND state <> 'closed'")?
+                .query_row([caller.principal().as_str()], |r| r.get(0))?;
+            if open as u64 >= MAX_OPEN_CONVERSATIONS_PER_PRINCIPAL {
+                return Err(Error::LimitReached {
+                    what: "open conversations per principal",
+                    limit: MAX_OPEN_CONVERSATIONS_PER_PRINCIPAL,
+                });
+            }
+            let total: i64 = tx
+                .prepare_cached("SELECT count(*) FROM conversations")?
+                .query_row([], |r| r.get(0))?;
+            if total as u64 >= MAX_CONVERSATIONS {
+                return Err(Error::LimitReached {
+                    what: "conversations in total",
+                    limit: MAX_CONVERSATIONS,
+                });
+            }
+            let id = new_id(CONVERSATION_ID_PREFIX);
+            tx.prepare_cached(
+                "INSERT INTO conversations (id, title, state, human_principal, next_seq, created_at, updated_at)
+                 VALUES (?1, ?2, 'open', ?3, 1, ?4, ?4)",
+            )?
+            .execute((&id, &new.title, caller.principal().as_str(), now.as_micros()))?;
+            for (position, a) in new.agents.iter().enumerate() {
+                add_agent(&tx, caller, &id, a, position, now)?;
+            }
+            check.record(&tx, caller.principal(), &id, now)?;
+            audit::record(
+                &tx,
+                AuditKind::ConversationCreated,
+                None,
+                Some(&id),
+                json!({ "agentCount": new.agents.len() }),
+                now,
+            )?;
+            let c = project(&tx, load_human(&tx, caller, &id)?)?;
+            tx.commit()?;
+            Ok(Mutation::changed(c))
+        })
     }
 
     /// Adds `agent` (which the caller must own) to an open conversation whose human participant
@@ -356,36 +358,38 @@ impl Store {
         caller.require(Scope::Manage)?;
         check_id(conversation)?;
         agent::check_id(agent)?;
-        let (tx, now) = self.begin_immediate()?;
-        let row = load_human(&tx, caller, conversation)?;
-        agent::load_owned(&tx, caller.principal(), agent)?;
-        if row.state != ConversationState::Open {
-            return Err(Error::ConversationClosed(conversation.to_owned()));
-        }
-        let current = agent_ids(&tx, conversation)?;
-        if current.iter().any(|a| a == agent) {
-            return Ok(Mutation::unchanged(project(&tx, row)?));
-        }
-        if current.len() >= MAX_AGENT_PARTICIPANTS {
-            return Err(Error::LimitReached {
-                what: "agent participants per conversation",
-                limit: MAX_AGENT_PARTICIPANTS as u64,
-            });
-        }
-        add_agent(&tx, caller, conversation, agent, current.len(), now)?;
-        audit::record(
-            &tx,
-            AuditKind::ParticipantAdded,
-            Some(agent),
-            Some(conversation),
-            json!({ "position": current.len() }),
-            now,
-        )?;
-        tx.prepare_cached("UPDATE conversations SET updated_at = ?2 WHERE id = ?1")?
-            .execute((conversation, now.as_micros()))?;
-        let c = project(&tx, load_human(&tx, caller, conversation)?)?;
-        tx.commit()?;
-        Ok(Mutation::changed(c))
+        self.retrying(|s| {
+            let (tx, now) = s.begin_immediate()?;
+            let row = load_human(&tx, caller, conversation)?;
+            agent::load_owned(&tx, caller.principal(), agent)?;
+            if row.state != ConversationState::Open {
+                return Err(Error::ConversationClosed(conversation.to_owned()));
+            }
+            let current = agent_ids(&tx, conversation)?;
+            if current.iter().any(|a| a == agent) {
+                return Ok(Mutation::unchanged(project(&tx, row)?));
+            }
+            if current.len() >= MAX_AGENT_PARTICIPANTS {
+                return Err(Error::LimitReached {
+                    what: "agent participants per conversation",
+                    limit: MAX_AGENT_PARTICIPANTS as u64,
+                });
+            }
+            add_agent(&tx, caller, conversation, agent, current.len(), now)?;
+            audit::record(
+                &tx,
+                AuditKind::ParticipantAdded,
+                Some(agent),
+                Some(conversation),
+                json!({ "position": current.len() }),
+                now,
+            )?;
+            tx.prepare_cached("UPDATE conversations SET updated_at = ?2 WHERE id = ?1")?
+                .execute((conversation, now.as_micros()))?;
+            let c = project(&tx, load_human(&tx, caller, conversation)?)?;
+            tx.commit()?;
+            Ok(Mutation::changed(c))
+        })
     }
 
     /// Closes a conversation whose human participant is the caller. Desired-state idempotent.
@@ -396,26 +400,28 @@ impl Store {
     pub fn close_conversation(&mut self, caller: &Caller, conversation: &str) -> Result<Mutation<Conversation>> {
         caller.require(Scope::Manage)?;
         check_id(conversation)?;
-        let (tx, now) = self.begin_immediate()?;
-        let row = load_human(&tx, caller, conversation)?;
-        if row.state == ConversationState::Closed {
-            return Ok(Mutation::unchanged(project(&tx, row)?));
-        }
-        tx.prepare_cached(
-            "UPDATE conversations SET state = 'closed', closed_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'open'",
-        )?
-        .execute((conversation, now.as_micros()))?;
-        let c = project(&tx, load_human(&tx, caller, conversation)?)?;
-        audit::record(
-            &tx,
-            AuditKind::ConversationClosed,
-            None,
-            Some(conversation),
-            json!({ "messageCount": c.message_count }),
-            now,
-        )?;
-        tx.commit()?;
-        Ok(Mutation::changed(c))
+        self.retrying(|s| {
+            let (tx, now) = s.begin_immediate()?;
+            let row = load_human(&tx, caller, conversation)?;
+            if row.state == ConversationState::Closed {
+                return Ok(Mutation::unchanged(project(&tx, row)?));
+            }
+            tx.prepare_cached(
+                "UPDATE conversations SET state = 'closed', closed_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'open'",
+            )?
+            .execute((conversation, now.as_micros()))?;
+            let c = project(&tx, load_human(&tx, caller, conversation)?)?;
+            audit::record(
+                &tx,
+                AuditKind::ConversationClosed,
+                None,
+                Some(conversation),
+                json!({ "messageCount": c.message_count }),
+                now,
+            )?;
+            tx.commit()?;
+            Ok(Mutation::changed(c))
+        })
     }
 
     /// One conversation, as its human participant or an agent participant sees it.
@@ -478,7 +484,12 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for a bad limit or cursor; [`Error::MissingScope`].
-    pub fn list_conversations(&self, caller: &Caller, after: Option<&str>, limit: usize) -> Result<Vec<Conversation>> {
+    pub fn list_conversations(
+        &mut self,
+        caller: &Caller,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Conversation>> {
         caller.require(Scope::Read)?;
         bounds::page_limit(limit)?;
         if let Some(a) = after {
@@ -487,7 +498,7 @@ impl Store {
         let sql =
             format!("SELECT {COLUMNS} FROM conversations WHERE human_principal = ?1 AND id > ?2 ORDER BY id LIMIT ?3");
         let rows: Vec<Row0> = self
-            .conn
+            .autocommit()
             .prepare_cached(&sql)?
             .query_map((caller.principal().as_str(), after.unwrap_or(""), limit as i64), |r| {
                 Ok(from_row(r))
@@ -495,6 +506,6 @@ impl Store {
             .collect::<Result<Vec<_>, _>>()?
             .into_iter()
             .collect::<Result<_>>()?;
-        rows.into_iter().map(|r| project(&self.conn, r)).collect()
+        rows.into_iter().map(|r| project(&self.autocommit(), r)).collect()
     }
 }

@@ -9,7 +9,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction};
+use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -82,7 +82,7 @@ pub struct Delivery {
 
 const DELIVERY_COLUMNS: &str = "d.delivery_order, d.recipient_agent_id, d.state, d.created_at, d.consumed_at";
 
-fn from_row(r: &Row<'_>) -> Result<Delivery> {
+fn from_row(r: &Row) -> Result<Delivery> {
     let order: i64 = r.get(0)?;
     let state: String = r.get(2)?;
     let state = state
@@ -99,15 +99,17 @@ fn from_row(r: &Row<'_>) -> Result<Delivery> {
 }
 
 /// Queues `message` for `recipient`; returns its delivery order.
-pub(crate) fn queue(tx: &Transaction<'_>, message: &str, recipient: &str, now: Timestamp) -> Result<u64> {
-    tx.prepare_cached(
-        "INSERT INTO deliveries (message_id, recipient_agent_id, state, created_at) VALUES (?1, ?2, 'queued', ?3)",
-    )?
-    .execute((message, recipient, now.as_micros()))?;
-    Ok(tx.last_insert_rowid() as u64)
+pub(crate) fn queue(tx: &Tx<'_>, message: &str, recipient: &str, now: Timestamp) -> Result<u64> {
+    let order: i64 = tx
+        .prepare_cached(
+            "INSERT INTO deliveries (message_id, recipient_agent_id, state, created_at) VALUES (?1, ?2, 'queued', ?3)
+             RETURNING delivery_order",
+        )?
+        .query_row((message, recipient, now.as_micros()), |r| r.get(0))?;
+    u64::try_from(order).map_err(|_| Error::corrupt("deliveries", format!("delivery order {order}")))
 }
 
-fn load(conn: &Connection, agent: &str, message: &str) -> Result<Delivery> {
+fn load(conn: &Tx<'_>, agent: &str, message: &str) -> Result<Delivery> {
     let sql = format!(
         "SELECT {DELIVERY_COLUMNS}, {MESSAGE_COLUMNS} FROM deliveries d JOIN messages m ON m.id = d.message_id
          WHERE d.recipient_agent_id = ?1 AND d.message_id = ?2"

@@ -31,7 +31,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction};
+use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -158,7 +158,7 @@ impl AgentActor {
 pub(super) const ENDPOINT_COLUMNS: &str =
     "id, agent_id, generation, state, lease_expires_at, wake_capable, attached_at, updated_at, ended_at, host_held";
 
-pub(super) fn from_row(r: &Row<'_>) -> Result<Endpoint> {
+pub(super) fn from_row(r: &Row) -> Result<Endpoint> {
     let id: String = r.get(0)?;
     let state: String = r.get(3)?;
     let state = state
@@ -185,7 +185,7 @@ pub(crate) fn check_id(endpoint: &str) -> Result<()> {
 }
 
 /// Loads `endpoint` of `agent` attached by `caller`; anything else is [`Error::EndpointNotFound`].
-fn load_scoped(conn: &Connection, caller: &Caller, agent: &str, endpoint: &str) -> Result<Endpoint> {
+fn load_scoped(conn: &Tx<'_>, caller: &Caller, agent: &str, endpoint: &str) -> Result<Endpoint> {
     let sql =
         format!("SELECT {ENDPOINT_COLUMNS} FROM agent_endpoints WHERE id = ?1 AND agent_id = ?2 AND principal = ?3");
     conn.prepare_cached(&sql)?
@@ -194,7 +194,7 @@ fn load_scoped(conn: &Connection, caller: &Caller, agent: &str, endpoint: &str) 
         .unwrap_or_else(|| Err(Error::EndpointNotFound(endpoint.to_owned())))
 }
 
-pub(crate) fn load(conn: &Connection, endpoint: &str) -> Result<Endpoint> {
+pub(crate) fn load(conn: &Tx<'_>, endpoint: &str) -> Result<Endpoint> {
     let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM agent_endpoints WHERE id = ?1");
     conn.prepare_cached(&sql)?
         .query_row([endpoint], |r| Ok(from_row(r)))
@@ -210,7 +210,7 @@ pub(crate) fn load(conn: &Connection, endpoint: &str) -> Result<Endpoint> {
 ///
 /// An elapsed lease yields [`Error::EndpointExpired`]; run the operation through
 /// [`Store::admitted`] so that the expiry is then recorded.
-pub(crate) fn admit(conn: &Connection, caller: &Caller, actor: &AgentActor, now: Timestamp) -> Result<Endpoint> {
+pub(crate) fn admit(conn: &Tx<'_>, caller: &Caller, actor: &AgentActor, now: Timestamp) -> Result<Endpoint> {
     agent::load_owned(conn, caller.principal(), &actor.agent)?;
     let ep = load_scoped(conn, caller, &actor.agent, &actor.endpoint)?;
     if ep.host_held && !caller.is_host() {
@@ -239,7 +239,7 @@ pub(crate) fn admit(conn: &Connection, caller: &Caller, actor: &AgentActor, now:
 /// else is read: for the paths that look up an idempotent replay before admitting the actor
 /// (`post_message`), so that a replay cannot act through the host's endpoint either. Anything
 /// not the caller's is left to the admission that follows (and is not found there).
-pub(crate) fn refuse_host_held(conn: &Connection, caller: &Caller, actor: &AgentActor) -> Result<()> {
+pub(crate) fn refuse_host_held(conn: &Tx<'_>, caller: &Caller, actor: &AgentActor) -> Result<()> {
     if caller.is_host() {
         return Ok(());
     }
@@ -258,7 +258,7 @@ pub(crate) fn refuse_host_held(conn: &Connection, caller: &Caller, actor: &Agent
 /// Refuses a client's attach or detach for `agent` (which the caller owns) when the agent is a
 /// transfer's: its endpoints are the host's to attach (binding) and withdraw (the transfer's
 /// end), in every status of the transfer.
-fn refuse_transfer_bound(conn: &Connection, caller: &Caller, agent: &str) -> Result<()> {
+fn refuse_transfer_bound(conn: &Tx<'_>, caller: &Caller, agent: &str) -> Result<()> {
     if caller.is_host() {
         return Ok(());
     }
@@ -274,7 +274,7 @@ fn refuse_transfer_bound(conn: &Connection, caller: &Caller, agent: &str) -> Res
 /// Admits a host-side call on the exact `endpoint` and `generation` of `agent`: the endpoint is
 /// that agent's, attached, of that generation, with an unexpired lease. (No principal: only the
 /// host reaches these calls.)
-fn admit_host(conn: &Connection, agent: &str, endpoint: &str, generation: u64, now: Timestamp) -> Result<Endpoint> {
+fn admit_host(conn: &Tx<'_>, agent: &str, endpoint: &str, generation: u64, now: Timestamp) -> Result<Endpoint> {
     let ep = load(conn, endpoint)?;
     if ep.agent_id != agent {
         return Err(Error::EndpointNotFound(endpoint.to_owned()));
@@ -300,7 +300,7 @@ fn admit_host(conn: &Connection, agent: &str, endpoint: &str, generation: u64, n
 
 /// Moves `endpoint` out of `attached` into `to` and reconciles its wake attempts. Returns
 /// whether it was attached.
-pub(crate) fn retire(tx: &Transaction<'_>, endpoint: &str, to: EndpointState, now: Timestamp) -> Result<bool> {
+pub(crate) fn retire(tx: &Tx<'_>, endpoint: &str, to: EndpointState, now: Timestamp) -> Result<bool> {
     let ep = load(tx, endpoint)?;
     if ep.state != EndpointState::Attached {
         return Ok(false);
@@ -332,7 +332,7 @@ pub(crate) fn retire(tx: &Transaction<'_>, endpoint: &str, to: EndpointState, no
 }
 
 /// Records the expiry of every attached endpoint whose lease has passed (used at takeover).
-pub(crate) fn materialize_all_expired(tx: &Transaction<'_>, now: Timestamp) -> Result<u64> {
+pub(crate) fn materialize_all_expired(tx: &Tx<'_>, now: Timestamp) -> Result<u64> {
     // Every endpoint not known to be retired is read and parsed, so an unknown state fails
     // closed here instead of being skipped by a filter on the one known live state.
     let sql = format!(
@@ -358,7 +358,7 @@ pub(crate) fn materialize_all_expired(tx: &Transaction<'_>, now: Timestamp) -> R
 /// `endpoint_attached` is recorded. `held_by` [`CallerKind::Host`] makes it host-held (a
 /// binding's). The caller has authorized `principal` for `a`.
 pub(crate) fn attach(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     principal: &CommunicationPrincipal,
     a: &Agent,
     lease: Duration,
@@ -430,19 +430,24 @@ struct AttachRequest<'a> {
 }
 
 impl Store {
-    /// Runs `op`; if it was refused because an endpoint's lease had run out, records that expiry
-    /// (reconciling the endpoint's wake attempts) before returning the refusal.
-    pub(crate) fn admitted<T>(&mut self, op: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
-        match op(self) {
+    /// Runs `op` on the store's write path ([`Store::retrying`]: a busy database runs it
+    /// again from the start); if it was refused because an endpoint's lease had run out,
+    /// records that expiry (reconciling the endpoint's wake attempts) before returning the
+    /// refusal.
+    pub(crate) fn admitted<T>(&mut self, op: impl FnMut(&mut Self) -> Result<T>) -> Result<T> {
+        match self.retrying(op) {
             Err(Error::EndpointExpired { endpoint }) => {
-                let (tx, now) = self.begin_immediate()?;
-                let changed = tx
-                    .prepare_cached("SELECT 1 FROM agent_endpoints WHERE id = ?1 AND lease_expires_at <= ?2")?
-                    .exists((&endpoint, now.as_micros()))?;
-                if changed {
-                    retire(&tx, &endpoint, EndpointState::Expired, now)?;
-                }
-                tx.commit()?;
+                self.retrying(|s| {
+                    let (tx, now) = s.begin_immediate()?;
+                    let changed = tx
+                        .prepare_cached("SELECT 1 FROM agent_endpoints WHERE id = ?1 AND lease_expires_at <= ?2")?
+                        .exists((&endpoint, now.as_micros()))?;
+                    if changed {
+                        retire(&tx, &endpoint, EndpointState::Expired, now)?;
+                    }
+                    tx.commit()?;
+                    Ok::<_, Error>(())
+                })?;
                 Err(Error::EndpointExpired { endpoint })
             }
             other => other,
@@ -480,16 +485,18 @@ impl Store {
             &IdempotencyKey::from(idempotency_key),
             &request,
         );
-        let (tx, now) = self.begin_immediate()?;
-        let a = agent::load_owned(&tx, caller.principal(), agent)?;
-        refuse_transfer_bound(&tx, caller, agent)?;
-        if let Some(id) = check.replay(&tx, caller.principal(), now)? {
-            return Ok(Mutation::replayed(load_scoped(&tx, caller, agent, &id)?));
-        }
-        let ep = attach(&tx, caller.principal(), &a, lease, caller.kind(), now)?;
-        check.record(&tx, caller.principal(), &ep.id, now)?;
-        tx.commit()?;
-        Ok(Mutation::changed(ep))
+        self.retrying(|s| {
+            let (tx, now) = s.begin_immediate()?;
+            let a = agent::load_owned(&tx, caller.principal(), agent)?;
+            refuse_transfer_bound(&tx, caller, agent)?;
+            if let Some(id) = check.replay(&tx, caller.principal(), now)? {
+                return Ok(Mutation::replayed(load_scoped(&tx, caller, agent, &id)?));
+            }
+            let ep = attach(&tx, caller.principal(), &a, lease, caller.kind(), now)?;
+            check.record(&tx, caller.principal(), &ep.id, now)?;
+            tx.commit()?;
+            Ok(Mutation::changed(ep))
+        })
     }
 
     /// Extends the lease of the actor's current endpoint to `lease` from now.
@@ -565,17 +572,19 @@ impl Store {
         caller.require(Scope::Manage)?;
         check_agent_id(agent)?;
         check_id(endpoint)?;
-        let (tx, now) = self.begin_immediate()?;
-        agent::load_owned(&tx, caller.principal(), agent)?;
-        refuse_transfer_bound(&tx, caller, agent)?;
-        let ep = load_scoped(&tx, caller, agent, endpoint)?;
-        if ep.state != EndpointState::Attached {
-            return Ok(Mutation::unchanged(ep));
-        }
-        retire(&tx, endpoint, EndpointState::Detached, now)?;
-        let ep = load(&tx, endpoint)?;
-        tx.commit()?;
-        Ok(Mutation::changed(ep))
+        self.retrying(|s| {
+            let (tx, now) = s.begin_immediate()?;
+            agent::load_owned(&tx, caller.principal(), agent)?;
+            refuse_transfer_bound(&tx, caller, agent)?;
+            let ep = load_scoped(&tx, caller, agent, endpoint)?;
+            if ep.state != EndpointState::Attached {
+                return Ok(Mutation::unchanged(ep));
+            }
+            retire(&tx, endpoint, EndpointState::Detached, now)?;
+            let ep = load(&tx, endpoint)?;
+            tx.commit()?;
+            Ok(Mutation::changed(ep))
+        })
     }
 
     /// One endpoint of an agent the caller owns, as stored.
@@ -583,12 +592,12 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::AgentNotFound`] / [`Error::EndpointNotFound`]; [`Error::MissingScope`].
-    pub fn get_endpoint(&self, caller: &Caller, agent: &str, endpoint: &str) -> Result<Endpoint> {
+    pub fn get_endpoint(&mut self, caller: &Caller, agent: &str, endpoint: &str) -> Result<Endpoint> {
         caller.require(Scope::Read)?;
         check_agent_id(agent)?;
         check_id(endpoint)?;
-        agent::load_owned(&self.conn, caller.principal(), agent)?;
-        load_scoped(&self.conn, caller, agent, endpoint)
+        agent::load_owned(&self.autocommit(), caller.principal(), agent)?;
+        load_scoped(&self.autocommit(), caller, agent, endpoint)
     }
 
     /// Host-side: which of `endpoints` (ids of message authors the caller was shown) are
@@ -599,13 +608,12 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for more than [`MAX_PAGE_LIMIT`] ids (one transcript page).
-    pub fn host_held_endpoints(&self, endpoints: &[&str]) -> Result<HashSet<String>> {
+    pub fn host_held_endpoints(&mut self, endpoints: &[&str]) -> Result<HashSet<String>> {
         if endpoints.len() > MAX_PAGE_LIMIT {
             return Err(Error::invalid("endpoints", format!("at most {MAX_PAGE_LIMIT}")));
         }
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT 1 FROM agent_endpoints WHERE id = ?1 AND host_held = 1")?;
+        let tx = self.autocommit();
+        let mut stmt = tx.prepare_cached("SELECT 1 FROM agent_endpoints WHERE id = ?1 AND host_held = 1")?;
         let mut held = HashSet::new();
         for id in endpoints.iter().copied().filter(|id| check_id(id).is_ok()) {
             if !held.contains(id) && stmt.exists([id])? {

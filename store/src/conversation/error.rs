@@ -283,9 +283,9 @@ pub enum ConversationError {
         reason: String,
     },
 
-    /// SQLite failed (including a commit whose fsync failed: never retried here).
+    /// The database failed (including a commit whose fsync failed: never retried).
     #[error("database: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Database(#[from] ahp_store_sql::SqlError),
 }
 
 impl ConversationError {
@@ -293,11 +293,7 @@ impl ConversationError {
     /// refusal or a fault: nothing was changed, and the same call may succeed if made again
     /// (as [`crate::Error::is_transient`]).
     pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            Self::Sqlite(rusqlite::Error::SqliteFailure(e, _))
-                if matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-        )
+        matches!(self, Self::Database(e) if e.is_transient())
     }
 
     /// An [`Error::InvalidInput`] for `field`.
@@ -314,5 +310,11 @@ impl ConversationError {
             table,
             reason: reason.into(),
         }
+    }
+}
+
+impl crate::db::WriteError for ConversationError {
+    fn is_transient(&self) -> bool {
+        ConversationError::is_transient(self)
     }
 }

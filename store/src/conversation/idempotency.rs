@@ -15,7 +15,7 @@
 //! operation index as its identity ([`IdempotencyKey::WakeReply`]); the store derives an
 //! internal key from the pair that no caller-supplied key can equal.
 
-use rusqlite::{OptionalExtension, Transaction};
+use ahp_store_sql::{OptionalExtension, Tx};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -211,7 +211,7 @@ impl Check {
     /// [`Error::IdempotencyConflict`] if the key was used for a different request.
     pub(crate) fn replay(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         principal: &CommunicationPrincipal,
         now: Timestamp,
     ) -> Result<Option<String>> {
@@ -242,7 +242,7 @@ impl Check {
     /// Records that this request created `resource`.
     pub(crate) fn record(
         &self,
-        tx: &Transaction<'_>,
+        tx: &Tx<'_>,
         principal: &CommunicationPrincipal,
         resource: &str,
         now: Timestamp,

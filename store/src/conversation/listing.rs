@@ -3,7 +3,7 @@
 //! wait in its inbox, and its current endpoint (from which a host decides whether it holds a
 //! carrier for it).
 
-use rusqlite::OptionalExtension;
+use ahp_store_sql::OptionalExtension;
 use serde::Serialize;
 
 use super::agent::{self, AGENT_COLUMNS, Agent};

@@ -9,7 +9,7 @@
 //! the human participant, or the agent with the exact endpoint and generation it posted through.
 //! A reply target is resolved only inside the already-authorized conversation.
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction};
+use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::Serialize;
 use serde_json::json;
 
@@ -152,7 +152,7 @@ struct PostRequest<'a> {
 pub(crate) const MESSAGE_COLUMNS: &str = "m.id, m.conversation_id, m.seq, m.author_kind, m.author_agent_id, m.author_endpoint_id, m.author_generation, m.body, m.reply_to, m.created_at";
 
 /// Reads a message selected with [`MESSAGE_COLUMNS`] starting at column `at`.
-pub(crate) fn from_row_at(r: &Row<'_>, at: usize) -> Result<TranscriptMessage> {
+pub(crate) fn from_row_at(r: &Row, at: usize) -> Result<TranscriptMessage> {
     let id: String = r.get(at)?;
     let kind: String = r.get(at + 3)?;
     let author = match kind.as_str() {
@@ -196,7 +196,7 @@ pub(crate) fn from_row_at(r: &Row<'_>, at: usize) -> Result<TranscriptMessage> {
     })
 }
 
-fn load_in(conn: &Connection, conversation: &str, message: &str) -> Result<TranscriptMessage> {
+fn load_in(conn: &Tx<'_>, conversation: &str, message: &str) -> Result<TranscriptMessage> {
     let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.id = ?1 AND m.conversation_id = ?2");
     conn.prepare_cached(&sql)?
         .query_row((message, conversation), |r| Ok(from_row_at(r, 0)))
@@ -313,12 +313,7 @@ impl Store {
 
 /// The body of `post_message` after the replay check: authorize, append, deliver, wake. Returns
 /// the message and the agents it woke.
-fn append(
-    tx: &Transaction<'_>,
-    caller: &Caller,
-    new: &NewMessage,
-    now: Timestamp,
-) -> Result<(TranscriptMessage, Vec<String>)> {
+fn append(tx: &Tx<'_>, caller: &Caller, new: &NewMessage, now: Timestamp) -> Result<(TranscriptMessage, Vec<String>)> {
     let (conv, ep) = conversation::authorize(tx, caller, &new.acting, &new.conversation, now)?;
     if let (IdempotencyKey::WakeReply { wake, .. }, Some(ep)) = (&new.idempotency, &ep) {
         wake::check_reply_identity(tx, &ep.agent_id, wake)?;

@@ -148,26 +148,18 @@ pub use reconcile::ReconcileReport;
 pub use wake::{WAKE_ID_PREFIX, Wake, WakeCause, WakeEvent, WakeOrigin, WakeState};
 
 impl crate::Store {
-    /// Starts a `BEGIN IMMEDIATE` transaction for a conversation operation (the write lock is
-    /// taken up front, so a writer waits on `busy_timeout` instead of failing on upgrade), and
-    /// reads the clock once the lock is held: a deadline is judged at the moment the operation
-    /// can act on it, and `created_at` never runs backwards against the order of commits.
-    pub(crate) fn begin_immediate(&mut self) -> ConversationResult<(rusqlite::Transaction<'_>, Timestamp)> {
-        let clock = self.clock.clone();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        Ok((tx, clock.now()))
+    /// Starts a write transaction for a conversation operation ([`Store::begin`](crate::Store)
+    /// with [`Begin::Write`](ahp_store_sql::Begin)), reading the clock once the lock is held: a
+    /// deadline is judged at the moment the operation can act on it, and `created_at` never
+    /// runs backwards against the order of commits.
+    pub(crate) fn begin_immediate(&mut self) -> ConversationResult<(ahp_store_sql::Transaction<'_>, Timestamp)> {
+        Ok(self.begin(ahp_store_sql::Begin::Write)?)
     }
 
     /// Starts a read transaction, so that a read's several statements see one snapshot, and
     /// reads the clock. It is rolled back when dropped (a lazily recorded expiry is written by
     /// its own transaction).
-    pub(crate) fn begin_read(&mut self) -> ConversationResult<(rusqlite::Transaction<'_>, Timestamp)> {
-        let clock = self.clock.clone();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Deferred)?;
-        Ok((tx, clock.now()))
+    pub(crate) fn begin_read(&mut self) -> ConversationResult<(ahp_store_sql::Transaction<'_>, Timestamp)> {
+        Ok(self.begin(ahp_store_sql::Begin::Read)?)
     }
 }

@@ -17,13 +17,14 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for a bad limit or cursor; a corrupt row fails closed.
-    pub fn operator_agents(&self, after: Option<&str>, limit: usize) -> Result<Vec<Agent>> {
+    pub fn operator_agents(&mut self, after: Option<&str>, limit: usize) -> Result<Vec<Agent>> {
         bounds::page_limit(limit)?;
         if let Some(a) = after {
             agent::check_id(a)?;
         }
         let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id > ?1 ORDER BY id LIMIT ?2");
-        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let tx = self.autocommit();
+        let mut stmt = tx.prepare_cached(&sql)?;
         let rows = stmt.query_map((after.unwrap_or(""), limit as i64), |r| Ok(agent::from_row(r)))?;
         rows.map(|r| r?).collect()
     }
@@ -33,20 +34,22 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for a bad limit or cursor; a corrupt row fails closed.
-    pub fn operator_conversations(&self, after: Option<&str>, limit: usize) -> Result<Vec<Conversation>> {
+    pub fn operator_conversations(&mut self, after: Option<&str>, limit: usize) -> Result<Vec<Conversation>> {
         bounds::page_limit(limit)?;
         if let Some(a) = after {
             conversation::check_id(a)?;
         }
         let sql = format!("SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id > ?1 ORDER BY id LIMIT ?2");
         let rows: Vec<conversation::Row0> = self
-            .conn
+            .autocommit()
             .prepare_cached(&sql)?
             .query_map((after.unwrap_or(""), limit as i64), |r| Ok(conversation::from_row(r)))?
             .collect::<Result<Vec<_>, _>>()?
             .into_iter()
             .collect::<Result<_>>()?;
-        rows.into_iter().map(|r| conversation::project(&self.conn, r)).collect()
+        rows.into_iter()
+            .map(|r| conversation::project(&self.autocommit(), r))
+            .collect()
     }
 
     /// One conversation and its transcript after `after_seq`, at most `limit` messages.
@@ -55,7 +58,7 @@ impl Store {
     ///
     /// [`Error::ConversationNotFound`]; [`Error::InvalidInput`] for a bad id or limit.
     pub fn operator_conversation(
-        &self,
+        &mut self,
         conversation: &str,
         after_seq: u64,
         limit: usize,
@@ -64,18 +67,19 @@ impl Store {
         bounds::page_limit(limit)?;
         let sql = format!("SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?1");
         let row = self
-            .conn
+            .autocommit()
             .prepare_cached(&sql)?
             .query_row([conversation], |r| Ok(conversation::from_row(r)))
             .map_err(|e| match e {
-                rusqlite::Error::QueryReturnedNoRows => Error::ConversationNotFound(conversation.to_owned()),
+                ahp_store_sql::SqlError::NoRows => Error::ConversationNotFound(conversation.to_owned()),
                 e => e.into(),
             })??;
-        let c = conversation::project(&self.conn, row)?;
+        let c = conversation::project(&self.autocommit(), row)?;
         let sql = format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.conversation_id = ?1 AND m.seq > ?2 ORDER BY m.seq LIMIT ?3"
         );
-        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let tx = self.autocommit();
+        let mut stmt = tx.prepare_cached(&sql)?;
         let rows = stmt.query_map(
             (conversation, i64::try_from(after_seq).unwrap_or(i64::MAX), limit as i64),
             |r| Ok(from_row_at(r, 0)),

@@ -39,29 +39,31 @@ impl Store {
     ///
     /// Only if SQLite fails (nothing is changed then).
     pub fn reconcile_takeover(&mut self) -> Result<ReconcileReport> {
-        let (tx, now) = self.begin_immediate()?;
-        // Expired endpoints first: retiring one reconciles its own attempts too.
-        let before_released: i64 =
-            tx.query_row("SELECT count(*) FROM wake_attempts WHERE state = 'claimed'", [], |r| {
-                r.get(0)
-            })?;
-        let before_dispatched: i64 = tx.query_row(
-            "SELECT count(*) FROM wake_attempts WHERE state IN ('dispatched', 'accepted')",
-            [],
-            |r| r.get(0),
-        )?;
-        let expired_endpoints = endpoint::materialize_all_expired(&tx, now)?;
-        attempt::reconcile_all(&tx, now)?;
-        let cleared = tx.execute(
-            "UPDATE agent_endpoints SET wake_capable = 0, updated_at = ?1 WHERE wake_capable = 1",
-            [now.as_micros()],
-        )?;
-        tx.commit()?;
-        Ok(ReconcileReport {
-            released_claims: before_released as u64,
-            marked_unknown: before_dispatched as u64,
-            expired_endpoints,
-            wake_carriers_cleared: cleared as u64,
+        self.retrying(|s| {
+            let (tx, now) = s.begin_immediate()?;
+            // Expired endpoints first: retiring one reconciles its own attempts too.
+            let before_released: i64 =
+                tx.query_row("SELECT count(*) FROM wake_attempts WHERE state = 'claimed'", [], |r| {
+                    r.get(0)
+                })?;
+            let before_dispatched: i64 = tx.query_row(
+                "SELECT count(*) FROM wake_attempts WHERE state IN ('dispatched', 'accepted')",
+                [],
+                |r| r.get(0),
+            )?;
+            let expired_endpoints = endpoint::materialize_all_expired(&tx, now)?;
+            attempt::reconcile_all(&tx, now)?;
+            let cleared = tx.execute(
+                "UPDATE agent_endpoints SET wake_capable = 0, updated_at = ?1 WHERE wake_capable = 1",
+                [now.as_micros()],
+            )?;
+            tx.commit()?;
+            Ok(ReconcileReport {
+                released_claims: before_released as u64,
+                marked_unknown: before_dispatched as u64,
+                expired_endpoints,
+                wake_carriers_cleared: cleared as u64,
+            })
         })
     }
 }

@@ -18,7 +18,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction};
+use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -176,7 +176,7 @@ pub(crate) fn nonneg(table: &'static str, id: &str, v: i64) -> Result<u64> {
 }
 
 /// Reads a row selected with [`WAKE_COLUMNS`]. An unknown state fails closed.
-pub(crate) fn wake_from_row(r: &Row<'_>) -> Result<Wake> {
+pub(crate) fn wake_from_row(r: &Row) -> Result<Wake> {
     let id: String = r.get(0)?;
     let state: String = r.get(2)?;
     let state = state
@@ -201,7 +201,7 @@ pub(crate) fn wake_from_row(r: &Row<'_>) -> Result<Wake> {
 }
 
 /// Loads `wake` if it targets `agent`; otherwise [`Error::WakeNotFound`].
-pub(crate) fn load_for(conn: &Connection, agent: &str, wake: &str) -> Result<Wake> {
+pub(crate) fn load_for(conn: &Tx<'_>, agent: &str, wake: &str) -> Result<Wake> {
     let sql = format!("SELECT {WAKE_COLUMNS} FROM wakes WHERE id = ?1 AND agent_id = ?2");
     conn.prepare_cached(&sql)?
         .query_row((wake, agent), |r| Ok(wake_from_row(r)))
@@ -215,7 +215,7 @@ pub(crate) fn check_wake_id(wake: &str) -> Result<()> {
 }
 
 /// Loads `wake` without scoping: only for a wake already authorized in this transaction.
-pub(crate) fn load_wake(conn: &Connection, wake: &str) -> Result<Wake> {
+pub(crate) fn load_wake(conn: &Tx<'_>, wake: &str) -> Result<Wake> {
     let sql = format!("SELECT {WAKE_COLUMNS} FROM wakes WHERE id = ?1");
     conn.prepare_cached(&sql)?
         .query_row([wake], |r| Ok(wake_from_row(r)))
@@ -228,7 +228,7 @@ pub(crate) fn load_wake(conn: &Connection, wake: &str) -> Result<Wake> {
 /// Every wake of the agent not known to be past the fence is read and parsed, so a wake in a
 /// state this build does not know fails the post (closed) instead of being skipped and joined by
 /// a second open wake.
-pub(crate) fn coalesce(tx: &Transaction<'_>, agent: &str, order: u64, now: Timestamp) -> Result<()> {
+pub(crate) fn coalesce(tx: &Tx<'_>, agent: &str, order: u64, now: Timestamp) -> Result<()> {
     let sql =
         format!("SELECT {WAKE_COLUMNS} FROM wakes WHERE agent_id = ?1 AND state NOT IN ('dispatched', 'consumed')");
     let open: Vec<Wake> = tx
@@ -267,7 +267,7 @@ pub(crate) fn coalesce(tx: &Transaction<'_>, agent: &str, order: u64, now: Times
 /// origin (and no deliveries); records the cause either way and returns the wake's id. A wait
 /// or an attention event can be the cause of one wake only: the `wake_causes_once` index
 /// refuses a second (a store bug, never a caller's mistake).
-pub(crate) fn coalesce_cause(tx: &Transaction<'_>, agent: &str, origin: &WakeOrigin, now: Timestamp) -> Result<String> {
+pub(crate) fn coalesce_cause(tx: &Tx<'_>, agent: &str, origin: &WakeOrigin, now: Timestamp) -> Result<String> {
     let Some(subject) = origin.subject() else {
         return Err(Error::corrupt("wakes", "a message cause is coalesced by its delivery"));
     };
@@ -306,7 +306,7 @@ pub(crate) fn coalesce_cause(tx: &Transaction<'_>, agent: &str, origin: &WakeOri
 }
 
 /// Checks that `wake` may give a reply its identity: it targets `agent` and crossed the fence.
-pub(crate) fn check_reply_identity(tx: &Transaction<'_>, agent: &str, wake: &str) -> Result<()> {
+pub(crate) fn check_reply_identity(tx: &Tx<'_>, agent: &str, wake: &str) -> Result<()> {
     let w = load_for(tx, agent, wake)?;
     match w.state {
         WakeState::Dispatched | WakeState::Consumed => Ok(()),

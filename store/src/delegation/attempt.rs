@@ -24,7 +24,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction};
+use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -153,7 +153,7 @@ pub struct TaskAttempt {
 pub(crate) const ATTEMPT_COLUMNS: &str =
     "id, task_id, number, assignee_agent_id, endpoint_id, generation, wake_id, state, result, started_at, finished_at";
 
-pub(crate) fn from_row(r: &Row<'_>) -> Result<TaskAttempt> {
+pub(crate) fn from_row(r: &Row) -> Result<TaskAttempt> {
     let id: String = r.get(0)?;
     let state: String = r.get(7)?;
     let state = state
@@ -180,7 +180,7 @@ pub(crate) fn check_id(attempt: &str) -> Result<()> {
 }
 
 /// The newest attempt of `task`.
-pub(crate) fn newest(conn: &Connection, task: &str) -> Result<Option<TaskAttempt>> {
+pub(crate) fn newest(conn: &Tx<'_>, task: &str) -> Result<Option<TaskAttempt>> {
     let sql =
         format!("SELECT {ATTEMPT_COLUMNS} FROM agent_task_attempts WHERE task_id = ?1 ORDER BY number DESC LIMIT 1");
     conn.prepare_cached(&sql)?
@@ -189,7 +189,7 @@ pub(crate) fn newest(conn: &Connection, task: &str) -> Result<Option<TaskAttempt
         .transpose()
 }
 
-fn load(conn: &Connection, attempt: &str) -> Result<TaskAttempt> {
+fn load(conn: &Tx<'_>, attempt: &str) -> Result<TaskAttempt> {
     let sql = format!("SELECT {ATTEMPT_COLUMNS} FROM agent_task_attempts WHERE id = ?1");
     conn.prepare_cached(&sql)?
         .query_row([attempt], |r| Ok(from_row(r)))
@@ -200,7 +200,7 @@ fn load(conn: &Connection, attempt: &str) -> Result<TaskAttempt> {
 /// Every attempt not known to be finished that matches `filter` (`endpoint_id = ?1` or
 /// `wake_id = ?1` or `task_id = ?1`), parsed: an unknown state fails closed instead of being
 /// skipped by a filter on `active`.
-fn unfinished(conn: &Connection, column: &str, value: &str) -> Result<Vec<TaskAttempt>> {
+fn unfinished(conn: &Tx<'_>, column: &str, value: &str) -> Result<Vec<TaskAttempt>> {
     let sql = format!(
         "SELECT {ATTEMPT_COLUMNS} FROM agent_task_attempts
          WHERE {column} = ?1 AND state NOT IN ('succeeded', 'failed', 'cancelled', 'revoked', 'delivery_unknown')"
@@ -213,13 +213,7 @@ fn unfinished(conn: &Connection, column: &str, value: &str) -> Result<Vec<TaskAt
 }
 
 /// Moves attempt `a` along `event` (compare-and-set from `active`) and audits it.
-fn end(
-    tx: &Transaction<'_>,
-    a: &TaskAttempt,
-    event: TaskAttemptEvent,
-    result: Option<&str>,
-    now: Timestamp,
-) -> Result<()> {
+fn end(tx: &Tx<'_>, a: &TaskAttempt, event: TaskAttemptEvent, result: Option<&str>, now: Timestamp) -> Result<()> {
     let Some(to) = a.state.after(event) else {
         return Err(Error::InvalidTaskAttemptState {
             attempt: a.id.clone(),
@@ -250,7 +244,7 @@ fn end(
 
 /// Starts an attempt of the open task `row`: fenced to the assignee's attached endpoint and
 /// generation, carried by the assignee's open wake (created if there is none).
-pub(crate) fn start(tx: &Transaction<'_>, row: &TaskRow, now: Timestamp) -> Result<TaskAttempt> {
+pub(crate) fn start(tx: &Tx<'_>, row: &TaskRow, now: Timestamp) -> Result<TaskAttempt> {
     let t = &row.task;
     if t.state.after(TaskEvent::Start).is_none() {
         return Err(Error::InvalidTaskState {
@@ -308,7 +302,7 @@ pub(crate) fn start(tx: &Transaction<'_>, row: &TaskRow, now: Timestamp) -> Resu
 }
 
 /// Cancels `task`'s active attempt, if any (the task is being cancelled).
-pub(crate) fn cancel_active(tx: &Transaction<'_>, task: &str, now: Timestamp) -> Result<()> {
+pub(crate) fn cancel_active(tx: &Tx<'_>, task: &str, now: Timestamp) -> Result<()> {
     for a in unfinished(tx, "task_id", task)? {
         end(tx, &a, TaskAttemptEvent::Cancel, None, now)?;
     }
@@ -318,7 +312,7 @@ pub(crate) fn cancel_active(tx: &Transaction<'_>, task: &str, now: Timestamp) ->
 /// The endpoint `endpoint` stopped being current (replaced, detached, expired): each active
 /// attempt fenced to it is revoked if its wake has not crossed the dispatch fence (nothing ran;
 /// the task is open again), and otherwise becomes `delivery_unknown` (the task stays running).
-pub(crate) fn endpoint_retired(tx: &Transaction<'_>, endpoint: &str, now: Timestamp) -> Result<()> {
+pub(crate) fn endpoint_retired(tx: &Tx<'_>, endpoint: &str, now: Timestamp) -> Result<()> {
     for a in unfinished(tx, "endpoint_id", endpoint)? {
         let w = wake::load_wake(tx, &a.wake_id)?;
         if matches!(
@@ -337,7 +331,7 @@ pub(crate) fn endpoint_retired(tx: &Transaction<'_>, endpoint: &str, now: Timest
 
 /// The wake `wake` became delivery-unknown after its fence: each active attempt it carries
 /// becomes `delivery_unknown`, never re-run.
-pub(crate) fn wake_delivery_unknown(tx: &Transaction<'_>, wake: &str, now: Timestamp) -> Result<()> {
+pub(crate) fn wake_delivery_unknown(tx: &Tx<'_>, wake: &str, now: Timestamp) -> Result<()> {
     for a in unfinished(tx, "wake_id", wake)? {
         end(tx, &a, TaskAttemptEvent::Unknown, None, now)?;
     }
@@ -346,7 +340,7 @@ pub(crate) fn wake_delivery_unknown(tx: &Transaction<'_>, wake: &str, now: Times
 
 /// Loads `attempt` if it is `agent`'s, which the caller's principal owns; otherwise
 /// [`Error::TaskAttemptNotFound`].
-fn load_for_assignee(conn: &Connection, caller: &Caller, agent: &str, attempt: &str) -> Result<TaskAttempt> {
+fn load_for_assignee(conn: &Tx<'_>, caller: &Caller, agent: &str, attempt: &str) -> Result<TaskAttempt> {
     let sql = format!(
         "SELECT {ATTEMPT_COLUMNS} FROM agent_task_attempts
          WHERE id = ?1 AND assignee_agent_id = ?2

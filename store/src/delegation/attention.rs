@@ -20,7 +20,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction};
+use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -71,7 +71,7 @@ pub struct AttentionEvent {
 
 const COLUMNS: &str = "id, kind, goal_id, task_id, attempt_id, task_state, target_agent_id, wake_id, created_at";
 
-fn from_row(r: &Row<'_>) -> Result<AttentionEvent> {
+fn from_row(r: &Row) -> Result<AttentionEvent> {
     let id: String = r.get(0)?;
     let kind: String = r.get(1)?;
     let state: String = r.get(5)?;
@@ -92,7 +92,7 @@ fn from_row(r: &Row<'_>) -> Result<AttentionEvent> {
 /// The attempt `attempt` of the task `row` was terminalized into `state`: records the goal's
 /// attention unless a Goal-scoped wait routes the fact (see the [module docs](self)).
 pub(crate) fn on_attempt_terminal(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     row: &TaskRow,
     attempt: &str,
     state: TaskState,
@@ -147,7 +147,7 @@ pub(crate) fn check_id(event: &str) -> Result<()> {
     bounds::id("attentionEventId", event, ATTENTION_EVENT_ID_PREFIX)
 }
 
-fn load_visible(conn: &Connection, owner: &str, agent: Option<&str>, event: &str) -> Result<AttentionEvent> {
+fn load_visible(conn: &Tx<'_>, owner: &str, agent: Option<&str>, event: &str) -> Result<AttentionEvent> {
     let sql = format!(
         "SELECT {COLUMNS} FROM attention_events WHERE id = ?3 AND owner_principal = ?1 AND (?2 IS NULL OR target_agent_id = ?2)"
     );

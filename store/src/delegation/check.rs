@@ -15,7 +15,10 @@
 
 use std::path::Path;
 
-use rusqlite::{Connection, OpenFlags};
+use ahp_store_sql::Tx;
+use rusqlite::OpenFlags;
+
+use crate::sqlite::SqliteConnection;
 use serde::Serialize;
 
 use crate::conversation::ConversationResult as Result;
@@ -79,11 +82,14 @@ const RULES: &[(&str, &str)] = &[
 ///
 /// Only if the file cannot be opened or read as an ahp database.
 pub fn check_delegation_invariants(path: impl AsRef<Path>) -> Result<Vec<Violation>> {
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
-    violations(&conn)
+    let conn =
+        rusqlite::Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+            .map_err(crate::sqlite::classify)?;
+    let mut conn = SqliteConnection::new(conn);
+    violations(&Tx::new(&mut conn))
 }
 
-pub(crate) fn violations(conn: &Connection) -> Result<Vec<Violation>> {
+pub(crate) fn violations(conn: &Tx<'_>) -> Result<Vec<Violation>> {
     let mut out = Vec::new();
     for (rule, sql) in RULES {
         let mut stmt = conn.prepare(sql)?;

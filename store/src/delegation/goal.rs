@@ -16,7 +16,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use rusqlite::{Connection, OptionalExtension, Row};
+use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -162,7 +162,7 @@ pub struct Goal {
 
 pub(crate) const GOAL_COLUMNS: &str = "id, creator_agent_id, controller_agent_id, title, completion_intent, plan, note, revision, state, created_at, updated_at, closed_at";
 
-pub(crate) fn from_row(r: &Row<'_>) -> Result<Goal> {
+pub(crate) fn from_row(r: &Row) -> Result<Goal> {
     let id: String = r.get(0)?;
     let plan: String = r.get(5)?;
     let plan: Vec<PlanStep> =
@@ -194,7 +194,7 @@ pub(crate) fn check_id(goal: &str) -> Result<()> {
 
 /// Loads `goal` if `actor` can see it (the owner: all of its own; an agent: those it created or
 /// controls); otherwise [`Error::GoalNotFound`].
-pub(crate) fn load_visible(conn: &Connection, actor: &Actor, goal: &str) -> Result<Goal> {
+pub(crate) fn load_visible(conn: &Tx<'_>, actor: &Actor, goal: &str) -> Result<Goal> {
     let sql = format!(
         "SELECT {GOAL_COLUMNS} FROM goals WHERE id = ?3 AND owner_principal = ?1
            AND (?2 IS NULL OR creator_agent_id = ?2 OR controller_agent_id = ?2)"
@@ -206,7 +206,7 @@ pub(crate) fn load_visible(conn: &Connection, actor: &Actor, goal: &str) -> Resu
 }
 
 /// Loads `goal` without scoping: only for a goal already authorized in this transaction.
-pub(crate) fn load(conn: &Connection, goal: &str) -> Result<Goal> {
+pub(crate) fn load(conn: &Tx<'_>, goal: &str) -> Result<Goal> {
     let sql = format!("SELECT {GOAL_COLUMNS} FROM goals WHERE id = ?1");
     conn.prepare_cached(&sql)?
         .query_row([goal], |r| Ok(from_row(r)))

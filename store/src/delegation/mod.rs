@@ -71,7 +71,7 @@ pub mod wait;
 #[cfg(test)]
 mod tests;
 
-use rusqlite::Connection;
+use ahp_store_sql::Tx;
 
 use crate::clock::Timestamp;
 use crate::conversation::endpoint;
@@ -105,7 +105,7 @@ pub(crate) fn validate_acting(acting: &Acting) -> Result<()> {
 
 /// Resolves `acting` for `caller`: the owner as a human, or an agent admitted through its exact
 /// current endpoint and generation (every admission error as in the conversation domain).
-pub(crate) fn resolve(conn: &Connection, caller: &Caller, acting: &Acting, now: Timestamp) -> Result<Actor> {
+pub(crate) fn resolve(conn: &Tx<'_>, caller: &Caller, acting: &Acting, now: Timestamp) -> Result<Actor> {
     let owner = caller.principal().as_str().to_owned();
     match acting {
         Acting::Human => Ok(Actor { owner, agent: None }),

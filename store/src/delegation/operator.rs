@@ -20,7 +20,7 @@ impl Store {
     ///
     /// [`ConversationError::InvalidInput`](crate::conversation::ConversationError::InvalidInput)
     /// for a bad limit or cursor; a corrupt row fails closed.
-    pub fn operator_tasks(&self, after: Option<&str>, limit: usize) -> Result<Vec<AgentTask>> {
+    pub fn operator_tasks(&mut self, after: Option<&str>, limit: usize) -> Result<Vec<AgentTask>> {
         let query = TaskQuery {
             after: after.map(str::to_owned),
             ..TaskQuery::default()
@@ -35,7 +35,7 @@ impl Store {
     ///
     /// [`ConversationError::InvalidInput`](crate::conversation::ConversationError::InvalidInput)
     /// for a bad limit, cursor or filter id; a corrupt row fails closed.
-    pub fn operator_tasks_matching(&self, query: &TaskQuery, limit: usize) -> Result<Vec<AgentTask>> {
+    pub fn operator_tasks_matching(&mut self, query: &TaskQuery, limit: usize) -> Result<Vec<AgentTask>> {
         bounds::page_limit(limit)?;
         for a in [&query.assignee, &query.creator].into_iter().flatten() {
             agent::check_id(a)?;
@@ -53,10 +53,10 @@ impl Store {
               ORDER BY id LIMIT ?6"
         );
         let rows: Vec<TaskRow> = self
-            .conn
+            .autocommit()
             .prepare_cached(&sql)?
             .query_map(
-                rusqlite::params![
+                ahp_store_sql::params![
                     &query.assignee,
                     &query.creator,
                     query.state.map(TaskState::as_str),
@@ -69,7 +69,9 @@ impl Store {
             .collect::<Result<Vec<_>, _>>()?
             .into_iter()
             .collect::<Result<_>>()?;
-        rows.into_iter().map(|row| task::full(&self.conn, row)).collect()
+        rows.into_iter()
+            .map(|row| task::full(&self.autocommit(), row))
+            .collect()
     }
 
     /// Every attempt of the task `task`, oldest first.
@@ -77,11 +79,11 @@ impl Store {
     /// # Errors
     ///
     /// [`ConversationError::TaskNotFound`](crate::conversation::ConversationError::TaskNotFound).
-    pub fn operator_task_attempts(&self, task: &str) -> Result<Vec<TaskAttempt>> {
+    pub fn operator_task_attempts(&mut self, task: &str) -> Result<Vec<TaskAttempt>> {
         task::check_id(task)?;
-        task::load(&self.conn, task)?;
+        task::load(&self.autocommit(), task)?;
         let sql = format!("SELECT {ATTEMPT_COLUMNS} FROM agent_task_attempts WHERE task_id = ?1 ORDER BY number");
-        self.conn
+        self.autocommit()
             .prepare_cached(&sql)?
             .query_map([task], |r| Ok(attempt::from_row(r)))?
             .collect::<Result<Vec<_>, _>>()?
@@ -94,9 +96,10 @@ impl Store {
     /// # Errors
     ///
     /// [`ConversationError::TaskNotFound`](crate::conversation::ConversationError::TaskNotFound).
-    pub fn operator_task(&self, task: &str) -> Result<AgentTask> {
+    pub fn operator_task(&mut self, task: &str) -> Result<AgentTask> {
         task::check_id(task)?;
-        task::full(&self.conn, task::load(&self.conn, task)?)
+        let tx = self.autocommit();
+        task::full(&tx, task::load(&tx, task)?)
     }
 
     /// Every goal ordered by id after the exclusive cursor `after`, at most `limit`.
@@ -105,13 +108,13 @@ impl Store {
     ///
     /// [`ConversationError::InvalidInput`](crate::conversation::ConversationError::InvalidInput)
     /// for a bad limit or cursor; a corrupt row fails closed.
-    pub fn operator_goals(&self, after: Option<&str>, limit: usize) -> Result<Vec<Goal>> {
+    pub fn operator_goals(&mut self, after: Option<&str>, limit: usize) -> Result<Vec<Goal>> {
         bounds::page_limit(limit)?;
         if let Some(g) = after {
             goal::check_id(g)?;
         }
         let sql = format!("SELECT {GOAL_COLUMNS} FROM goals WHERE id > ?1 ORDER BY id LIMIT ?2");
-        self.conn
+        self.autocommit()
             .prepare_cached(&sql)?
             .query_map((after.unwrap_or(""), limit as i64), |r| Ok(goal::from_row(r)))?
             .collect::<Result<Vec<_>, _>>()?
@@ -124,8 +127,8 @@ impl Store {
     /// # Errors
     ///
     /// [`ConversationError::GoalNotFound`](crate::conversation::ConversationError::GoalNotFound).
-    pub fn operator_goal(&self, goal: &str) -> Result<Goal> {
+    pub fn operator_goal(&mut self, goal: &str) -> Result<Goal> {
         goal::check_id(goal)?;
-        goal::load(&self.conn, goal)
+        goal::load(&self.autocommit(), goal)
     }
 }

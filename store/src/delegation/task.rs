@@ -22,7 +22,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction};
+use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -181,7 +181,7 @@ pub(crate) const VISIBLE: &str =
     "owner_principal = ?1 AND (?2 IS NULL OR creator_agent_id = ?2 OR assignee_agent_id = ?2
      OR goal_id IN (SELECT id FROM goals WHERE controller_agent_id = ?2))";
 
-pub(crate) fn from_row(r: &Row<'_>) -> Result<TaskRow> {
+pub(crate) fn from_row(r: &Row) -> Result<TaskRow> {
     let id: String = r.get(0)?;
     let state: String = r.get(7)?;
     let state = state
@@ -213,7 +213,7 @@ pub(crate) fn check_id(task: &str) -> Result<()> {
 }
 
 /// Loads `task` if `actor` can see it; otherwise [`Error::TaskNotFound`].
-pub(crate) fn load_visible(conn: &Connection, actor: &Actor, task: &str) -> Result<TaskRow> {
+pub(crate) fn load_visible(conn: &Tx<'_>, actor: &Actor, task: &str) -> Result<TaskRow> {
     let sql = format!("SELECT {TASK_COLUMNS} FROM agent_tasks WHERE id = ?3 AND {VISIBLE}");
     conn.prepare_cached(&sql)?
         .query_row((&actor.owner, &actor.agent, task), |r| Ok(from_row(r)))
@@ -222,7 +222,7 @@ pub(crate) fn load_visible(conn: &Connection, actor: &Actor, task: &str) -> Resu
 }
 
 /// Loads `task` without scoping: only for a task already authorized in this transaction.
-pub(crate) fn load(conn: &Connection, task: &str) -> Result<TaskRow> {
+pub(crate) fn load(conn: &Tx<'_>, task: &str) -> Result<TaskRow> {
     let sql = format!("SELECT {TASK_COLUMNS} FROM agent_tasks WHERE id = ?1");
     conn.prepare_cached(&sql)?
         .query_row([task], |r| Ok(from_row(r)))
@@ -231,7 +231,7 @@ pub(crate) fn load(conn: &Connection, task: &str) -> Result<TaskRow> {
 }
 
 /// The task with its newest attempt.
-pub(crate) fn full(conn: &Connection, row: TaskRow) -> Result<AgentTask> {
+pub(crate) fn full(conn: &Tx<'_>, row: TaskRow) -> Result<AgentTask> {
     let mut task = row.task;
     task.current_attempt = attempt::newest(conn, &task.id)?;
     Ok(task)
@@ -240,7 +240,7 @@ pub(crate) fn full(conn: &Connection, row: TaskRow) -> Result<AgentTask> {
 /// Moves `task` along `event` from `from` (compare-and-set); zero rows is a corrupt race, since
 /// every caller holds the write lock and read the state in this transaction.
 pub(crate) fn transition(
-    tx: &Transaction<'_>,
+    tx: &Tx<'_>,
     task: &str,
     from: TaskState,
     event: TaskEvent,
@@ -444,7 +444,7 @@ impl Store {
             let rows: Vec<TaskRow> = tx
                 .prepare_cached(&sql)?
                 .query_map(
-                    rusqlite::params![
+                    ahp_store_sql::params![
                         &actor.owner,
                         &actor.agent,
                         &query.assignee,

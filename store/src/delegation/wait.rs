@@ -26,7 +26,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::str::FromStr;
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction};
+use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -152,7 +152,7 @@ struct WaitRow {
     source_count: u64,
 }
 
-fn from_row(r: &Row<'_>) -> Result<WaitRow> {
+fn from_row(r: &Row) -> Result<WaitRow> {
     let id: String = r.get(0)?;
     let mode: String = r.get(3)?;
     let state: String = r.get(4)?;
@@ -182,7 +182,7 @@ pub(crate) fn check_id(wait: &str) -> Result<()> {
     bounds::id("waitId", wait, WAIT_ID_PREFIX)
 }
 
-fn load_row(conn: &Connection, wait: &str) -> Result<WaitRow> {
+fn load_row(conn: &Tx<'_>, wait: &str) -> Result<WaitRow> {
     let sql = format!("SELECT {WAIT_COLUMNS} FROM agent_waits WHERE id = ?1");
     conn.prepare_cached(&sql)?
         .query_row([wait], |r| Ok(from_row(r)))
@@ -192,7 +192,7 @@ fn load_row(conn: &Connection, wait: &str) -> Result<WaitRow> {
 
 /// Loads `wait` with its sources if `actor` can see it (the owner: all of its own; an agent: its
 /// own); otherwise [`Error::WaitNotFound`].
-fn load_visible(conn: &Connection, actor: &Actor, wait: &str) -> Result<AgentWait> {
+fn load_visible(conn: &Tx<'_>, actor: &Actor, wait: &str) -> Result<AgentWait> {
     let sql = format!(
         "SELECT {WAIT_COLUMNS} FROM agent_waits WHERE id = ?3 AND owner_principal = ?1 AND (?2 IS NULL OR agent_id = ?2)"
     );
@@ -204,7 +204,7 @@ fn load_visible(conn: &Connection, actor: &Actor, wait: &str) -> Result<AgentWai
     with_sources(conn, row.wait)
 }
 
-fn with_sources(conn: &Connection, mut w: AgentWait) -> Result<AgentWait> {
+fn with_sources(conn: &Tx<'_>, mut w: AgentWait) -> Result<AgentWait> {
     let mut stmt = conn.prepare_cached(
         "SELECT s.task_id, t.state, s.matched_at FROM agent_wait_sources s JOIN agent_tasks t ON t.id = s.task_id
          WHERE s.wait_id = ?1 ORDER BY s.position",
@@ -232,7 +232,7 @@ fn with_sources(conn: &Connection, mut w: AgentWait) -> Result<AgentWait> {
 
 /// Fires `w` if it is waiting and its condition holds: it becomes `triggered` and its agent gets
 /// one Wait-origin wake cause. Returns whether it fired.
-fn fire_if_due(tx: &Transaction<'_>, w: &WaitRow, now: Timestamp) -> Result<bool> {
+fn fire_if_due(tx: &Tx<'_>, w: &WaitRow, now: Timestamp) -> Result<bool> {
     if w.wait.state != WaitState::Waiting {
         return Ok(false);
     }
@@ -272,7 +272,7 @@ fn fire_if_due(tx: &Transaction<'_>, w: &WaitRow, now: Timestamp) -> Result<bool
 
 /// `task` reached a terminal state: match it in every live (waiting or triggered) wait over it,
 /// and fire those whose condition now holds.
-pub(crate) fn on_task_terminal(tx: &Transaction<'_>, task: &str, now: Timestamp) -> Result<()> {
+pub(crate) fn on_task_terminal(tx: &Tx<'_>, task: &str, now: Timestamp) -> Result<()> {
     // Every wait over the task not known to be cancelled is read and parsed (fail closed).
     let ids: Vec<String> = tx
         .prepare_cached(
@@ -292,7 +292,7 @@ pub(crate) fn on_task_terminal(tx: &Transaction<'_>, task: &str, now: Timestamp)
 
 /// Whether a live Goal-scoped wait over `task` on `goal` routes its terminal facts (and so
 /// suppresses the per-task goal attention).
-pub(crate) fn scoped_wait_routes(tx: &Transaction<'_>, goal: &str, task: &str) -> Result<bool> {
+pub(crate) fn scoped_wait_routes(tx: &Tx<'_>, goal: &str, task: &str) -> Result<bool> {
     Ok(tx
         .prepare_cached(
             "SELECT 1 FROM agent_waits w JOIN agent_wait_sources s ON s.wait_id = w.id

@@ -234,7 +234,7 @@ fn concurrent_reservations_never_pass_the_allocation() {
         })
         .collect();
     let charged: u64 = threads.into_iter().map(|h| h.join().unwrap()).sum();
-    let store = Store::open(&path).unwrap();
+    let mut store = Store::open(&path).unwrap();
     let b = store.budget(&t).unwrap().unwrap();
     assert_eq!(b.spent_micro_usd, charged);
     assert!(b.spent_micro_usd <= b.allocated_micro_usd, "{b:?}");

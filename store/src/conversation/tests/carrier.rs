@@ -77,7 +77,10 @@ fn an_unknown_turn_ends_delivery_unknown_and_is_never_redispatched() {
 fn a_failed_turn_end_leaves_the_attempt_dispatched_and_changes_nothing() {
     let (mut w, alice, _a, actor, cv) = setup();
     let ticket = dispatched(&mut w, &alice, &actor, &cv);
-    w.store.inject_transient_fault(FaultStep::FinishTurn, 0, 1).unwrap();
+    // Busy on every attempt the write path makes: the caller sees the transient error.
+    w.store
+        .inject_transient_fault(FaultStep::FinishTurn, 0, crate::MAX_WRITE_ATTEMPTS)
+        .unwrap();
     let before = w.bytes();
     let e = w
         .store
@@ -92,6 +95,23 @@ fn a_failed_turn_end_leaves_the_attempt_dispatched_and_changes_nothing() {
         .finish_turn(&alice, &actor, &ticket, DispatchOutcome::Accepted)
         .unwrap();
     assert_eq!(done.value.state, AttemptState::Consumed);
+}
+
+#[test]
+fn a_turn_end_that_meets_a_busy_database_once_is_run_again_by_the_write_path() {
+    let (mut w, alice, _a, actor, cv) = setup();
+    let ticket = dispatched(&mut w, &alice, &actor, &cv);
+    w.store.inject_transient_fault(FaultStep::FinishTurn, 0, 1).unwrap();
+    let done = w
+        .store
+        .finish_turn(&alice, &actor, &ticket, DispatchOutcome::Accepted)
+        .unwrap();
+    assert_eq!(done.value.state, AttemptState::Consumed);
+    assert_eq!(
+        w.store.faults_fired(FaultStep::FinishTurn),
+        1,
+        "the fault was met, and ridden out"
+    );
 }
 
 #[test]

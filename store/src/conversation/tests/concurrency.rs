@@ -48,8 +48,7 @@ fn sixteen_connections_posting_keep_seqs_contiguous_and_deliveries_exact() {
                     let m = loop {
                         match store.post_message(&alice, &post) {
                             Ok(m) => break m,
-                            Err(Error::Sqlite(e))
-                                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => {}
+                            Err(e) if e.is_transient() => {}
                             Err(e) => panic!("post failed: {e}"),
                         }
                     };

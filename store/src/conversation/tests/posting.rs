@@ -188,7 +188,7 @@ fn a_failed_wake_write_leaves_no_trace_of_the_post() {
     w.store.inject_wake_write_failure(true).unwrap();
     let post = w.new_post(&cv, Acting::Human, "two");
     let err = w.store.post_message(&alice, &post).unwrap_err();
-    assert!(matches!(err, Error::Sqlite(_)), "{err}");
+    assert!(matches!(err, Error::Database(_)), "{err}");
     assert!(err.to_string().contains("injected wake write failure"));
     let after: Vec<i64> = tables.iter().map(|q| w.count(q)).collect();
     assert_eq!(before, after, "no message, delivery, seq, wake or idempotency record");

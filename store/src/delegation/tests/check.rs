@@ -14,7 +14,7 @@ fn the_check_is_clean_after_ordinary_work_and_finds_forged_duplicates() {
     let wait = w.wait(&alice, &t.boss_ep, &[&b], WaitMode::All, None).unwrap();
     w.complete(&alice, &t.w1_ep, &a, TaskOutcome::Succeeded, "1").unwrap();
     w.complete(&alice, &t.w2_ep, &b, TaskOutcome::Succeeded, "2").unwrap();
-    assert_eq!(violations(w.store.connection()).unwrap(), vec![]);
+    assert_eq!(violations(&w.store.autocommit()).unwrap(), vec![]);
     // The schema itself refuses a second firing of the wait.
     let conn = w.store.connection();
     let wake: String = conn
@@ -35,7 +35,7 @@ fn the_check_is_clean_after_ordinary_work_and_finds_forged_duplicates() {
         [&wake, &event],
     )
     .unwrap();
-    let found = violations(conn).unwrap();
+    let found = violations(&w.store.autocommit()).unwrap();
     let rules: Vec<&str> = found.iter().map(|v| v.rule).collect();
     assert!(rules.contains(&"wait_fired_twice"), "{found:?}");
     assert!(rules.contains(&"triggered_wait_without_one_wake"), "{found:?}");

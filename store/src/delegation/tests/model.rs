@@ -190,7 +190,7 @@ fn run(ops: Vec<Op>) {
             assert_eq!(w.count(&sql), m.attention[i], "attention for task {i}");
         }
         assert_eq!(
-            crate::delegation::check::violations(w.store.connection()).unwrap(),
+            crate::delegation::check::violations(&w.store.autocommit()).unwrap(),
             vec![]
         );
     }

@@ -1,0 +1,20 @@
+//! The schema migrations, one list per dialect: the files `store/sql/NNNN_*.sql` for SQLite
+//! and their twins `store/sql/postgres/NNNN_*.sql` for PostgreSQL. Migration N leaves the same
+//! schema on both (a test compares them), so a schema version means one schema everywhere.
+
+/// The SQLite migrations, in order; the database's `user_version` is how many have run.
+pub(crate) const SQLITE: &[&str] = &[
+    include_str!("../sql/0001_transfers.sql"),
+    include_str!("../sql/0002_conversation.sql"),
+    include_str!("../sql/0003_principals.sql"),
+    include_str!("../sql/0004_sandbox.sql"),
+    include_str!("../sql/0005_conversation_audit.sql"),
+    include_str!("../sql/0006_transfer_agents.sql"),
+    include_str!("../sql/0007_host_held_endpoints.sql"),
+    include_str!("../sql/0008_usage_events_by_kind.sql"),
+    include_str!("../sql/0009_model_calls.sql"),
+    include_str!("../sql/0010_delegation.sql"),
+];
+
+/// The PostgreSQL migrations, in order (the table `ahp_schema_version` holds how many ran).
+pub(crate) const POSTGRES: &[&str] = &[];
