@@ -7,12 +7,16 @@
 //! on the lock the parent cargo holds), with the parent's compiler flags removed from the
 //! child's environment. The script writes one path constant per guest and a `foreach_guest!`
 //! macro. A missing `wasm32-wasip2` target is added through rustup; without rustup the build
-//! stops with the one command to run.
+//! stops with the one command to run. The Python guests are built by `build/python.rs`
+//! (componentize-py) and listed apart, in `PYTHON`.
 
 use std::env;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "build/python.rs"]
+mod python;
 
 const TARGET: &str = "wasm32-wasip2";
 
@@ -64,6 +68,17 @@ fn main() {
     code.push_str("/// Every guest as `(name, path)`.\npub const ALL: &[(&str, &str)] = &[\n");
     for name in &guests {
         writeln!(code, "    ({name:?}, {}),", name.to_uppercase().replace('-', "_")).unwrap();
+    }
+    code.push_str("];\n\n");
+    let python = python::build(&root, &target_dir);
+    for g in &python {
+        let konst = g.name.to_uppercase().replace('-', "_");
+        writeln!(code, "/// Path of the `{}` Python guest component.", g.name).unwrap();
+        writeln!(code, "pub const {konst}: &str = {:?};", g.wasm.display().to_string()).unwrap();
+    }
+    code.push_str("/// Every Python guest (componentize-py) as `(name, path)`.\npub const PYTHON: &[(&str, &str)] = &[\n");
+    for g in &python {
+        writeln!(code, "    ({:?}, {}),", g.name, g.name.to_uppercase().replace('-', "_")).unwrap();
     }
     code.push_str("];\n\n/// Calls `$mac!(name_in_snake_case, PATH_CONSTANT)` once per guest.\n");
     code.push_str("#[macro_export]\nmacro_rules! foreach_guest {\n    ($mac:ident) => {\n");
