@@ -76,7 +76,9 @@ fn main() {
         writeln!(code, "/// Path of the `{}` Python guest component.", g.name).unwrap();
         writeln!(code, "pub const {konst}: &str = {:?};", g.wasm.display().to_string()).unwrap();
     }
-    code.push_str("/// Every Python guest (componentize-py) as `(name, path)`.\npub const PYTHON: &[(&str, &str)] = &[\n");
+    code.push_str(
+        "/// Every Python guest (componentize-py) as `(name, path)`.\npub const PYTHON: &[(&str, &str)] = &[\n",
+    );
     for g in &python {
         writeln!(code, "    ({:?}, {}),", g.name, g.name.to_uppercase().replace('-', "_")).unwrap();
     }

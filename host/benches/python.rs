@@ -54,7 +54,10 @@ fn rss_kib() -> u64 {
 
 /// Size, cold compile, compile-cache hit and RSS per live sandbox, printed.
 fn printed(_: &mut Criterion) {
-    for (label, path) in [("rust assistant", guests::ASSISTANT), ("python assistant", guests::PYTHON_ASSISTANT)] {
+    for (label, path) in [
+        ("rust assistant", guests::ASSISTANT),
+        ("python assistant", guests::PYTHON_ASSISTANT),
+    ] {
         let bytes = std::fs::read(path).unwrap();
         let b = common::host(|_| {});
         let engine = b.sandboxes.engine().clone();
@@ -94,7 +97,10 @@ fn printed(_: &mut Criterion) {
             hit.as_secs_f64() * 1e3
         );
     }
-    let n: u32 = std::env::var("AHP_PYTHON_LIVE").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
+    let n: u32 = std::env::var("AHP_PYTHON_LIVE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
     for (label, name, _) in ECHO {
         let b = common::host(|c| c.max_live_sandboxes = n + 16);
         let snap = testing::snapshot(2, json!({}));
@@ -137,7 +143,15 @@ fn warm_turn(c: &mut Criterion) {
     for (label, name, path) in ECHO {
         host.sandboxes().register_component_file(path, Some(name)).unwrap();
         let snap = testing::snapshot(2, json!({}));
-        let t = testing::pushed(&mut host.store().locked(), &key, &snap, Tier::Small, 1_000_000_000, name).unwrap();
+        let t = testing::pushed(
+            &mut host.store().locked(),
+            &key,
+            &snap,
+            Tier::Small,
+            1_000_000_000,
+            name,
+        )
+        .unwrap();
         let tok = testing::activate_token(&host.store().locked(), &key, &t).unwrap();
         let agent = host.activate(&t, &tok).unwrap().transfer.agent_id.unwrap();
         let new = NewConversation {

@@ -20,13 +20,13 @@ use std::time::SystemTime;
 const ROOTS: &[(&str, &str)] = &[("examples", ""), ("host/tests/guests", ""), ("templates", "template-")];
 
 /// One Python guest: its directory name (`python-assistant`) and its component's path.
-pub struct Guest {
-    pub name: String,
-    pub wasm: PathBuf,
+pub(crate) struct Guest {
+    pub(crate) name: String,
+    pub(crate) wasm: PathBuf,
 }
 
 /// Builds every Python guest under the repository `root` into `target_dir/python`.
-pub fn build(root: &Path, target_dir: &Path) -> Vec<Guest> {
+pub(crate) fn build(root: &Path, target_dir: &Path) -> Vec<Guest> {
     let sdk = root.join("guest-sdk-python");
     let wit = root.join("wit/agent.wit");
     println!("cargo:rerun-if-changed={}", sdk.display());
@@ -118,7 +118,12 @@ fn newest(paths: &[&Path]) -> SystemTime {
             if p.file_name().is_some_and(|n| n == "__pycache__") {
                 continue;
             }
-            stack.extend(std::fs::read_dir(&p).into_iter().flatten().filter_map(|e| e.ok().map(|e| e.path())));
+            stack.extend(
+                std::fs::read_dir(&p)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|e| e.ok().map(|e| e.path())),
+            );
         } else if let Ok(m) = meta.modified() {
             newest = newest.max(m);
         }

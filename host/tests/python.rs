@@ -32,19 +32,18 @@ fn python_anthropic_a_question_is_answered_with_a_tool_over_mcp() {
 
 #[test]
 fn python_a_model_that_never_stops_calling_tools_is_cut_at_eight_steps_and_the_agent_answers_on() {
-    assistant::a_model_that_never_stops_calling_tools_is_cut_at_eight_steps_and_the_agent_answers_on(
-        PYTHON_ASSISTANT,
-    );
+    assistant::a_model_that_never_stops_calling_tools_is_cut_at_eight_steps_and_the_agent_answers_on(PYTHON_ASSISTANT);
 }
 
-/// A host with every Python guest registered under its name, ceilings capped by `cap`.
+/// A host with the Python guest `guest` registered under its name, ceilings capped by `cap`
+/// (one guest: a Python component takes seconds to compile the first time).
 struct Host {
     _dir: tempfile::TempDir,
     key: TokenKey,
     host: ahp_host::host::Host,
 }
 
-fn host(cap: CeilingCap) -> Host {
+fn host(cap: CeilingCap, guest: &str) -> Host {
     let dir = tempfile::tempdir().unwrap();
     let key = TokenKey::random();
     let db = Store::open_in_memory().unwrap().with_token_key(key.clone());
@@ -52,19 +51,28 @@ fn host(cap: CeilingCap) -> Host {
     std::fs::write(dir.path().join("token-key"), "host secret").unwrap();
     let host = HostBuilder::new(db, PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandbox-cache"))
         .cap(cap)
-        .vault(Arc::new(ahp_host::vault::DirVault::open(dir.path().join("vault")).unwrap()))
+        .vault(Arc::new(
+            ahp_host::vault::DirVault::open(dir.path().join("vault")).unwrap(),
+        ))
         .build()
         .unwrap();
-    for (name, path) in guests::PYTHON {
-        host.sandboxes().register_component_file(path, Some(name)).unwrap();
-    }
+    let path = guests::PYTHON.iter().find(|(n, _)| *n == guest).unwrap().1;
+    host.sandboxes().register_component_file(path, Some(guest)).unwrap();
     Host { _dir: dir, key, host }
 }
 
 impl Host {
     fn activate(&self, component: &str, tier: Tier) -> (String, RunReport) {
         let snap = testing::snapshot(2, json!({}));
-        let id = testing::pushed(&mut self.host.store().locked(), &self.key, &snap, tier, 1_000_000, component).unwrap();
+        let id = testing::pushed(
+            &mut self.host.store().locked(),
+            &self.key,
+            &snap,
+            tier,
+            1_000_000,
+            component,
+        )
+        .unwrap();
         let tok = testing::activate_token(&self.host.store().locked(), &self.key, &id).unwrap();
         let report = self.host.activate(&id, &tok).unwrap();
         (id, report)
@@ -72,7 +80,12 @@ impl Host {
 
     fn events(&self, id: &str, kind: EventKind) -> Vec<Value> {
         let status = self.host.store().locked().get_status(id).unwrap();
-        status.events.into_iter().filter(|e| e.kind == kind).map(|e| e.detail).collect()
+        status
+            .events
+            .into_iter()
+            .filter(|e| e.kind == kind)
+            .map(|e| e.detail)
+            .collect()
     }
 
     /// Activates `component` at `tier`: it must be stopped by `ceiling`, audited as such, the
@@ -98,37 +111,54 @@ impl Host {
 
 #[test]
 fn a_python_cpu_loop_is_stopped_by_the_fuel_ceiling() {
-    let h = host(CeilingCap::default());
+    let h = host(CeilingCap::default(), "python-cpu-loop");
     let report = h.assert_stopped_by("python-cpu-loop", Tier::Nano, Ceiling::FuelPerTurn);
-    assert_eq!(report.fuel_consumed, Tier::Nano.limits().fuel_per_turn, "every unit of the turn's fuel");
+    assert_eq!(
+        report.fuel_consumed,
+        Tier::Nano.limits().fuel_per_turn,
+        "every unit of the turn's fuel"
+    );
 }
 
 #[test]
 fn a_python_memory_bomb_is_stopped_by_the_memory_ceiling() {
-    let h = host(CeilingCap::default());
+    let h = host(CeilingCap::default(), "python-memory-bomb");
     h.assert_stopped_by("python-memory-bomb", Tier::Nano, Ceiling::Memory);
 }
 
 #[test]
 fn a_python_time_sleep_is_stopped_by_the_wall_clock_ceiling() {
-    let h = host(CeilingCap::default());
+    let h = host(CeilingCap::default(), "python-sleeper");
     let started = Instant::now();
     h.assert_stopped_by("python-sleeper", Tier::Nano, Ceiling::WallClock);
     let took = started.elapsed();
     let ceiling = Tier::Nano.limits().wall_clock_per_turn;
     assert!(took >= ceiling, "ended early: {took:?}");
-    assert!(took <= ceiling + ceiling / 10 + Duration::from_millis(500), "took {took:?}");
+    assert!(
+        took <= ceiling + ceiling / 10 + Duration::from_millis(500),
+        "took {took:?}"
+    );
 }
 
 #[test]
 fn python_guest_finds_no_file_and_no_socket() {
-    let h = host(CeilingCap::default());
+    let h = host(CeilingCap::default(), "python-prober");
     let (id, report) = h.activate("python-prober", Tier::Nano);
     let log = h.host.sandboxes().guest_log(&id).unwrap_or_default();
     assert_eq!(report.outcome, RunOutcome::Returned, "{log}");
     assert_eq!(report.transfer.status, TransferStatus::Active);
-    for attempt in ["listdir /", "open /etc/passwd", "open token-key", "tcp connect", "udp socket", "getaddrinfo"] {
-        assert!(log.contains(&format!("{attempt}: refused")), "{attempt} not refused:\n{log}");
+    for attempt in [
+        "listdir /",
+        "open /etc/passwd",
+        "open token-key",
+        "tcp connect",
+        "udp socket",
+        "getaddrinfo",
+    ] {
+        assert!(
+            log.contains(&format!("{attempt}: refused")),
+            "{attempt} not refused:\n{log}"
+        );
     }
     assert!(!log.contains("REACHED"), "{log}");
 }
@@ -143,11 +173,14 @@ fn every_python_guest_imports_only_what_the_host_links_and_has_a_test() {
         "python-prober",
         "template-python",
     ];
-    let h = host(CeilingCap::default());
+    let h = host(CeilingCap::default(), "template-python");
     let engine = h.host.sandboxes().engine();
     assert!(!guests::PYTHON.is_empty());
     for (name, path) in guests::PYTHON {
-        assert!(tested.contains(name), "the Python guest {name} has no test in host/tests/python.rs");
+        assert!(
+            tested.contains(name),
+            "the Python guest {name} has no test in host/tests/python.rs"
+        );
         let component = wasmtime::component::Component::from_file(engine, path).unwrap();
         let imports: Vec<String> = component
             .component_type()
@@ -163,8 +196,10 @@ fn every_python_guest_imports_only_what_the_host_links_and_has_a_test() {
 
 #[test]
 fn the_python_template_answers_out_of_the_box_and_counts_in_its_checkpoint() {
-    use ahp_host::store::conversation::{Acting, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT};
-    let h = host(CeilingCap::default());
+    use ahp_host::store::conversation::{
+        Acting, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT,
+    };
+    let h = host(CeilingCap::default(), "template-python");
     let (id, report) = h.activate("template-python", Tier::Nano);
     assert_eq!(report.outcome, RunOutcome::Returned);
     let agent = report.transfer.agent_id.unwrap();
@@ -173,7 +208,14 @@ fn the_python_template_answers_out_of_the_box_and_counts_in_its_checkpoint() {
         title: "template".into(),
         agents: vec![agent.clone()],
     };
-    let cv = h.host.store().locked().create_conversation(&operator, &new, "cv-template").unwrap().value.id;
+    let cv = h
+        .host
+        .store()
+        .locked()
+        .create_conversation(&operator, &new, "cv-template")
+        .unwrap()
+        .value
+        .id;
     for (n, question) in ["hello", "and again"].into_iter().enumerate() {
         let posted = NewMessage {
             conversation: cv.clone(),
@@ -185,9 +227,20 @@ fn the_python_template_answers_out_of_the_box_and_counts_in_its_checkpoint() {
         let posted = h.host.store().locked().post_message(&operator, &posted).unwrap().value;
         let drive = h.host.agents().drive(&agent).unwrap();
         assert_eq!(drive.consumed, 1, "{drive:?}");
-        let transcript = h.host.store().locked().read_transcript(&operator, &Acting::Human, &cv, 0, 100).unwrap();
-        let reply = transcript.iter().find(|m| m.reply_to.as_deref() == Some(posted.id.as_str())).unwrap();
-        assert_eq!(reply.body, format!("#{}: you said '{question}' (no model is offered to me)", n + 1));
+        let transcript = h
+            .host
+            .store()
+            .locked()
+            .read_transcript(&operator, &Acting::Human, &cv, 0, 100)
+            .unwrap();
+        let reply = transcript
+            .iter()
+            .find(|m| m.reply_to.as_deref() == Some(posted.id.as_str()))
+            .unwrap();
+        assert_eq!(
+            reply.body,
+            format!("#{}: you said '{question}' (no model is offered to me)", n + 1)
+        );
     }
     let saved = h.host.store().locked().load_checkpoint(&id).unwrap().unwrap().state;
     assert_eq!(saved, b"2", "two answers counted");

@@ -492,8 +492,7 @@ fn a_component_importing_what_the_host_does_not_link_is_refused_at_registration(
         .unwrap_err();
     assert!(matches!(err, ahp_host::sandbox::Error::InvalidComponent(_)), "{err}");
     assert!(
-        err.to_string()
-            .contains("imports `wasi:keyvalue/store@0.2.0-draft`"),
+        err.to_string().contains("imports `wasi:keyvalue/store@0.2.0-draft`"),
         "{err}"
     );
     // Nothing changed: no record, no file left behind.

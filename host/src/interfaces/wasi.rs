@@ -26,8 +26,8 @@ use wasmtime_wasi::cli::{WasiCli, WasiCliView};
 use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
 use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
 use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, io, random, sockets};
-use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView};
 use wasmtime_wasi::random::{WasiRandom, WasiRandomView};
+use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView};
 
 use wasmtime::StoreContextMut;
 use wasmtime_wasi::WasiView;
