@@ -274,3 +274,166 @@ fn reap_prints_what_it_ended_and_nothing_the_second_time() {
     assert_eq!(out.trim(), format!("{t} expired (not activated within the TTL)"));
     assert_eq!(stdout(&ahp(dir.path(), &["reap", "--ttl", "10ms"])), "");
 }
+
+/// Two agents of one principal on the data directory's database, a goal the first controls and
+/// two tasks of it for the second: one finished, one open. Returns (goal, finished, open,
+/// attempt, creator).
+fn delegated(dir: &Path) -> (String, String, String, String, String) {
+    use ahp_store::conversation::{AgentActor, AgentCard, Caller, OPERATOR_SUBJECT};
+    use ahp_store::delegation::{Acting, NewGoal, NewTask, PlanStep, StepStatus, TaskCompletion, TaskOutcome};
+    let mut store = Store::open(dir.join("ahp.db")).unwrap();
+    let op = Caller::full(OPERATOR_SUBJECT).unwrap();
+    let card = |h: &str| AgentCard {
+        handle: h.into(),
+        display_name: h.into(),
+        description: String::new(),
+        specialties: vec![],
+    };
+    let boss = store.create_agent(&op, &card("boss"), "a-1").unwrap().value;
+    let worker = store.create_agent(&op, &card("worker"), "a-2").unwrap().value;
+    let lease = std::time::Duration::from_secs(600);
+    let boss_ep = AgentActor::of(&store.attach_endpoint(&op, &boss.id, lease, "e-1").unwrap().value);
+    let worker_ep = AgentActor::of(&store.attach_endpoint(&op, &worker.id, lease, "e-2").unwrap().value);
+    let goal = NewGoal {
+        title: "Q3 <plan>".into(),
+        completion_intent: "one number".into(),
+        plan: vec![
+            PlanStep {
+                title: "ask".into(),
+                status: StepStatus::Done,
+            },
+            PlanStep {
+                title: "sum".into(),
+                status: StepStatus::Pending,
+            },
+        ],
+        controller: Some(boss.id.clone()),
+    };
+    let goal = store.create_goal(&op, &Acting::Human, &goal, "g-1").unwrap().value;
+    let task = |title: &str, start: bool| NewTask {
+        assignee: worker.id.clone(),
+        title: title.into(),
+        instructions: format!("{title}: line one\nline two"),
+        goal: Some(goal.id.clone()),
+        start,
+    };
+    let boss_acts = Acting::Agent(boss_ep.clone());
+    let done = store
+        .create_agent_task(&op, &boss_acts, &task("forecast", true), "t-1")
+        .unwrap()
+        .value;
+    let open = store
+        .create_agent_task(&op, &boss_acts, &task("later", false), "t-2")
+        .unwrap()
+        .value;
+    let attempt = done.current_attempt.clone().unwrap().id;
+    let finish = TaskCompletion {
+        attempt: attempt.clone(),
+        outcome: TaskOutcome::Succeeded,
+        result: "55 units".into(),
+    };
+    store.complete_task_attempt(&op, &worker_ep, &finish).unwrap();
+    (goal.id, done.id, open.id, attempt, boss.id)
+}
+
+#[test]
+fn task_and_goal_list_and_show_as_the_operator() {
+    let dir = tempfile::tempdir().unwrap();
+    let (goal, done, open, attempt, boss) = delegated(dir.path());
+    let all = stdout(&ahp(dir.path(), &["task", "list"]));
+    assert!(all.starts_with("id "), "{all}");
+    assert!(
+        all.contains(&done) && all.contains(&open) && all.contains(&boss),
+        "{all}"
+    );
+    let succeeded = stdout(&ahp(dir.path(), &["task", "list", "--state", "succeeded"]));
+    assert!(succeeded.contains(&done) && !succeeded.contains(&open), "{succeeded}");
+    let one = stdout(&ahp(dir.path(), &["task", "list", "--limit", "1"]));
+    assert_eq!(one.lines().count(), 2, "{one}");
+    let next = stdout(&ahp(
+        dir.path(),
+        &[
+            "task",
+            "list",
+            "--after",
+            one.lines().nth(1).unwrap().split(' ').next().unwrap(),
+        ],
+    ));
+    assert_eq!(next.lines().count(), 2, "{next}");
+    // The principal filter: a key principal without tasks sees none.
+    stdout(&ahp(
+        dir.path(),
+        &["principal", "add", "alice", "--scope", "communication:read"],
+    ));
+    let alices = stdout(&ahp(dir.path(), &["task", "list", "--principal", "alice"]));
+    assert_eq!(alices.lines().count(), 1, "{alices}");
+
+    let shown = stdout(&ahp(dir.path(), &["task", "show", &done]));
+    for want in [
+        attempt.as_str(),
+        "succeeded",
+        "55 units",
+        "line two",
+        boss.as_str(),
+        goal.as_str(),
+    ] {
+        assert!(shown.contains(want), "task show lacks {want}:\n{shown}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&ahp(dir.path(), &["task", "show", &open, "--json"]))).unwrap();
+    assert_eq!(
+        (
+            json["task"]["state"].as_str(),
+            json["attempts"].as_array().map(Vec::len)
+        ),
+        (Some("open"), Some(0))
+    );
+
+    let goals = stdout(&ahp(dir.path(), &["goal", "list"]));
+    assert!(
+        goals.contains(&goal) && goals.contains("1/2") && goals.contains("Q3 <plan>"),
+        "{goals}"
+    );
+    let g = stdout(&ahp(dir.path(), &["goal", "show", &goal]));
+    for want in [
+        "one number",
+        "[done] ask",
+        "[pending] sum",
+        "revision    1",
+        done.as_str(),
+        open.as_str(),
+    ] {
+        assert!(g.contains(want), "goal show lacks {want}:\n{g}");
+    }
+}
+
+#[test]
+fn task_and_goal_flags_are_validated_with_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    delegated(dir.path());
+    let missing = format!("tsk_{}", "0".repeat(24));
+    let cases: [(&[&str], &str); 8] = [
+        (
+            &["task", "list", "--state", "done"],
+            "unknown task state \"done\" (one of open, running",
+        ),
+        (&["task", "list", "--limit", "0"], "0 is not in 1..=200"),
+        (&["task", "list", "--limit", "201"], "201 is not in 1..=200"),
+        (
+            &["task", "list", "--principal", "nobody"],
+            "no principal named \"nobody\"",
+        ),
+        (&["task", "list", "--after", "nope"], "invalid taskId"),
+        (&["task", "show", &missing], "not found"),
+        (&["goal", "list", "--limit", "201"], "201 is not in 1..=200"),
+        (&["goal", "show", "goal_x"], "invalid goalId"),
+    ];
+    for (args, want) in cases {
+        let out = ahp(dir.path(), args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(want), "{args:?}: {err}");
+    }
+    // At the limit it is accepted.
+    stdout(&ahp(dir.path(), &["task", "list", "--limit", "200"]));
+    stdout(&ahp(dir.path(), &["goal", "list", "--limit", "200"]));
+}

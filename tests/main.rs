@@ -3,14 +3,18 @@
 //! One integration binary; its modules are the table of contents.
 
 mod agents;
+mod authors;
 mod browser;
 mod cli;
 mod console;
 mod console_conversations;
+mod console_delegation;
 mod crash;
+mod delegation;
 mod host_held;
 mod http_limits;
 mod mcp_conversations;
+mod mcp_delegation;
 mod mcp_http;
 mod mcp_routes;
 mod mcp_stdio;

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::mcp_http::Server;
 
-fn ahp(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn ahp(dir: &Path, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_ahp"))
         .arg("--data-dir")
         .arg(dir)
@@ -30,11 +30,11 @@ fn ahp(dir: &Path, args: &[&str]) -> String {
 }
 
 /// `ahp serve --http 127.0.0.1:0` on `dir` (its `url` ends in `/mcp`).
-fn serve(dir: &Path) -> Server {
+pub(crate) fn serve(dir: &Path) -> Server {
     crate::mcp_http::serve(dir, &[])
 }
 
-fn key(dir: &Path, name: &str, scopes: &[&str]) -> String {
+pub(crate) fn key(dir: &Path, name: &str, scopes: &[&str]) -> String {
     let mut args = vec!["principal", "add", name];
     for s in scopes {
         args.extend(["--scope", s]);
@@ -45,7 +45,13 @@ fn key(dir: &Path, name: &str, scopes: &[&str]) -> String {
 const STATELESS: &str = "2026-07-28";
 
 /// One stateless (2026-07-28) request to `url`.
-async fn post(url: &str, key: &str, method: &str, name: Option<&str>, mut params: Value) -> reqwest::Response {
+pub(crate) async fn post(
+    url: &str,
+    key: &str,
+    method: &str,
+    name: Option<&str>,
+    mut params: Value,
+) -> reqwest::Response {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": STATELESS,
         "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"},
@@ -66,7 +72,7 @@ async fn post(url: &str, key: &str, method: &str, name: Option<&str>, mut params
 }
 
 /// The JSON-RPC message of a response, whether sent as JSON or as one SSE event.
-fn message(text: &str) -> Value {
+pub(crate) fn message(text: &str) -> Value {
     let json = text
         .lines()
         .filter_map(|l| l.strip_prefix("data:"))
@@ -77,13 +83,13 @@ fn message(text: &str) -> Value {
 }
 
 /// Where the tools are called: HTTP with a key, or an rmcp client over stdio.
-enum Surface {
+pub(crate) enum Surface {
     Http { url: String, key: String },
     Stdio(RunningService<RoleClient, ()>),
 }
 
 /// A tool call's outcome: `Ok(structuredContent)` or `Err(structuredContent of the tool error)`.
-type Outcome = Result<Value, Value>;
+pub(crate) type Outcome = Result<Value, Value>;
 
 impl Surface {
     async fn stdio(dir: &Path) -> Self {
@@ -95,7 +101,7 @@ impl Surface {
         Self::Stdio(().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap())
     }
 
-    async fn call(&self, tool: &str, args: Value) -> Outcome {
+    pub(crate) async fn call(&self, tool: &str, args: Value) -> Outcome {
         let (is_error, structured) = match self {
             Self::Http { url, key } => {
                 let r = post(
@@ -123,14 +129,14 @@ impl Surface {
         if is_error { Err(structured) } else { Ok(structured) }
     }
 
-    async fn ok(&self, tool: &str, args: Value) -> Value {
+    pub(crate) async fn ok(&self, tool: &str, args: Value) -> Value {
         self.call(tool, args)
             .await
             .unwrap_or_else(|e| panic!("{tool} failed: {e}"))
     }
 
     /// The `kind` of a refused call.
-    async fn refused(&self, tool: &str, args: Value) -> String {
+    pub(crate) async fn refused(&self, tool: &str, args: Value) -> String {
         let e = self.call(tool, args).await.expect_err(tool);
         assert!(e["message"].is_string(), "{e}");
         e["kind"].as_str().unwrap().to_owned()
@@ -355,7 +361,7 @@ async fn the_seed_flow_over_http_with_scopes_and_two_surfaces() {
     let server = serve(dir.path());
     let url = format!("{}/conversations", server.url);
     let names = tool_names(&url, &full).await;
-    assert_eq!(names.len(), 14, "{names:?}");
+    assert_eq!(names.len(), 26, "{names:?}");
     assert!(names.contains(&"bootstrap_agent_conversation".to_owned()));
     // /mcp still lists exactly the six transfer tools (every key may list).
     assert_eq!(tool_names(&server.url, &full).await.len(), 6);
@@ -636,7 +642,7 @@ async fn the_seed_flow_over_stdio_as_the_operator_with_replay_after_reconnect() 
             .collect(),
         Surface::Http { .. } => unreachable!(),
     };
-    assert_eq!(names.len(), 14, "{names:?}");
+    assert_eq!(names.len(), 26, "{names:?}");
     let flow = seed_flow(&s).await;
     if let Surface::Stdio(c) = s {
         c.cancel().await.unwrap();

@@ -109,6 +109,18 @@ fn tools() -> Vec<Tool> {
             "communication:manage",
             json!({"conversationId": "cv_ffffffffffffffffffffffff"}),
         ),
+        tool(
+            "get_goal",
+            Surface::Conversations,
+            "communication:read",
+            json!({"goalId": "goal_ffffffffffffffffffffffff"}),
+        ),
+        tool(
+            "cancel_agent_wait",
+            Surface::Conversations,
+            "communication:manage",
+            json!({"waitId": "wait_ffffffffffffffffffffffff"}),
+        ),
     ]
 }
 

@@ -29,7 +29,7 @@
 
 use crate::wit::ahp::agent::conversations as raw;
 
-pub use raw::{Author, Message, Wake};
+pub use raw::{Author, Message, Wake, WakeOrigin};
 
 /// The largest page [`inbox_page`] and [`transcript_page`] accept (the host's bound).
 pub const MAX_PAGE: u32 = 64;
@@ -210,6 +210,27 @@ pub fn transcript(conversation_id: &str) -> Transcript {
 /// ```
 pub fn post(conversation_id: &str, body: &str) -> Result<Message, Error> {
     Ok(raw::reply(conversation_id, None, body)?)
+}
+
+/// Posts `body` to `conversation_id` as this agent, answering message `message_id` of that
+/// conversation, and returns the posted message: for an answer a later turn gives to a message
+/// an earlier turn consumed (kept in the [`checkpoint`](crate::checkpoint)). To answer a
+/// delivery of this turn use [`Delivery::reply`].
+///
+/// # Errors
+///
+/// As [`post`], and [`Error::NotFound`] for a message that is not in that conversation.
+///
+/// ```no_run
+/// use ahp_guest::conversations;
+///
+/// // Saved by the turn that read the question.
+/// let (conversation, question) = ("cv_0123", "msg_0456");
+/// conversations::reply_to(conversation, question, "here is the answer")?;
+/// # Ok::<(), conversations::Error>(())
+/// ```
+pub fn reply_to(conversation_id: &str, message_id: &str, body: &str) -> Result<Message, Error> {
+    Ok(raw::reply(conversation_id, Some(message_id), body)?)
 }
 
 /// One page of the inbox: at most `limit` deliveries after the cursor `after` (exclusive; 0

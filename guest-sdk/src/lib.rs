@@ -16,6 +16,8 @@
 //! - [`metering`]: the budget, and spend the host cannot see;
 //! - [`checkpoint`]: durable working memory, with serde helpers;
 //! - [`conversations`]: the turn's wake, its inbox (paged for you), transcripts, replies;
+//! - [`delegation`]: tasks for other agents of the same owner, their results, waits that wake
+//!   the turn when they are done, and goals;
 //! - the [`Agent`] trait and the [`export_agent!`] macro that make a type the component's entry
 //!   point.
 //!
@@ -52,12 +54,15 @@
 //! ahp_guest::export_agent!(Echo);
 //! ```
 //!
-//! Build it with `cargo build --release --target wasm32-wasip2` in a crate of type `cdylib`.
+//! Build it with `cargo build --release --target wasm32-wasip2` in a crate of type `cdylib`
+//! (`ahp agent new NAME` writes such a project; the author's guide is `docs/agents.md` in the
+//! ahp repository, and `ahp run` tries a component locally).
 
 pub mod agent_loop;
 pub mod checkpoint;
 pub mod conversations;
 pub mod credentials;
+pub mod delegation;
 pub mod metering;
 pub mod model;
 pub mod snapshot;

@@ -24,6 +24,7 @@ pub mod activation;
 pub mod agents;
 pub mod carrier;
 pub mod console;
+pub mod delegating;
 pub mod error;
 pub mod gateway;
 pub mod host;
@@ -40,7 +41,8 @@ pub mod vault;
 
 pub use error::{Error, Result};
 
-/// The example guest components (`examples/`), compiled for `wasm32-wasip2` by `build.rs`.
+/// The guest components (`examples/` and the test guests of `host/tests/guests/`), compiled for
+/// `wasm32-wasip2` by `build.rs`.
 pub mod guests {
     include!(concat!(env!("OUT_DIR"), "/guests.rs"));
 }

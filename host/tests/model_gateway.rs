@@ -1,4 +1,4 @@
-//! The model gateway through the real host: `examples/model-prober` calls `ahp:agent/model`
+//! The model gateway through the real host: `host/tests/guests/model-prober` calls `ahp:agent/model`
 //! against the scripted local provider (`ahp_host::gateway::scripted`), which speaks OpenAI Chat
 //! Completions and Anthropic Messages faithfully.
 //!

@@ -1,5 +1,5 @@
 //! The destination sandbox, end to end: real guest components (built by `build.rs` from
-//! `examples/`) activated against a real store, each hostile guest stopped by the right
+//! `examples/` and `host/tests/guests/`) activated against a real store, each hostile guest stopped by the right
 //! ceiling with its audit event, and the host serving the next sandbox fine afterwards.
 
 use std::path::PathBuf;
@@ -344,7 +344,14 @@ fn a_fuel_breach_on_a_later_turn_terminates_the_transfer() {
 
 #[test]
 fn deep_recursion() {
-    host().assert_stopped_by("deep-recursion", Tier::Nano, Ceiling::Stack);
+    let h = host();
+    h.assert_stopped_by("deep-recursion", Tier::Nano, Ceiling::Stack);
+    // Its backtrace has a frame per recursive call: what the author is shown is bounded.
+    let id = h.pushed(&snapshot(3, json!({})), Tier::Nano, 1_000_000, "deep-recursion");
+    let report = h.activate(&id);
+    let trace = report.diagnosis.and_then(|d| d.trace).expect("a trap has a trace");
+    assert!(trace.len() <= ahp_host::sandbox::MAX_DIAGNOSIS_TRACE_BYTES + '…'.len_utf8());
+    assert!(trace.contains("wasm backtrace") || trace.contains("stack"), "{trace}");
 }
 
 #[test]
@@ -1249,7 +1256,186 @@ fn fifty_hostile_guests_beside_honest_activations() {
 /// `model_prober` is there).
 mod model_prober {}
 
-/// Every guest built from `examples/` has a test of its own name in this file.
+/// Creates a task for `assignee` as the owner (a human), started: the assignee gets a wake.
+fn task_for(h: &Host, caller: &ahp_host::store::conversation::Caller, assignee: &str, text: &str, key: &str) -> String {
+    use ahp_host::store::delegation::{Acting, NewTask};
+    let new = NewTask {
+        assignee: assignee.to_owned(),
+        title: format!("task {key}"),
+        instructions: text.to_owned(),
+        goal: None,
+        start: true,
+    };
+    h.db()
+        .create_agent_task(caller, &Acting::Human, &new, key)
+        .unwrap()
+        .value
+        .id
+}
+
+fn task(h: &Host, caller: &ahp_host::store::conversation::Caller, id: &str) -> ahp_host::store::delegation::AgentTask {
+    use ahp_host::store::delegation::Acting;
+    h.db().get_agent_task(caller, &Acting::Human, id).unwrap()
+}
+
+#[test]
+fn worker() {
+    use ahp_host::store::delegation::{Acting, TaskAttemptState, TaskState};
+    let h = host();
+    let agents = h.host.agents();
+    let id = h.pushed(&snapshot(0, json!({"job": "reverse"})), Tier::Nano, 1_000_000, "worker");
+    assert_eq!(h.activate(&id).outcome, RunOutcome::Returned);
+    let (agent, cv, caller) = conversation_with(&h, &id);
+
+    // A task's attempt wakes the worker; its turn hands the job's result in.
+    let first = task_for(&h, &caller, &agent, "one two  three", "t-1");
+    assert_eq!(task(&h, &caller, &first).state, TaskState::Running);
+    let drive = agents.drive(&agent).unwrap();
+    assert_eq!((drive.consumed, drive.unknown), (1, 0), "{drive:?}");
+    let done = task(&h, &caller, &first);
+    assert_eq!(done.state, TaskState::Succeeded);
+    assert_eq!(done.result.as_deref(), Some("reverse: three two one"));
+    assert_eq!(done.current_attempt.map(|a| a.state), Some(TaskAttemptState::Succeeded));
+
+    // Two attempts that coalesce into one wake are both done in its one turn.
+    let second = task_for(&h, &caller, &agent, "a b", "t-2");
+    let third = task_for(&h, &caller, &agent, "c d", "t-3");
+    let drive = agents.drive(&agent).unwrap();
+    assert_eq!(drive.consumed, 1, "one wake: {drive:?}");
+    assert_eq!(task(&h, &caller, &second).result.as_deref(), Some("reverse: b a"));
+    assert_eq!(task(&h, &caller, &third).result.as_deref(), Some("reverse: d c"));
+
+    // A task cancelled before its turn runs: the turn hands nothing in and succeeds.
+    let cancelled = task_for(&h, &caller, &agent, "too late", "t-4");
+    h.db().cancel_agent_task(&caller, &Acting::Human, &cancelled).unwrap();
+    let drive = agents.drive(&agent).unwrap();
+    assert_eq!((drive.consumed, drive.unknown), (1, 0), "{drive:?}");
+    let after = task(&h, &caller, &cancelled);
+    assert_eq!((after.state, after.result), (TaskState::Cancelled, None));
+
+    // A human who messages it gets the job's result as a reply.
+    let question = post(&h, &caller, &cv, "left right", "m-1");
+    agents.drive(&agent).unwrap();
+    let t = transcript(&h, &caller, &cv);
+    assert_eq!(t.len(), 2);
+    assert_eq!(t[1].body, "reverse: right left");
+    assert_eq!(t[1].reply_to.as_deref(), Some(question.as_str()));
+
+    // A tool state it cannot follow fails the activation, with the reason.
+    let bad = h.pushed(
+        &snapshot(0, json!({"delayMs": 120_001})),
+        Tier::Nano,
+        1_000_000,
+        "worker",
+    );
+    let report = h.activate(&bad);
+    assert!(
+        matches!(&report.outcome, RunOutcome::GuestError(e) if e.contains("delayMs 120001 is over 120000")),
+        "{:?}",
+        report.outcome
+    );
+    let edge = h.pushed(
+        &snapshot(0, json!({"delayMs": 120_000})),
+        Tier::Nano,
+        1_000_000,
+        "worker",
+    );
+    assert_eq!(
+        h.activate(&edge).outcome,
+        RunOutcome::Returned,
+        "the bound itself is allowed"
+    );
+}
+
+#[test]
+fn coordinator() {
+    use ahp_host::store::delegation::{Acting, TaskState};
+    let h = host();
+    let agents = h.host.agents();
+    let mut workers = Vec::new();
+    for job in ["count", "reverse"] {
+        let id = h.pushed(&snapshot(0, json!({"job": job})), Tier::Nano, 1_000_000, "worker");
+        assert_eq!(h.activate(&id).outcome, RunOutcome::Returned);
+        workers.push(h.db().transfer(&id).unwrap().agent_id.unwrap());
+    }
+    let state = json!({"workers": workers, "waitMode": "all"});
+    let id = h.pushed(&snapshot(0, state), Tier::Nano, 1_000_000, "coordinator");
+    assert_eq!(h.activate(&id).outcome, RunOutcome::Returned);
+    let (agent, cv, caller) = conversation_with(&h, &id);
+
+    // The question: one task per worker, one wait, no answer yet.
+    let question = post(&h, &caller, &cv, "ship A-1 first", "q-1");
+    assert_eq!(agents.drive(&agent).unwrap().consumed, 1);
+    let listed = h
+        .db()
+        .list_agent_tasks(&caller, &Acting::Human, &Default::default(), 10)
+        .unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(
+        listed
+            .iter()
+            .all(|t| t.instructions == "ship A-1 first" && t.creator_agent_id.as_deref() == Some(agent.as_str()))
+    );
+    assert_eq!(transcript(&h, &caller, &cv).len(), 1);
+
+    // The first worker's result alone fires nothing (all); the second's fires the wait.
+    agents.drive(&workers[0]).unwrap();
+    assert_eq!(
+        agents.drive(&agent).unwrap(),
+        Default::default(),
+        "a partial all makes no wake"
+    );
+    agents.drive(&workers[1]).unwrap();
+    assert_eq!(agents.drive(&agent).unwrap().consumed, 1);
+    let t = transcript(&h, &caller, &cv);
+    assert_eq!(t.len(), 2);
+    assert_eq!(t[1].reply_to.as_deref(), Some(question.as_str()));
+    assert_eq!(
+        t[1].body,
+        format!(
+            "On \"ship A-1 first\":\n- {} (succeeded): count: 3 words, 10 letters\n- {} (succeeded): reverse: first A-1 ship",
+            workers[0], workers[1]
+        )
+    );
+    assert!(
+        listed
+            .iter()
+            .all(|t| task(&h, &caller, &t.id).state == TaskState::Succeeded)
+    );
+    // Nothing is left to do: no second answer.
+    assert_eq!(agents.drive(&agent).unwrap(), Default::default());
+
+    // A tool state it cannot follow fails the activation: 9 workers, or one twice.
+    let nine: Vec<String> = (0..9).map(|i| format!("agt_{i:026}")).collect();
+    for (workers, why) in [
+        (json!(nine), "9 workers, at most 8"),
+        (json!([workers[0], workers[0]]), "a worker is listed twice"),
+    ] {
+        let bad = h.pushed(
+            &snapshot(0, json!({"workers": workers})),
+            Tier::Nano,
+            1_000_000,
+            "coordinator",
+        );
+        let report = h.activate(&bad);
+        assert!(
+            matches!(&report.outcome, RunOutcome::GuestError(e) if e.contains(why)),
+            "{:?}",
+            report.outcome
+        );
+    }
+
+    // Without workers, a question gets an answer saying so.
+    let lone = h.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, "coordinator");
+    assert_eq!(h.activate(&lone).outcome, RunOutcome::Returned);
+    let (lone_agent, lone_cv, _) = conversation_with(&h, &lone);
+    post(&h, &caller, &lone_cv, "anyone?", "q-2");
+    agents.drive(&lone_agent).unwrap();
+    let t = transcript(&h, &caller, &lone_cv);
+    assert_eq!(t[1].body, "I have no workers to ask (toolState.workers is empty).");
+}
+
+/// Every guest built from `examples/` and `host/tests/guests/` has a test of its own name in this file.
 mod every_guest_is_tested {
     macro_rules! assert_tested {
         ($name:ident, $path:expr) => {

@@ -9,7 +9,7 @@ use ahp_store::TransferStatus;
 use ahp_store::conversation::{ConversationError, DispatchOutcome, DispatchTicket};
 
 use super::recovery::{self, Failure, retry};
-use super::{Agents, Carrier, Drive, MAX_TURNS_PER_OPPORTUNITY};
+use super::{Agents, Carrier, Drive, MAX_TURNS_PER_OPPORTUNITY, TurnFailure};
 use crate::interfaces::TurnCtx;
 use crate::sandbox::RunOutcome;
 use crate::shared_store::StoreLock;
@@ -120,16 +120,22 @@ impl Agents {
             wake: ticket.wake.clone(),
             replies: 0,
         };
-        let outcome = match self.run_dispatched(&c.transfer, ctx, budget) {
+        let (outcome, diagnosis) = match self.run_dispatched(&c.transfer, ctx, budget) {
             Ok(run) => {
                 drive.fuel_consumed += run.fuel_consumed;
-                run.outcome
+                (run.outcome, run.diagnosis)
             }
             Err(e) => {
                 tracing::warn!(%agent, error = %e, "the turn could not run");
-                RunOutcome::Stopped(e.to_string())
+                (RunOutcome::Stopped(e.to_string()), None)
             }
         };
+        if outcome != RunOutcome::Returned {
+            drive.failure = Some(TurnFailure {
+                outcome: outcome.clone(),
+                diagnosis,
+            });
+        }
         if outcome == RunOutcome::Returned
             && self.finish(c, &ticket, DispatchOutcome::Accepted)? == DispatchOutcome::Accepted
         {

@@ -110,6 +110,17 @@ pub struct Drive {
     /// A step failed transiently (see [`recovery`]): the carrier is kept and the agent is
     /// rescheduled with backoff.
     pub retry: bool,
+    /// The last turn that did not return `ok`: how it ended and what its author needs to see.
+    pub failure: Option<TurnFailure>,
+}
+
+/// A turn that did not return `ok` ([`Drive::failure`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnFailure {
+    /// How it ended.
+    pub outcome: crate::sandbox::RunOutcome,
+    /// The trace and the guest's last output (`None` when the turn could not start).
+    pub diagnosis: Option<crate::sandbox::Diagnosis>,
 }
 
 /// The agents this process carries, and its continuation controller. See the

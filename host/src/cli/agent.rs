@@ -1,4 +1,5 @@
-//! `ahp agent list`: every agent in the data directory, read as the operator.
+//! `ahp agent list`: every agent in the data directory, read as the operator (and `ahp agent
+//! new`, which writes a project and needs no data directory: [`agent_new`](super::agent_new)).
 //!
 //! The operator is trusted with the whole database, so this spans every principal; it shows no
 //! principal, digest, key or token, and no description or specialty text (only their counts).
@@ -12,6 +13,9 @@ const MAX_LIST: u16 = 200;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum AgentCommand {
+    /// Write a ready agent project (source, manifest, README, sample snapshot) from the
+    /// templates this binary carries.
+    New(super::agent_new::NewArgs),
     /// List agents by id.
     List {
         /// Start after this agent id (the last one of the previous page).
@@ -26,6 +30,7 @@ pub(crate) enum AgentCommand {
 pub(crate) fn run(dir: &DataDir, command: AgentCommand) -> anyhow::Result<()> {
     let store = dir.open_store()?;
     match command {
+        AgentCommand::New(_) => unreachable!("handled before a data directory is opened"),
         AgentCommand::List { after, limit } => {
             let rows: Vec<Vec<String>> = store
                 .operator_agents(after.as_deref(), limit.into())?

@@ -1,15 +1,19 @@
 //! The command line: argument parsing and dispatch to one file per command group.
 
 mod agent;
+mod agent_new;
 mod component;
 mod conversation;
 mod data_dir;
 mod demo;
+mod goal;
 mod policy;
 mod principal;
 mod reap;
+mod run;
 mod serve;
 mod table;
+mod task;
 mod token;
 mod transfer;
 
@@ -59,6 +63,15 @@ enum Command {
     /// Inspect conversations and their transcripts (as the operator).
     #[command(subcommand)]
     Conversation(conversation::ConversationCommand),
+    /// Inspect agent tasks and their attempts (as the operator).
+    #[command(subcommand)]
+    Task(task::TaskCommand),
+    /// Inspect goals, their plans and their tasks (as the operator).
+    #[command(subcommand)]
+    Goal(goal::GoalCommand),
+    /// Run one agent locally with no server: activate it from a snapshot, then one turn per
+    /// message, on a throwaway data directory.
+    Run(run::RunArgs),
     /// Run both reapers once and print what they changed (for cron).
     Reap(reap::ReapArgs),
     /// Serve the MCP transfer and conversation tools (and run the reapers on an interval).
@@ -69,6 +82,8 @@ enum Command {
 pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Demo(args) => demo::run(cli.data_dir, args),
+        Command::Agent(agent::AgentCommand::New(args)) => agent_new::run(args),
+        Command::Run(args) => run::run(cli.data_dir, args),
         command => {
             let dir = DataDir::resolve(cli.data_dir)?;
             match command {
@@ -79,9 +94,11 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
                 Command::Policy(c) => policy::run(&dir, c),
                 Command::Agent(c) => agent::run(&dir, c),
                 Command::Conversation(c) => conversation::run(&dir, c),
+                Command::Task(c) => task::run(&dir, c),
+                Command::Goal(c) => goal::run(&dir, c),
                 Command::Reap(args) => reap::run(&dir, args),
                 Command::Serve(args) => serve::run(&dir, args),
-                Command::Demo(_) => unreachable!("handled above"),
+                Command::Demo(_) | Command::Run(_) => unreachable!("handled above"),
             }
         }
     }

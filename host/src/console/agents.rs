@@ -1,6 +1,7 @@
 //! The agents page (`/console/agents`): one card per agent of the signed-in key's communication
 //! principal — its Agent Card, its current endpoint, its queued deliveries and whether it is
-//! ready to be woken here — each with a form that starts a conversation with it.
+//! ready to be woken here — each with a form that starts a conversation with it, and a link to
+//! the agent's own page ([`delegation`](super::delegation): its tasks, waits and goals).
 //!
 //! An agent is *ready* when it has a current, live endpoint and this process holds that
 //! endpoint's wake carrier at its controller generation ([`Carriers::holds`]): only then does a
@@ -167,7 +168,7 @@ fn agent_card(csrf: &str, card: &AgentCardView, form: bool, now: Timestamp) -> M
     html! {
         article.agent id=(a.id) data-ready=(card.ready) {
             header {
-                h2 { (a.card.display_name) }
+                h2 { a href=(format!("/console/agents/{}", a.id)) { (a.card.display_name) } }
                 span.handle { "@" (a.card.handle) }
                 @if card.ready {
                     span.badge.ready { "ready — this host holds its carrier" }

@@ -23,13 +23,14 @@
 //!
 //! Pages are rendered on the server ([`pages`]); parts that change (a transfer's status,
 //! budget chart and event log; the transfers and conversations tables; a conversation's
-//! transcript) are *live regions* that `console.js` polls every [`pages::LIVE_POLL_MS`] and
+//! transcript; an agent's tasks, waits and goals, [`delegation`]) are *live regions* that `console.js` polls every [`pages::LIVE_POLL_MS`] and
 //! swaps in when their version changed. Templates and assets are compiled into the binary.
 
 pub mod agents;
 pub mod chart;
 mod communication;
 pub mod conversations;
+pub mod delegation;
 pub mod pages;
 pub mod session;
 
@@ -118,6 +119,8 @@ pub fn router(store: Arc<Mutex<Store>>, local: SocketAddr, carriers: Arc<dyn Car
         .route("/console/transfers/{id}", get(transfer))
         .route("/console/transfers/{id}/live", get(transfer_live))
         .route("/console/agents", get(agents::agents))
+        .route("/console/agents/{id}", get(delegation::agent))
+        .route("/console/agents/{id}/live", get(delegation::agent_live))
         .route("/console/agents/{id}/conversations", post(agents::start_conversation))
         .route("/console/conversations", get(conversations::conversations))
         .route("/console/conversations/live", get(conversations::conversations_live))

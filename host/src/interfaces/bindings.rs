@@ -10,14 +10,14 @@
 
 #![allow(missing_docs, unreachable_pub, clippy::all)]
 
-/// `ahp:agent@0.3.0`: activation, conversation turns, the model gateway and MCP tools.
+/// `ahp:agent@0.3.0`: activation, conversation turns, the model gateway, MCP tools and
+/// delegation.
 pub mod v0_3 {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "ahp:agent/agent",
         exports: { default: async },
         imports: {
-            "ahp:agent/model.complete": async,
             "ahp:agent/tools.list": async,
             "ahp:agent/tools.call": async,
         },

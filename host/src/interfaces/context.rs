@@ -71,6 +71,13 @@ pub struct TurnCalls {
     pub completions: u32,
     /// `model.estimate` calls.
     pub estimates: u32,
+    /// `delegation` calls (reads and writes).
+    pub delegation: u32,
+    /// `delegation` writes.
+    pub delegation_writes: u32,
+    /// `delegation` keyed writes so far, per function (create-task, register-wait,
+    /// create-goal, checkpoint-goal): the next call's idempotency index.
+    pub delegation_keys: [u32; 4],
 }
 
 /// The conversation turn a sandbox is running: set by the controller for `turn`, absent for

@@ -138,8 +138,6 @@ fn message(m: TranscriptMessage) -> Message {
     }
 }
 
-/// The interface's error for a store refusal. Existence-hiding carries through: whatever the
-/// store does not show this agent is `not-found`.
 /// The WIT form of the wake's first cause.
 fn origin(o: &ahp_store::conversation::WakeOrigin) -> WakeOrigin {
     use ahp_store::conversation::WakeOrigin as W;
@@ -151,6 +149,8 @@ fn origin(o: &ahp_store::conversation::WakeOrigin) -> WakeOrigin {
     }
 }
 
+/// The interface's error for a store refusal. Existence-hiding carries through: whatever the
+/// store does not show this agent is `not-found`.
 fn refusal(e: StoreError) -> Error {
     match e {
         StoreError::InvalidInput { field, reason } => Error::Invalid(format!("{field}: {reason}")),

@@ -20,6 +20,7 @@ pub mod checkpoint;
 pub mod context;
 pub mod conversations;
 pub mod credentials;
+pub mod delegation;
 mod frozen;
 pub mod metering;
 pub mod model;
@@ -45,6 +46,7 @@ pub const AHP_INTERFACES: &[&str] = &[
     "ahp:agent/conversations",
     "ahp:agent/model",
     "ahp:agent/tools",
+    "ahp:agent/delegation",
 ];
 
 /// Whether the host links the interface a component imports as `name` (e.g.
@@ -94,6 +96,7 @@ where
     new::conversations::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     model::add_to_linker(linker)?;
     new::tools::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
+    new::delegation::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     v2::snapshot::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     v2::credentials::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     v2::checkpoint::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;

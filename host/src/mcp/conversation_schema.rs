@@ -704,7 +704,8 @@ pub struct BootstrapResult {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ToolErrorContent {
     /// Stable, machine-readable: `not_found`, `conflict`, `stale_endpoint`, `closed`,
-    /// `invalid`, `limit`, `invalid_state`, `consume_refused`, `not_wake_capable`,
+    /// `invalid`, `limit`, `invalid_state`, `consume_refused`, `not_wake_capable`, `host_held`,
+    /// `fenced`, `assignee_unavailable`, `not_permitted`, `source_refused`,
     /// `insufficient_scope` or `internal`.
     pub kind: &'static str,
     /// What went wrong, for a person.

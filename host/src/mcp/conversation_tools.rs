@@ -55,7 +55,7 @@ pub const READ_TOOLS: [&str; 4] = [
 /// The scope a `tools/call` of `tool` on `/mcp/conversations` needs. An unknown name needs
 /// `communication:manage` (rmcp then refuses the call).
 pub fn required_scope(tool: &str) -> ApiScope {
-    if READ_TOOLS.contains(&tool) {
+    if READ_TOOLS.contains(&tool) || super::delegation_tools::READ_TOOLS.contains(&tool) {
         ApiScope::CommunicationRead
     } else {
         ApiScope::CommunicationManage
@@ -67,14 +67,14 @@ pub fn required_scope(tool: &str) -> ApiScope {
 pub struct ToolError(ToolErrorContent);
 
 impl ToolError {
-    fn new(kind: &'static str, message: impl Into<String>) -> Self {
+    pub(super) fn new(kind: &'static str, message: impl Into<String>) -> Self {
         Self(ToolErrorContent {
             kind,
             message: message.into(),
         })
     }
 
-    fn invalid(message: impl Into<String>) -> Self {
+    pub(super) fn invalid(message: impl Into<String>) -> Self {
         Self::new("invalid", message)
     }
 }
@@ -91,9 +91,16 @@ impl From<ConversationError> for ToolError {
             E::MessageNotFound(_) => not_found("message"),
             E::WakeNotFound(_) => not_found("wake"),
             E::AttemptNotFound(_) => not_found("wake attempt"),
+            E::TaskNotFound(_) => not_found("agent task"),
+            E::TaskAttemptNotFound(_) => not_found("task attempt"),
+            E::WaitNotFound(_) => not_found("agent wait"),
+            E::GoalNotFound(_) => not_found("goal"),
+            E::AttentionEventNotFound(_) => not_found("attention event"),
             E::InvalidInput { .. } => Self::new("invalid", e.to_string()),
             E::MissingScope(_) => Self::new("insufficient_scope", e.to_string()),
-            E::RevisionConflict { .. } | E::IdempotencyConflict { .. } => Self::new("conflict", e.to_string()),
+            E::RevisionConflict { .. } | E::IdempotencyConflict { .. } | E::GoalRevisionConflict { .. } => {
+                Self::new("conflict", e.to_string())
+            }
             E::EndpointNotCurrent { .. } | E::StaleGeneration { .. } | E::EndpointExpired { .. } => {
                 Self::new("stale_endpoint", e.to_string())
             }
@@ -103,9 +110,18 @@ impl From<ConversationError> for ToolError {
             E::HostHeldEndpoint(_) | E::TransferBoundAgent(_) => Self::new("host_held", e.to_string()),
             E::ConversationClosed(_) => Self::new("closed", e.to_string()),
             E::LimitReached { .. } => Self::new("limit", e.to_string()),
-            E::InvalidWakeState { .. } | E::InvalidAttemptState { .. } | E::ClaimExpired(_) => {
-                Self::new("invalid_state", e.to_string())
-            }
+            E::InvalidWakeState { .. }
+            | E::InvalidAttemptState { .. }
+            | E::ClaimExpired(_)
+            | E::InvalidTaskState { .. }
+            | E::InvalidTaskAttemptState { .. }
+            | E::InvalidGoalState { .. } => Self::new("invalid_state", e.to_string()),
+            // The caller sees the resource (visibility is checked first): the fence, the role
+            // and the refused source name only what it already reads.
+            E::TaskAttemptFenced { .. } => Self::new("fenced", e.to_string()),
+            E::AssigneeUnavailable(_) => Self::new("assignee_unavailable", e.to_string()),
+            E::NotPermitted { .. } => Self::new("not_permitted", e.to_string()),
+            E::WaitSourceRefused { .. } => Self::new("source_refused", e.to_string()),
             E::ConsumeRefused { .. } => Self::new("consume_refused", e.to_string()),
             other => {
                 tracing::error!("conversation store failure: {other}");
@@ -148,7 +164,7 @@ impl ConversationTools {
             store,
             operator_fallback,
             carriers: Arc::new(NoCarriers),
-            tool_router: Self::tool_router(),
+            tool_router: Self::tool_router() + Self::delegation_router(),
         }
     }
 
@@ -168,6 +184,11 @@ impl ConversationTools {
         }
     }
 
+    /// The wake carriers this process holds (whom a call that woke agents schedules).
+    pub(super) fn carriers(&self) -> Arc<dyn Carriers> {
+        self.carriers.clone()
+    }
+
     /// Whether this process holds the wake carrier of `endpoint` at `generation`.
     fn carrier_held(&self, endpoint: &str, generation: u64) -> bool {
         self.carriers.holds(endpoint, generation)
@@ -175,7 +196,7 @@ impl ConversationTools {
 
     /// Runs `f` with the caller on the store, on a blocking thread (every write is an fsynced
     /// commit; reads are short and share the one connection).
-    async fn run<T: Send + 'static>(
+    pub(super) async fn run<T: Send + 'static>(
         &self,
         ext: &Extensions,
         f: impl FnOnce(&mut Store, &Caller) -> Result<T, ToolError> + Send + 'static,
@@ -188,7 +209,7 @@ impl ConversationTools {
     }
 }
 
-fn actor(a: &ActingArgs) -> AgentActor {
+pub(super) fn actor(a: &ActingArgs) -> AgentActor {
     AgentActor {
         agent: a.agent_id.clone(),
         endpoint: a.endpoint_id.clone(),
@@ -197,7 +218,11 @@ fn actor(a: &ActingArgs) -> AgentActor {
 }
 
 /// The optional agent identity of `post_message` and `read_conversation`: all three or none.
-fn acting(agent: Option<String>, endpoint: Option<String>, generation: Option<u64>) -> Result<Acting, ToolError> {
+pub(super) fn acting(
+    agent: Option<String>,
+    endpoint: Option<String>,
+    generation: Option<u64>,
+) -> Result<Acting, ToolError> {
     match (agent, endpoint, generation) {
         (None, None, None) => Ok(Acting::Human),
         (Some(agent), Some(endpoint), Some(generation)) => Ok(Acting::Agent(AgentActor {
@@ -212,14 +237,14 @@ fn acting(agent: Option<String>, endpoint: Option<String>, generation: Option<u6
 }
 
 /// Renews the acting endpoint's lease, if an agent is acting.
-fn renew(s: &mut Store, caller: &Caller, acting: &Acting) -> Result<(), ToolError> {
+pub(super) fn renew(s: &mut Store, caller: &Caller, acting: &Acting) -> Result<(), ToolError> {
     if let Acting::Agent(a) = acting {
         s.touch_endpoint(caller, a)?;
     }
     Ok(())
 }
 
-fn page(limit: Option<usize>) -> usize {
+pub(super) fn page(limit: Option<usize>) -> usize {
     limit.unwrap_or(DEFAULT_PAGE)
 }
 
@@ -662,7 +687,10 @@ impl ServerHandler for ConversationTools {
                 "Durable conversations between people and agents: create_agent_identity → attach_agent_endpoint → \
                  create_conversation → post_message; an agent reads list_agent_inbox and read_conversation through \
                  its exact endpointId and controllerGeneration, replies with post_message, consumes deliveries and \
-                 wakes exactly. Every mutation that creates something takes an idempotencyKey.",
+                 wakes exactly. To delegate: create_agent_task for another agent of the same owner, \
+                 register_agent_wait over those tasks (all or any) and end the turn; the assignee finishes with \
+                 complete_agent_task_attempt and the wait wakes you once. Goals (create_goal, checkpoint_goal) \
+                 hold a plan across turns. Every mutation that creates something takes an idempotencyKey.",
             )
     }
 }
@@ -680,7 +708,7 @@ mod tests {
             .into_iter()
             .map(|t| t.name.to_string())
             .collect();
-        assert_eq!(names.len(), 14, "{names:?}");
+        assert_eq!(names.len(), 26, "{names:?}");
         let schemaless: Vec<_> = tools
             .tool_router
             .list_all()
@@ -689,11 +717,16 @@ mod tests {
             .map(|t| t.name)
             .collect();
         assert!(schemaless.is_empty(), "no outputSchema: {schemaless:?}");
-        for r in READ_TOOLS {
+        for r in READ_TOOLS.into_iter().chain(super::super::delegation_tools::READ_TOOLS) {
             assert!(names.iter().any(|n| n == r), "{r} is not a tool");
             assert_eq!(required_scope(r), ApiScope::CommunicationRead);
         }
         assert_eq!(required_scope("post_message"), ApiScope::CommunicationManage);
+        assert_eq!(required_scope("create_agent_task"), ApiScope::CommunicationManage);
+        assert_eq!(
+            required_scope("complete_agent_task_attempt"),
+            ApiScope::CommunicationManage
+        );
         assert_eq!(required_scope("no_such_tool"), ApiScope::CommunicationManage);
     }
 }

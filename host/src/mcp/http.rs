@@ -427,6 +427,8 @@ mod route_tests {
             "report_usage",
             "read_conversation",
             "post_message",
+            "get_agent_task",
+            "complete_agent_task_attempt",
         ];
         for path in SPELLINGS {
             let served = match path {

@@ -2,13 +2,16 @@
 //! conversation tools (`/mcp/conversations`, `serve --stdio --surface conversations`), over
 //! stdio and Streamable HTTP.
 //!
-//! Each tool set is a module of its own ([`transfer_tools`], [`conversation_tools`]: its tools,
+//! Each tool set is a module of its own ([`transfer_tools`], [`conversation_tools`] with the
+//! delegation tools it also serves, [`delegation_tools`]: its tools,
 //! their arguments and the scope each needs), built the same way and served by the same
 //! [`http`] router and [`serve_stdio`]; who a call acts as is decided below both, by
 //! [`identity`].
 
 pub mod conversation_schema;
 pub mod conversation_tools;
+pub mod delegation_schema;
+pub mod delegation_tools;
 pub mod http;
 pub mod identity;
 pub mod listener;

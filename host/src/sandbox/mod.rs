@@ -64,7 +64,9 @@ use self::engine::{EngineConfig, EpochTicker, build_engine};
 pub use self::limits::{Ceiling, CeilingCap, Ceilings};
 use self::live::Live;
 pub use self::meter::{COMPUTE_KIND, FUEL_FLUSH_INTERVAL, METER_QUANTUM_FUEL};
-pub use self::run::{Call, Run, RunOutcome, RunReport, Sandbox};
+pub use self::run::{
+    Call, DIAGNOSIS_LOG_BYTES, Diagnosis, MAX_DIAGNOSIS_TRACE_BYTES, Run, RunOutcome, RunReport, Sandbox,
+};
 pub use self::state::MAX_GUEST_LOG_BYTES;
 use crate::carrier::Carriers;
 pub use crate::interfaces::context::{

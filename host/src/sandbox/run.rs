@@ -58,6 +58,27 @@ pub struct Run {
     pub compute_micro_usd: u64,
     /// Time the run spent in the database.
     pub store_time: std::time::Duration,
+    /// What an author needs to see of a run that did not return `ok`; `None` when it did.
+    pub diagnosis: Option<Diagnosis>,
+}
+
+/// Longest tail of the guest's output a [`Diagnosis`] keeps, in bytes.
+pub const DIAGNOSIS_LOG_BYTES: usize = 4096;
+
+/// Longest trace a [`Diagnosis`] keeps, in bytes: the error chain and the innermost frames of
+/// a wasm backtrace, which is what an author reads.
+pub const MAX_DIAGNOSIS_TRACE_BYTES: usize = 16 * 1024;
+
+/// A failed run as its author needs it (`ahp run` prints it): the whole error wasmtime
+/// reported, and the last of what the guest wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnosis {
+    /// The whole error chain wasmtime reported, its wasm backtrace included (function names
+    /// where the component kept its name section); `None` for a guest's own `err` and for a
+    /// refusal before the guest ran.
+    pub trace: Option<String>,
+    /// The last [`DIAGNOSIS_LOG_BYTES`] the guest wrote to stdout and stderr, from a line start.
+    pub guest_log_tail: String,
 }
 
 impl Run {
@@ -69,6 +90,7 @@ impl Run {
             fuel_consumed: self.fuel_consumed,
             compute_micro_usd: self.compute_micro_usd,
             store_time: self.store_time,
+            diagnosis: self.diagnosis,
         }
     }
 }
@@ -88,6 +110,8 @@ pub struct RunReport {
     /// Time the run spent in the database (its reads and commits, lock waits included):
     /// the rest of a run's time is the sandbox's own.
     pub store_time: std::time::Duration,
+    /// What an author needs to see of a run that did not return `ok` ([`Run::diagnosis`]).
+    pub diagnosis: Option<Diagnosis>,
 }
 
 /// One transfer's sandbox: its wasmtime Store, and its instance once the first run made it.
@@ -193,15 +217,20 @@ impl Sandboxes {
     /// transfer's lifecycle: what the outcome means for it is the caller's (`activation`,
     /// `agents`).
     pub fn run(&self, sandbox: &mut Sandbox, call: Call) -> Run {
-        let (outcome, fuel) = run(sandbox, call);
+        let (outcome, fuel, trace) = run(sandbox, call);
         self.audit_ceiling(sandbox, &outcome);
         sandbox.store.data_mut().agent.turn = None;
+        let diagnosis = (outcome != RunOutcome::Returned).then(|| Diagnosis {
+            trace,
+            guest_log_tail: log_tail(&sandbox.store.data().log.contents(), DIAGNOSIS_LOG_BYTES),
+        });
         let st = sandbox.store.data();
         Run {
             outcome,
             fuel_consumed: fuel,
             compute_micro_usd: st.meter.charged_micro_usd,
             store_time: st.agent.store_time.get(),
+            diagnosis,
         }
     }
 
@@ -215,8 +244,25 @@ impl Sandboxes {
     #[doc(hidden)]
     pub fn trial_resume(&self, transfer: &Transfer) -> Result<(RunOutcome, std::time::Duration), Error> {
         let mut sandbox = self.prepare(transfer)?;
-        let outcome = run(&mut sandbox, Call::Resume).0;
+        let (outcome, _, _) = run(&mut sandbox, Call::Resume);
         Ok((outcome, sandbox.store.data().agent.store_time.get()))
+    }
+}
+
+/// The last `max` bytes of `log`, starting at a line (or, for one longer line, a character).
+fn log_tail(log: &[u8], max: usize) -> String {
+    let text = String::from_utf8_lossy(log);
+    if text.len() <= max {
+        return text.into_owned();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let tail = &text[start..];
+    match tail.find('\n') {
+        Some(nl) if nl + 1 < tail.len() => tail[nl + 1..].to_owned(),
+        _ => tail.to_owned(),
     }
 }
 
@@ -231,7 +277,7 @@ impl Sandboxes {
 /// in a host call (`wasi:io/poll`, what `std::thread::sleep` becomes, a stream, an HTTP
 /// response), the call's future is pending and `timeout_at` drops it, which unwinds the guest
 /// off its fiber and cancels the wait. Either way no host thread stays behind with the guest.
-fn run(sandbox: &mut Sandbox, call: Call) -> (RunOutcome, u64) {
+fn run(sandbox: &mut Sandbox, call: Call) -> (RunOutcome, u64, Option<String>) {
     let store = &mut sandbox.store;
     let turn = match call {
         Call::Resume => None,
@@ -243,14 +289,14 @@ fn run(sandbox: &mut Sandbox, call: Call) -> (RunOutcome, u64) {
         && let Some(ceiling) = sandbox.counts.breach(&store.data().ceilings)
     {
         store.data_mut().limiter.breach = Some(ceiling);
-        return (RunOutcome::CeilingExceeded(ceiling), 0);
+        return (RunOutcome::CeilingExceeded(ceiling), 0, None);
     }
     let fuel = match meter::start_turn(&mut store.as_context_mut()) {
         Ok(f) => f,
-        Err(e) => return (RunOutcome::Trapped(format!("{e:#}")), 0),
+        Err(e) => return (RunOutcome::Trapped(format!("{e:#}")), 0, Some(format!("{e:?}"))),
     };
     if fuel == 0 {
-        return (RunOutcome::BudgetExhausted, 0);
+        return (RunOutcome::BudgetExhausted, 0, None);
     }
     store.set_epoch_deadline(1);
     let deadline = store.data().turn_started + store.data().ceilings.wall_clock_per_turn;
@@ -271,6 +317,12 @@ fn run(sandbox: &mut Sandbox, call: Call) -> (RunOutcome, u64) {
         tracing::error!(error = %e, "settling the meter failed");
     }
     let st = store.data();
+    // A trap's backtrace has a frame per wasm call (a deep recursion: thousands): kept to a
+    // bound, like the guest's own error message.
+    let trace = result
+        .as_ref()
+        .err()
+        .map(|e| truncate(&format!("{e:?}"), MAX_DIAGNOSIS_TRACE_BYTES));
     let outcome = match result {
         Ok(Ok(())) => RunOutcome::Returned,
         Ok(Err(message)) => RunOutcome::GuestError(truncate(&message, MAX_GUEST_MESSAGE_BYTES)),
@@ -299,7 +351,7 @@ fn run(sandbox: &mut Sandbox, call: Call) -> (RunOutcome, u64) {
             }
         }
     };
-    (outcome, st.meter.turn_consumed)
+    (outcome, st.meter.turn_consumed, trace)
 }
 
 /// Instantiates the sandbox's component if this is its first run, and calls `resume` (or
@@ -333,5 +385,21 @@ fn count_ceiling(e: &wasmtime::Error) -> Option<Ceiling> {
         Some(Ceiling::Memories)
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_tail;
+
+    #[test]
+    fn the_log_tail_keeps_whole_last_lines_within_its_bound() {
+        assert_eq!(log_tail(b"one\ntwo\n", 64), "one\ntwo\n");
+        let log = format!("{}\nlast line\n", "x".repeat(100));
+        assert_eq!(log_tail(log.as_bytes(), 20), "last line\n");
+        // One line longer than the bound: its end, cut at a character.
+        let long = "é".repeat(50);
+        let tail = log_tail(long.as_bytes(), 11);
+        assert!(tail.len() <= 11 && tail.chars().all(|c| c == 'é'), "{tail:?}");
     }
 }

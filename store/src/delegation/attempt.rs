@@ -150,10 +150,10 @@ pub struct TaskAttempt {
     pub finished_at: Option<Timestamp>,
 }
 
-const ATTEMPT_COLUMNS: &str =
+pub(crate) const ATTEMPT_COLUMNS: &str =
     "id, task_id, number, assignee_agent_id, endpoint_id, generation, wake_id, state, result, started_at, finished_at";
 
-fn from_row(r: &Row<'_>) -> Result<TaskAttempt> {
+pub(crate) fn from_row(r: &Row<'_>) -> Result<TaskAttempt> {
     let id: String = r.get(0)?;
     let state: String = r.get(7)?;
     let state = state

@@ -7,7 +7,7 @@
 
 mod wit {
     wit_bindgen::generate!({
-        path: "../../wit/v0.1.0",
+        path: "../../../../wit/v0.1.0",
         world: "ahp:agent/agent",
     });
 }

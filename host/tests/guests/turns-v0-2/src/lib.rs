@@ -5,7 +5,7 @@
 
 mod wit {
     wit_bindgen::generate!({
-        path: "../../wit/v0.2.0",
+        path: "../../../../wit/v0.2.0",
         world: "ahp:agent/agent",
     });
 }

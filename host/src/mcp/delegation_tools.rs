@@ -1,0 +1,358 @@
+//! The delegation tools — agent tasks, their attempts, waits and goals — served beside the
+//! conversation tools on `/mcp/conversations` (and `serve --stdio --surface conversations`) by
+//! the same [`ConversationTools`] server.
+//!
+//! Everything about the caller is the conversation tools': its principal
+//! ([`identity`](super::identity)), the `communication:read` scope for [`READ_TOOLS`] and
+//! `communication:manage` for the rest ([`required_scope`](super::conversation_tools::required_scope)),
+//! refusals as a [`ToolError`] with a stable `kind` (a not-found never echoes the id, so another
+//! owner's task and a random id read the same), and every store call on a blocking thread.
+//!
+//! **Acting.** The human owner or one of its agents through its exact endpoint
+//! ([`MaybeActingArgs`]); finishing an attempt and registering a wait are the agent's own
+//! ([`ActingArgs`]). An agent-acting call renews its endpoint's lease. The calls with an
+//! idempotency key renew it only after a call that was not a replay, so that an exact retry
+//! still recovers the original after the endpoint was replaced (the store checks the key before
+//! it admits the endpoint).
+//!
+//! **Whom a call wakes.** The store records every wake in the call's transaction; after a task
+//! write that changed state this process schedules the task's parties
+//! ([`schedule_around`]: assignee, creator, goal controller), and after a wait that fired at
+//! registration its agent, so their turns start now; any other wake is claimed at the next
+//! reaper tick.
+
+use ahp_store::Store;
+use ahp_store::conversation::{Acting, Caller};
+use ahp_store::delegation::{GoalCheckpoint, NewGoal, NewTask, NewWait, TaskCompletion, TaskQuery, WaitState};
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::Extensions;
+use rmcp::{Json, tool, tool_router};
+
+use super::conversation_tools::{ConversationTools, ToolError, acting, actor, page, renew};
+use super::delegation_schema::*;
+use crate::delegating::schedule_around;
+
+/// The delegation tools that only read (and so need `communication:read`).
+pub const READ_TOOLS: [&str; 4] = ["list_agent_tasks", "get_agent_task", "read_agent_wait", "get_goal"];
+
+/// The [`Acting`] of optional agent arguments (all three or none).
+fn who(a: MaybeActingArgs) -> Result<Acting, ToolError> {
+    acting(a.agent_id, a.endpoint_id, a.controller_generation)
+}
+
+/// Renews the lease of the acting agent after a keyed mutation that was not a replay.
+fn renew_unless_replayed(s: &mut Store, c: &Caller, who: &Acting, replayed: bool) -> Result<(), ToolError> {
+    if replayed { Ok(()) } else { renew(s, c, who) }
+}
+
+#[tool_router(router = delegation_router, vis = "pub(super)")]
+impl ConversationTools {
+    /// Create an Agent Task (`tsk_…`) for an agent of the caller, as the owner or as one of its
+    /// agents (the creator). With `start` (default) its first attempt starts at once and the
+    /// assignee gets an `agent_task_attempt` wake. At most 64 unfinished tasks per assignee.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn create_agent_task(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<CreateTaskArgs>,
+    ) -> Result<Json<TaskResult>, ToolError> {
+        let carriers = self.carriers();
+        self.run(&ext, move |s, c| {
+            let who = who(a.acting)?;
+            let new = NewTask {
+                assignee: a.assignee_agent_id,
+                title: a.title,
+                instructions: a.instructions,
+                goal: a.goal_id,
+                start: a.start.unwrap_or(true),
+            };
+            let m = s.create_agent_task(c, &who, &new, &a.idempotency_key)?;
+            renew_unless_replayed(s, c, &who, m.replayed)?;
+            if m.state_changed {
+                schedule_around(s, carriers.as_ref(), &m.value);
+            }
+            Ok(Json(TaskResult::new(&m.value, m.replayed, m.state_changed)))
+        })
+        .await
+    }
+
+    /// The tasks the acting party can see, filtered and paged by id: the owner sees all of its
+    /// tasks; an agent those it created, is assigned, or whose goal it controls.
+    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    async fn list_agent_tasks(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<ListTasksArgs>,
+    ) -> Result<Json<TaskListResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let who = who(a.acting)?;
+            renew(s, c, &who)?;
+            let limit = page(a.limit);
+            let query = TaskQuery {
+                assignee: a.assignee_agent_id,
+                creator: a.creator_agent_id,
+                state: a.state.map(Into::into),
+                goal: a.goal_id,
+                after: a.after,
+            };
+            let list = s.list_agent_tasks(c, &who, &query, limit)?;
+            let next_after = (list.len() == limit)
+                .then(|| list.last().map(|t| t.id.clone()))
+                .flatten();
+            Ok(Json(TaskListResult {
+                tasks: list.iter().map(Into::into).collect(),
+                next_after,
+            }))
+        })
+        .await
+    }
+
+    /// One task with every attempt (provenance: each attempt's endpoint, generation and wake).
+    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    async fn get_agent_task(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<TaskArgs>,
+    ) -> Result<Json<GetTaskResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let who = who(a.acting)?;
+            renew(s, c, &who)?;
+            let task = s.get_agent_task(c, &who, &a.task_id)?;
+            let attempts = s.task_attempts(c, &who, &a.task_id)?;
+            Ok(Json(GetTaskResult {
+                task_id: task.id.clone(),
+                task: (&task).into(),
+                attempts: attempts.iter().map(Into::into).collect(),
+            }))
+        })
+        .await
+    }
+
+    /// Cancel a task, as the owner, its creator or its goal's controller (its assignee finishes
+    /// the attempt as failed instead). Desired-state idempotent; the cancellation is the task's
+    /// terminal fact for every wait over it.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn cancel_agent_task(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<TaskArgs>,
+    ) -> Result<Json<TaskResult>, ToolError> {
+        let carriers = self.carriers();
+        self.run(&ext, move |s, c| {
+            let who = who(a.acting)?;
+            renew(s, c, &who)?;
+            let m = s.cancel_agent_task(c, &who, &a.task_id)?;
+            if m.state_changed {
+                schedule_around(s, carriers.as_ref(), &m.value);
+            }
+            Ok(Json(TaskResult::new(&m.value, m.replayed, m.state_changed)))
+        })
+        .await
+    }
+
+    /// Finish a task attempt as its assignee, through the exact endpoint and generation it is
+    /// fenced to (`fenced` otherwise): the task becomes `succeeded` or `failed` with the result,
+    /// every wait over it sees the terminal fact, and its goal's controller gets attention. An
+    /// exact retry is `replayed`.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn complete_agent_task_attempt(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<CompleteAttemptArgs>,
+    ) -> Result<Json<TaskResult>, ToolError> {
+        let carriers = self.carriers();
+        self.run(&ext, move |s, c| {
+            let agent = actor(&a.acting);
+            let done = TaskCompletion {
+                attempt: a.attempt_id,
+                outcome: a.outcome.into(),
+                result: a.result,
+            };
+            let m = s.complete_task_attempt(c, &agent, &done)?;
+            renew_unless_replayed(s, c, &Acting::Agent(agent), m.replayed)?;
+            if m.state_changed {
+                schedule_around(s, carriers.as_ref(), &m.value);
+            }
+            Ok(Json(TaskResult::new(&m.value, m.replayed, m.state_changed)))
+        })
+        .await
+    }
+
+    /// Register a one-shot wait for the acting agent over 1 to 8 tasks, `all` or `any`: exactly
+    /// one wake when the condition holds (at once, if it already does). At most 32 waiting per
+    /// agent.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn register_agent_wait(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<RegisterWaitArgs>,
+    ) -> Result<Json<WaitResult>, ToolError> {
+        let carriers = self.carriers();
+        self.run(&ext, move |s, c| {
+            let agent = actor(&a.acting);
+            let new = NewWait {
+                sources: a.sources,
+                mode: a.mode.into(),
+                goal: a.goal_id,
+            };
+            let m = s.register_agent_wait(c, &agent, &new, &a.idempotency_key)?;
+            renew_unless_replayed(s, c, &Acting::Agent(agent), m.replayed)?;
+            if m.state_changed && m.value.state == WaitState::Triggered {
+                carriers.schedule_woken(std::slice::from_ref(&m.value.agent_id));
+            }
+            Ok(Json(WaitResult::new(&m.value, m.replayed, m.state_changed)))
+        })
+        .await
+    }
+
+    /// A wait with each source's current task state, as the owner or the agent it wakes.
+    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    async fn read_agent_wait(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<WaitArgs>,
+    ) -> Result<Json<WaitResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let who = who(a.acting)?;
+            renew(s, c, &who)?;
+            let w = s.read_agent_wait(c, &who, &a.wait_id)?;
+            Ok(Json(WaitResult::new(&w, false, false)))
+        })
+        .await
+    }
+
+    /// Cancel a wait that has not fired (desired-state idempotent); a triggered wait is returned
+    /// unchanged. Only future terminal facts are affected.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn cancel_agent_wait(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<WaitArgs>,
+    ) -> Result<Json<WaitResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let who = who(a.acting)?;
+            renew(s, c, &who)?;
+            let m = s.cancel_agent_wait(c, &who, &a.wait_id)?;
+            Ok(Json(WaitResult::new(&m.value, m.replayed, m.state_changed)))
+        })
+        .await
+    }
+
+    /// Create a Goal (`goal_…`): a completion intent fixed for its life, a plan of at most 32
+    /// steps, and optionally a controller agent whom its tasks' terminal results wake.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn create_goal(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<CreateGoalArgs>,
+    ) -> Result<Json<GoalResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let who = who(a.acting)?;
+            let new = NewGoal {
+                title: a.title,
+                completion_intent: a.completion_intent,
+                plan: a.plan.into_iter().map(Into::into).collect(),
+                controller: a.controller_agent_id,
+            };
+            let m = s.create_goal(c, &who, &new, &a.idempotency_key)?;
+            renew_unless_replayed(s, c, &who, m.replayed)?;
+            Ok(Json(GoalResult::new(&m.value, m.replayed, m.state_changed)))
+        })
+        .await
+    }
+
+    /// A goal: intent, plan, note, revision and state.
+    #[tool(annotations(read_only_hint = true, open_world_hint = false))]
+    async fn get_goal(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<GoalArgs>,
+    ) -> Result<Json<GoalResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let who = who(a.acting)?;
+            renew(s, c, &who)?;
+            let g = s.get_goal(c, &who, &a.goal_id)?;
+            Ok(Json(GoalResult::new(&g, false, false)))
+        })
+        .await
+    }
+
+    /// Checkpoint a goal: the plan and note replace its own if `expectedRevision` is still
+    /// current (`conflict` otherwise: re-read and retry); the revision goes up by one.
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn checkpoint_goal(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<CheckpointGoalArgs>,
+    ) -> Result<Json<GoalResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let who = who(a.acting)?;
+            let checkpoint = GoalCheckpoint {
+                goal: a.goal_id,
+                expected_revision: a.expected_revision,
+                plan: a.plan.into_iter().map(Into::into).collect(),
+                note: a.note,
+            };
+            let m = s.checkpoint_goal(c, &who, &checkpoint, &a.idempotency_key)?;
+            renew_unless_replayed(s, c, &who, m.replayed)?;
+            Ok(Json(GoalResult::new(&m.value, m.replayed, m.state_changed)))
+        })
+        .await
+    }
+
+    /// Complete a goal (desired-state idempotent; an abandoned goal is `invalid_state`).
+    #[tool(annotations(
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn complete_goal(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<GoalArgs>,
+    ) -> Result<Json<GoalResult>, ToolError> {
+        self.run(&ext, move |s, c| {
+            let who = who(a.acting)?;
+            renew(s, c, &who)?;
+            let m = s.complete_goal(c, &who, &a.goal_id)?;
+            Ok(Json(GoalResult::new(&m.value, m.replayed, m.state_changed)))
+        })
+        .await
+    }
+}

@@ -1,0 +1,226 @@
+//! An agent author's way in: `ahp agent new` writes a project that builds with the documented
+//! command, and `ahp run` runs a component locally against a snapshot, turn by turn.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// `ahp ARGS` with no data directory configured (`ahp run` makes a throwaway one).
+fn ahp(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ahp"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("AHP_TRANSFER_TOKEN_SECRET")
+        .env_remove("AHP_DATA_DIR")
+        .output()
+        .expect("run ahp")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// A snapshot file the store accepts, in `dir`.
+fn snapshot(dir: &Path) -> PathBuf {
+    let path = dir.join("snapshot.json");
+    let snapshot = serde_json::json!({
+        "sourceHost": "laptop-7",
+        "systemPrompt": "You echo.",
+        "messageHistory": [{ "role": "user", "content": "hi" }],
+        "toolState": {},
+        "mcpConfig": []
+    });
+    std::fs::write(&path, snapshot.to_string()).unwrap();
+    path
+}
+
+#[test]
+fn run_activates_then_answers_each_message_in_its_own_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = snapshot(dir.path());
+    let o = ahp(
+        &[
+            "run",
+            ahp_host::guests::TURN_PROBER,
+            "--snapshot",
+            snap.to_str().unwrap(),
+            "--tier",
+            "nano",
+            "--message",
+            "first question",
+            "--message",
+            "second question",
+        ],
+        dir.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("activated tr_"), "{out}");
+    let first = out.find("echo: first question").expect(&out);
+    let second = out.find("echo: second question").expect(&out);
+    assert!(first < second, "{out}");
+    assert!(
+        out.contains("[turn 1]") && out.contains("[turn 2]") && !out.contains("[turn 3]"),
+        "{out}"
+    );
+    // Each turn's fuel against the ceiling and its spend, then the event log.
+    assert!(out.contains("% of the turn's ceiling"), "{out}");
+    assert!(out.contains("Event log of tr_") && out.contains("activated"), "{out}");
+    // Nothing outlived the run in the working directory.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn run_shows_why_a_turn_failed_with_its_trace_and_exits_nonzero() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = snapshot(dir.path());
+    let snap = snap.to_str().unwrap();
+    // `spin` loops on the CPU until the tier's fuel ceiling stops it.
+    let o = ahp(
+        &[
+            "run",
+            ahp_host::guests::TURN_PROBER,
+            "--snapshot",
+            snap,
+            "--tier",
+            "nano",
+            "--message",
+            "spin",
+        ],
+        dir.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "{out}");
+    assert!(out.contains("FAILED: ceiling exceeded: fuel_per_turn"), "{out}");
+    assert!(out.contains("wasm trace:") && out.contains("wasm backtrace"), "{out}");
+    assert!(out.contains("ceiling_exceeded"), "{out}");
+    assert!(err.contains("1 of 1 turns failed"), "{err}");
+    // The guest's own `err` is shown as the guest said it.
+    let o = ahp(
+        &[
+            "run",
+            ahp_host::guests::TURN_PROBER,
+            "--snapshot",
+            snap,
+            "--message",
+            "fail",
+        ],
+        dir.path(),
+    );
+    let (out, _) = text(&o);
+    assert!(!o.status.success());
+    assert!(
+        out.contains("FAILED: the turn returned an error: asked to fail"),
+        "{out}"
+    );
+}
+
+#[test]
+fn run_refuses_bad_flags_and_files_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = snapshot(dir.path());
+    let snap = snap.to_str().unwrap();
+    let probe = ahp_host::guests::TURN_PROBER;
+    let bad_snapshot = dir.path().join("bad.json");
+    std::fs::write(&bad_snapshot, r#"{"systemPrompt": "no source host"}"#).unwrap();
+    let not_wasm = dir.path().join("not.wasm");
+    std::fs::write(&not_wasm, b"not a component").unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", probe], "--snapshot"),
+        (&["run", probe, "--snapshot", snap, "--tier", "huge"], "huge"),
+        (&["run", probe, "--snapshot", snap, "--budget", "0"], "budget"),
+        (&["run", probe, "--snapshot", "missing.json"], "missing.json"),
+        (
+            &["run", probe, "--snapshot", bad_snapshot.to_str().unwrap()],
+            "is not a snapshot",
+        ),
+        (&["run", not_wasm.to_str().unwrap(), "--snapshot", snap], "registering"),
+        (&["run", probe, "--snapshot", snap, "--policy", snap], "is not a policy"),
+        (&["agent", "new", "Bad Name"], "invalid agent name"),
+        (&["agent", "new", "ok", "--lang", "cobol"], "cobol"),
+    ];
+    for (args, says) in cases {
+        let o = ahp(args, dir.path());
+        let (out, err) = text(&o);
+        assert!(!o.status.success(), "{args:?} succeeded: {out}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn agent_new_refuses_a_non_empty_directory_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = dir.path().join("taken");
+    std::fs::create_dir(&taken).unwrap();
+    std::fs::write(taken.join("keep.txt"), "mine").unwrap();
+    let o = ahp(&["agent", "new", "taken"], dir.path());
+    assert!(!o.status.success());
+    assert!(text(&o).1.contains("is not empty"), "{}", text(&o).1);
+    let entries: Vec<_> = std::fs::read_dir(&taken).unwrap().collect();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(std::fs::read_to_string(taken.join("keep.txt")).unwrap(), "mine");
+}
+
+/// `ahp agent new hello-agent` builds with the README's command (offline, from the cached
+/// crates, in a target directory kept warm between runs) and `ahp run` of the component
+/// against its own sample snapshot answers two messages. Out of the box, with no model
+/// configured, the template echoes and says so.
+#[test]
+fn a_new_rust_agent_builds_with_the_documented_command_and_answers() {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("agent-new");
+    let project = root.join("hello-agent");
+    let _ = std::fs::remove_dir_all(&project);
+    std::fs::create_dir_all(&root).unwrap();
+    let o = ahp(&["agent", "new", "hello-agent", "--lang", "rust"], &root);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("cargo build --release --target wasm32-wasip2"), "{out}");
+
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut build = Command::new(cargo);
+    build
+        .args(["build", "--release", "--target", "wasm32-wasip2"])
+        .current_dir(&project)
+        .env("CARGO_TARGET_DIR", root.join("target"))
+        .env("CARGO_NET_OFFLINE", "true");
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_BUILD_TARGET",
+    ] {
+        build.env_remove(var);
+    }
+    let built = build.output().unwrap();
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let wasm = root.join("target/wasm32-wasip2/release/hello_agent.wasm");
+    assert!(wasm.is_file());
+
+    let o = ahp(
+        &[
+            "run",
+            wasm.to_str().unwrap(),
+            "--snapshot",
+            "snapshot.json",
+            "--message",
+            "Hello",
+            "--message",
+            "What can you do?",
+        ],
+        &project,
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("hello-agent resumed transfer tr_"), "{out}");
+    assert!(
+        out.contains("echo: Hello (no model is configured for this agent)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("echo: What can you do? (no model is configured for this agent)"),
+        "{out}"
+    );
+}
