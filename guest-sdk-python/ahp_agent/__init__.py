@@ -16,6 +16,7 @@ This package hides the raw bindings componentize-py generates from world `ahp:ag
 - `metering`: the budget, and spend the host cannot see;
 - `checkpoint`: durable working memory, as bytes or JSON;
 - `conversations`: the turn's wake, its inbox (paged for you), transcripts, replies;
+- `delegation`: tasks for other agents of the same owner, waits on them, goals;
 - `Agent` and `export`, which make a class the component's entry point.
 
 An agent that answers every message it is sent, counting them in its checkpoint::

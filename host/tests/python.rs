@@ -145,12 +145,17 @@ fn python_guest_finds_no_file_and_no_socket() {
     let h = host(CeilingCap::default(), "python-prober");
     let (id, report) = h.activate("python-prober", Tier::Nano);
     let log = h.host.sandboxes().guest_log(&id).unwrap_or_default();
+    println!("{log}"); // what each attempt raised, for `-- --nocapture`
     assert_eq!(report.outcome, RunOutcome::Returned, "{log}");
     assert_eq!(report.transfer.status, TransferStatus::Active);
     for attempt in [
         "listdir /",
+        "listdir .",
         "open /etc/passwd",
         "open token-key",
+        "write /tmp/x",
+        "tcp socket",
+        "tcp6 socket",
         "tcp connect",
         "udp socket",
         "getaddrinfo",
@@ -160,6 +165,22 @@ fn python_guest_finds_no_file_and_no_socket() {
             "{attempt} not refused:\n{log}"
         );
     }
+    // Creating a socket is refused by the host (`access-denied`, EACCES), not merely
+    // unsupported by the guest's libc.
+    for create in ["tcp socket", "tcp6 socket"] {
+        assert!(
+            log.contains(&format!("{create}: refused (PermissionError")),
+            "{create}:\n{log}"
+        );
+    }
+    // The SDK's bounds and error kinds are the host's, as a guest sees them.
+    assert!(log.contains("snapshot page of MAX_PAGE: 2 messages"), "{log}");
+    assert!(
+        log.contains("snapshot page past MAX_PAGE: limit-too-large 256"),
+        "{log}"
+    );
+    assert!(log.contains("getaddrinfo: refused (gaierror"), "{log}");
+    assert!(log.contains("delegation outside a turn: no-wake"), "{log}");
     assert!(!log.contains("REACHED"), "{log}");
 }
 
