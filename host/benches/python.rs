@@ -39,6 +39,15 @@ const ECHO: [(&str, &str, &str); 2] = [
     ("python", "template-python", guests::TEMPLATE_PYTHON),
 ];
 
+/// The benches' host (`common::host`: every Rust guest registered) with the Python echo twin
+/// registered too.
+fn host(configure: impl FnOnce(&mut ahp_host::sandbox::engine::EngineConfig)) -> common::Bench {
+    let b = common::host(configure);
+    let (_, name, path) = ECHO[1];
+    b.sandboxes.register_component_file(path, Some(name)).unwrap();
+    b
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -97,12 +106,27 @@ fn printed(_: &mut Criterion) {
             hit.as_secs_f64() * 1e3
         );
     }
+    for (label, _, path) in ECHO {
+        let bytes = std::fs::read(path).unwrap();
+        let b = common::host(|_| {});
+        let component = wasmtime::component::Component::new(b.sandboxes.engine(), &bytes).unwrap();
+        let counts = ahp_host::sandbox::ComponentCounts::of(&component, &bytes).unwrap();
+        println!(
+            "{label:7} echo agent: {} core instances, {} memories, {} tables per sandbox (the pool holds {} core instances per slot)",
+            counts.instances,
+            counts.memories,
+            counts.tables,
+            ahp_host::sandbox::engine::CORE_INSTANCES_PER_SANDBOX
+        );
+    }
     let n: u32 = std::env::var("AHP_PYTHON_LIVE")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(50);
     for (label, name, _) in ECHO {
-        let b = common::host(|c| c.max_live_sandboxes = n + 16);
+        // A Python sandbox takes more of the pool's core instances than a slot's share (see the
+        // counts above): twice the slots leave room for `n` of them.
+        let b = host(|c| c.max_live_sandboxes = 2 * (n + 16));
         let snap = testing::snapshot(2, json!({}));
         b.active(&snap, name, false);
         let before = rss_kib();
@@ -121,7 +145,7 @@ fn printed(_: &mut Criterion) {
 }
 
 fn warm_instantiate(c: &mut Criterion) {
-    let b = common::host(|_| {});
+    let b = host(|_| {});
     let mut g = c.benchmark_group("python_vs_rust/warm_instantiate");
     for (label, name, _) in ECHO {
         let t = b.active(&testing::snapshot(2, json!({})), name, false);

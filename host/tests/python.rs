@@ -2,7 +2,8 @@
 //! assistant passes its Rust twin's conversation scenario (`common::assistant`), and hostile
 //! Python guests — a CPU loop, a memory bomb, a blocking `time.sleep`, a prober of the
 //! filesystem and sockets a Python component must import — are stopped by the tier's
-//! ceilings (or find nothing), each with its audited error kind.
+//! ceilings (or find nothing), each with its audited error kind. The Python worker does its
+//! tasks through `ahp_agent.delegation` as its Rust twin does, for the Rust coordinator.
 
 mod common;
 
@@ -63,7 +64,11 @@ fn host(cap: CeilingCap, guest: &str) -> Host {
 
 impl Host {
     fn activate(&self, component: &str, tier: Tier) -> (String, RunReport) {
-        let snap = testing::snapshot(2, json!({}));
+        self.activate_with(component, tier, json!({}))
+    }
+
+    fn activate_with(&self, component: &str, tier: Tier, tool_state: Value) -> (String, RunReport) {
+        let snap = testing::snapshot(2, tool_state);
         let id = testing::pushed(
             &mut self.host.store().locked(),
             &self.key,
@@ -192,6 +197,7 @@ fn every_python_guest_imports_only_what_the_host_links_and_has_a_test() {
         "python-memory-bomb",
         "python-sleeper",
         "python-prober",
+        "python-worker",
         "template-python",
     ];
     let h = host(CeilingCap::default(), "template-python");
@@ -257,4 +263,159 @@ fn the_python_template_answers_out_of_the_box_and_counts_in_its_checkpoint() {
     }
     let saved = h.host.store().locked().load_checkpoint(&id).unwrap().unwrap().state;
     assert_eq!(saved, b"2", "two answers counted");
+}
+
+/// The operator as the caller, and a conversation of it with `agent`.
+fn conversation_with(h: &Host, agent: &str) -> (ahp_host::store::conversation::Caller, String) {
+    use ahp_host::store::conversation::{Caller, NewConversation, OPERATOR_SUBJECT};
+    let caller = Caller::full(OPERATOR_SUBJECT).unwrap();
+    let new = NewConversation {
+        title: "questions".into(),
+        agents: vec![agent.to_owned()],
+    };
+    let cv = h
+        .host
+        .store()
+        .locked()
+        .create_conversation(&caller, &new, &format!("cv-{agent}"))
+        .unwrap()
+        .value
+        .id;
+    (caller, cv)
+}
+
+/// Posts `body` to `cv` as the operator, a human; returns the message's id.
+fn post(h: &Host, caller: &ahp_host::store::conversation::Caller, cv: &str, body: &str, key: &str) -> String {
+    use ahp_host::store::conversation::{Acting, IdempotencyKey, NewMessage};
+    let new = NewMessage {
+        conversation: cv.to_owned(),
+        acting: Acting::Human,
+        body: body.to_owned(),
+        reply_to: None,
+        idempotency: IdempotencyKey::Key(key.to_owned()),
+    };
+    h.host.store().locked().post_message(caller, &new).unwrap().value.id
+}
+
+fn transcript(
+    h: &Host,
+    caller: &ahp_host::store::conversation::Caller,
+    cv: &str,
+) -> Vec<ahp_host::store::conversation::TranscriptMessage> {
+    use ahp_host::store::conversation::Acting;
+    h.host
+        .store()
+        .locked()
+        .read_transcript(caller, &Acting::Human, cv, 0, 200)
+        .unwrap()
+}
+
+/// A started task for `assignee` asking `text`, created by the operator; returns its id.
+fn task_for(h: &Host, caller: &ahp_host::store::conversation::Caller, assignee: &str, text: &str, key: &str) -> String {
+    use ahp_host::store::delegation::{Acting, NewTask};
+    let new = NewTask {
+        assignee: assignee.to_owned(),
+        title: format!("task {key}"),
+        instructions: text.to_owned(),
+        goal: None,
+        start: true,
+    };
+    let mut store = h.host.store().locked();
+    store.create_agent_task(caller, &Acting::Human, &new, key).unwrap().value.id
+}
+
+fn task(h: &Host, caller: &ahp_host::store::conversation::Caller, id: &str) -> ahp_host::store::delegation::AgentTask {
+    use ahp_host::store::delegation::Acting;
+    h.host.store().locked().get_agent_task(caller, &Acting::Human, id).unwrap()
+}
+
+/// `examples/python-worker` through `ahp_agent.delegation`, as `host/tests/sandbox.rs`'s
+/// `worker` drives its Rust twin: a task attempt's wake is done and handed in, two attempts
+/// coalesced into one wake are both done (the paged task list), a task cancelled before its
+/// turn hands nothing in, a human's message gets the job's result; then, beside the Rust
+/// worker, it serves the Rust coordinator, whose answer is the one it gives with two Rust
+/// workers, byte for byte.
+#[test]
+fn the_python_worker_does_its_tasks_as_its_rust_twin() {
+    use ahp_host::store::delegation::{Acting, TaskAttemptState, TaskState};
+    let h = host(CeilingCap::default(), "python-worker");
+    for (name, path) in [("worker", guests::WORKER), ("coordinator", guests::COORDINATOR)] {
+        h.host.sandboxes().register_component_file(path, Some(name)).unwrap();
+    }
+    let agents = h.host.agents();
+    let (_, report) = h.activate_with("python-worker", Tier::Nano, json!({"job": "reverse"}));
+    assert_eq!(report.outcome, RunOutcome::Returned);
+    let py = report.transfer.agent_id.unwrap();
+    let (caller, cv) = conversation_with(&h, &py);
+
+    let first = task_for(&h, &caller, &py, "one two  three", "t-1");
+    let drive = agents.drive(&py).unwrap();
+    assert_eq!((drive.consumed, drive.unknown), (1, 0), "{drive:?}");
+    let done = task(&h, &caller, &first);
+    assert_eq!(done.state, TaskState::Succeeded);
+    assert_eq!(done.result.as_deref(), Some("reverse: three two one"));
+    assert_eq!(done.current_attempt.map(|a| a.state), Some(TaskAttemptState::Succeeded));
+
+    let second = task_for(&h, &caller, &py, "a b", "t-2");
+    let third = task_for(&h, &caller, &py, "c d", "t-3");
+    assert_eq!(agents.drive(&py).unwrap().consumed, 1, "one wake");
+    assert_eq!(task(&h, &caller, &second).result.as_deref(), Some("reverse: b a"));
+    assert_eq!(task(&h, &caller, &third).result.as_deref(), Some("reverse: d c"));
+
+    let cancelled = task_for(&h, &caller, &py, "too late", "t-4");
+    h.host
+        .store()
+        .locked()
+        .cancel_agent_task(&caller, &Acting::Human, &cancelled)
+        .unwrap();
+    let drive = agents.drive(&py).unwrap();
+    assert_eq!((drive.consumed, drive.unknown), (1, 0), "{drive:?}");
+    let after = task(&h, &caller, &cancelled);
+    assert_eq!((after.state, after.result), (TaskState::Cancelled, None));
+
+    let question = post(&h, &caller, &cv, "left right", "m-1");
+    agents.drive(&py).unwrap();
+    let t = transcript(&h, &caller, &cv);
+    assert_eq!(t.len(), 2);
+    assert_eq!(t[1].body, "reverse: right left");
+    assert_eq!(t[1].reply_to.as_deref(), Some(question.as_str()));
+
+    // A job it does not know fails the activation, with the reason.
+    let (_, bad) = h.activate_with("python-worker", Tier::Nano, json!({"job": "sort"}));
+    assert!(
+        matches!(&bad.outcome, RunOutcome::GuestError(e) if e.contains("job 'sort' is not one of count, reverse")),
+        "{:?}",
+        bad.outcome
+    );
+
+    // The Rust coordinator over a Rust counter and the Python reverser.
+    let (_, rs) = h.activate_with("worker", Tier::Nano, json!({"job": "count"}));
+    let rs = rs.transfer.agent_id.unwrap();
+    let workers = [rs.clone(), py.clone()];
+    let (_, coordinator) = h.activate_with(
+        "coordinator",
+        Tier::Nano,
+        json!({"workers": workers, "waitMode": "all"}),
+    );
+    let coordinator = coordinator.transfer.agent_id.unwrap();
+    let (_, cv) = conversation_with(&h, &coordinator);
+    let question = post(&h, &caller, &cv, "ship A-1 first", "q-1");
+    assert_eq!(agents.drive(&coordinator).unwrap().consumed, 1);
+    agents.drive(&py).unwrap();
+    assert_eq!(
+        agents.drive(&coordinator).unwrap(),
+        Default::default(),
+        "a partial all makes no wake"
+    );
+    agents.drive(&rs).unwrap();
+    assert_eq!(agents.drive(&coordinator).unwrap().consumed, 1);
+    let t = transcript(&h, &caller, &cv);
+    assert_eq!(t.len(), 2);
+    assert_eq!(t[1].reply_to.as_deref(), Some(question.as_str()));
+    assert_eq!(
+        t[1].body,
+        format!(
+            "On \"ship A-1 first\":\n- {rs} (succeeded): count: 3 words, 10 letters\n- {py} (succeeded): reverse: first A-1 ship"
+        )
+    );
 }
