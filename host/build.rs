@@ -31,7 +31,14 @@ fn main() {
     let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let root = manifest_dir.parent().expect("host/ has a parent").to_path_buf();
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo"));
-    for dir in ["examples", "host/tests/guests", "guest-sdk", "guest-sdk-python", "wit", "templates"] {
+    for dir in [
+        "examples",
+        "host/tests/guests",
+        "guest-sdk",
+        "guest-sdk-python",
+        "wit",
+        "templates",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
     println!("cargo:rerun-if-env-changed=AHP_GUEST_TARGET_DIR");

@@ -276,11 +276,7 @@ fn a_new_python_agent_builds_with_the_documented_command_and_answers() {
     assert!(out.contains(command), "{out}");
     let mut words = command.split_whitespace();
     words.next();
-    let built = Command::new(&tool)
-        .args(words)
-        .current_dir(&project)
-        .output()
-        .unwrap();
+    let built = Command::new(&tool).args(words).current_dir(&project).output().unwrap();
     assert!(
         built.status.success(),
         "{command}: {}",

@@ -491,17 +491,29 @@ fn component_add_takes_a_component_at_the_size_limit_and_refuses_one_byte_more()
     let limit = ahp_store::MAX_COMPONENT_BYTES as usize;
     let at = dir.path().join("at-limit.wasm");
     std::fs::write(&at, component_of(limit)).unwrap();
-    let digest = stdout(&ahp(dir.path(), &["component", "add", at.to_str().unwrap(), "--name", "at-limit"]));
+    let digest = stdout(&ahp(
+        dir.path(),
+        &["component", "add", at.to_str().unwrap(), "--name", "at-limit"],
+    ));
     assert!(digest.trim().starts_with("sha256:"), "{digest}");
     let past = dir.path().join("past-limit.wasm");
     std::fs::write(&past, component_of(limit + 1)).unwrap();
-    let o = ahp(dir.path(), &["component", "add", past.to_str().unwrap(), "--name", "past-limit"]);
+    let o = ahp(
+        dir.path(),
+        &["component", "add", past.to_str().unwrap(), "--name", "past-limit"],
+    );
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains(&format!("{} bytes; the limit is {limit}", limit + 1)), "{err}");
+    assert!(
+        err.contains(&format!("{} bytes; the limit is {limit}", limit + 1)),
+        "{err}"
+    );
     let db = Store::open(dir.path().join("ahp.db")).unwrap();
     let record = db.component("at-limit").unwrap().unwrap();
-    assert_eq!((record.digest.as_str(), record.size_bytes), (digest.trim(), limit as u64));
+    assert_eq!(
+        (record.digest.as_str(), record.size_bytes),
+        (digest.trim(), limit as u64)
+    );
     assert!(db.component("past-limit").unwrap().is_none());
     assert_eq!(std::fs::read_dir(dir.path().join("components")).unwrap().count(), 1);
 }

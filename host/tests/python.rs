@@ -321,12 +321,20 @@ fn task_for(h: &Host, caller: &ahp_host::store::conversation::Caller, assignee: 
         start: true,
     };
     let mut store = h.host.store().locked();
-    store.create_agent_task(caller, &Acting::Human, &new, key).unwrap().value.id
+    store
+        .create_agent_task(caller, &Acting::Human, &new, key)
+        .unwrap()
+        .value
+        .id
 }
 
 fn task(h: &Host, caller: &ahp_host::store::conversation::Caller, id: &str) -> ahp_host::store::delegation::AgentTask {
     use ahp_host::store::delegation::Acting;
-    h.host.store().locked().get_agent_task(caller, &Acting::Human, id).unwrap()
+    h.host
+        .store()
+        .locked()
+        .get_agent_task(caller, &Acting::Human, id)
+        .unwrap()
 }
 
 /// `examples/python-worker` through `ahp_agent.delegation`, as `host/tests/sandbox.rs`'s

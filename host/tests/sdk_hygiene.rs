@@ -295,7 +295,10 @@ fn each_python_sdk_error_names_its_wit_variant_case_for_case() {
         for pattern in ["kind == \"", "kind != \"", "Error(\""] {
             for rest in text.split(pattern).skip(1) {
                 let kind = rest.split('"').next().unwrap().to_owned();
-                assert!(every.contains(&kind), "ahp_agent/{file} uses the kind {kind:?}, which no WIT error has");
+                assert!(
+                    every.contains(&kind),
+                    "ahp_agent/{file} uses the kind {kind:?}, which no WIT error has"
+                );
                 compared += 1;
             }
         }
@@ -305,7 +308,8 @@ fn each_python_sdk_error_names_its_wit_variant_case_for_case() {
 
 #[test]
 fn the_python_error_docstring_parser_reads_kinds_as_written() {
-    let text = "class Error(AhpError):\n    \"\"\"Refused: `kind` is `\"no-wake\"` or `\"too-large\"`\n    (detail).\"\"\"\n";
+    let text =
+        "class Error(AhpError):\n    \"\"\"Refused: `kind` is `\"no-wake\"` or `\"too-large\"`\n    (detail).\"\"\"\n";
     assert_eq!(
         python_error_kinds(text).unwrap(),
         ["no-wake", "too-large"].into_iter().map(String::from).collect()

@@ -285,7 +285,10 @@ mod tests {
         };
         assert!(files.iter().all(|(_, b)| !String::from_utf8_lossy(b).contains("{{")));
         let readme = text("README.md");
-        assert!(readme.contains(PYTHON_BUILD) && readme.contains("# py-agent"), "{readme}");
+        assert!(
+            readme.contains(PYTHON_BUILD) && readme.contains("# py-agent"),
+            "{readme}"
+        );
         assert_eq!(
             text("build-requirements.txt").trim(),
             format!("componentize-py=={}", componentize_py_version())

@@ -166,10 +166,7 @@ mod tests {
                 "wasi:random/insecure",
                 r#"(export "get-insecure-random-u64" (func (result u64)))"#.to_owned(),
             ),
-            (
-                "wasi:keyvalue/store",
-                resource("bucket"),
-            ),
+            ("wasi:keyvalue/store", resource("bucket")),
         ] {
             assert!(!links(&linker, name, &exports), "{name} is linked");
             assert!(!is_allowed(name), "{name} is allowed");
