@@ -437,3 +437,83 @@ fn task_and_goal_flags_are_validated_with_clear_errors() {
     stdout(&ahp(dir.path(), &["task", "list", "--limit", "200"]));
     stdout(&ahp(dir.path(), &["goal", "list", "--limit", "200"]));
 }
+
+/// A valid component (it exports `resume`) of exactly `size` bytes: a minimal agent followed by
+/// one custom section of padding, which validation and compilation skip.
+fn component_of(size: usize) -> Vec<u8> {
+    let wat = r#"(component
+      (core module $m
+        (memory (export "memory") 1)
+        (func (export "resume") (result i32) (i32.const 16))
+        (func (export "realloc") (param i32 i32 i32 i32) (result i32) (i32.const 1024)))
+      (core instance $i (instantiate $m))
+      (func (export "resume") (result (result (error string)))
+        (canon lift (core func $i "resume") (memory (core memory $i "memory")) (realloc (core func $i "realloc")))))"#;
+    let mut bytes = wat::parse_str(wat).unwrap();
+    let leb = |mut n: usize| {
+        let mut out = Vec::new();
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            out.push(if n == 0 { byte } else { byte | 0x80 });
+            if n == 0 {
+                return out;
+            }
+        }
+    };
+    let name = b"padding";
+    // A section is its id, its size (LEB128), then the name (length-prefixed) and the payload.
+    let mut payload = size - bytes.len() - 1 - 5 - 1 - name.len();
+    loop {
+        let body = 1 + name.len() + payload;
+        let total = bytes.len() + 1 + leb(body).len() + body;
+        if total == size {
+            break;
+        }
+        payload += size - total;
+    }
+    bytes.push(0);
+    bytes.extend(leb(1 + name.len() + payload));
+    bytes.push(name.len() as u8);
+    bytes.extend(name);
+    bytes.resize(bytes.len() + payload, 0);
+    assert_eq!(bytes.len(), size);
+    bytes
+}
+
+/// `ahp component add` is how a component reaches a host (MCP tools only name one by digest
+/// or name, so the MCP body bound is no component bound): it takes a component of exactly
+/// `MAX_COMPONENT_BYTES` (32 MiB, room for a ~19 MiB Python agent) and refuses one byte more,
+/// saying so and registering nothing.
+#[test]
+fn component_add_takes_a_component_at_the_size_limit_and_refuses_one_byte_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let limit = ahp_store::MAX_COMPONENT_BYTES as usize;
+    let at = dir.path().join("at-limit.wasm");
+    std::fs::write(&at, component_of(limit)).unwrap();
+    let digest = stdout(&ahp(
+        dir.path(),
+        &["component", "add", at.to_str().unwrap(), "--name", "at-limit"],
+    ));
+    assert!(digest.trim().starts_with("sha256:"), "{digest}");
+    let past = dir.path().join("past-limit.wasm");
+    std::fs::write(&past, component_of(limit + 1)).unwrap();
+    let o = ahp(
+        dir.path(),
+        &["component", "add", past.to_str().unwrap(), "--name", "past-limit"],
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("{} bytes; the limit is {limit}", limit + 1)),
+        "{err}"
+    );
+    let db = Store::open(dir.path().join("ahp.db")).unwrap();
+    let record = db.component("at-limit").unwrap().unwrap();
+    assert_eq!(
+        (record.digest.as_str(), record.size_bytes),
+        (digest.trim(), limit as u64)
+    );
+    assert!(db.component("past-limit").unwrap().is_none());
+    assert_eq!(std::fs::read_dir(dir.path().join("components")).unwrap().count(), 1);
+}

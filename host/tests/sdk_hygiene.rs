@@ -191,3 +191,128 @@ fn the_wit_parser_here_reads_a_variant_as_wit_writes_it() {
         ["not-found", "too-large"].into_iter().map(String::from).collect()
     );
 }
+
+/// The Python SDK (`guest-sdk-python/ahp_agent/`): every module's text, as `(file, text)`.
+fn python_sdk() -> Vec<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk-python/ahp_agent");
+    let mut out: Vec<(String, String)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "py"))
+        .map(|p| {
+            let file = p.file_name().unwrap().to_string_lossy().into_owned();
+            (file, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Every module-level `MAX_NAME = VALUE` of the Python SDK, as `(file, NAME, VALUE)`.
+fn python_consts() -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for (file, text) in python_sdk() {
+        for line in text.lines() {
+            let Some((name, value)) = line.split_once(" = ") else {
+                continue;
+            };
+            if name.starts_with("MAX_") && name.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+                out.push((file.clone(), name.to_owned(), value.trim().replace('_', "")));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_python_sdk_constant_equals_the_hosts_and_the_rust_sdks() {
+    let python = python_consts();
+    let rust = sdk_consts();
+    assert!(python.len() >= 8, "{python:?}");
+    for (file, name, value) in &python {
+        // The Rust SDK's twin, which `every_sdk_constant_equals_the_hosts` ties to the host.
+        let rs = file.replace(".py", ".rs");
+        let twin = rust
+            .iter()
+            .find(|(f, n, _)| *f == rs && n == name)
+            .unwrap_or_else(|| panic!("the Python SDK's {file} {name} has no twin in guest-sdk/src/{rs}"));
+        assert_eq!(
+            literal(value),
+            literal(&twin.2),
+            "the Python SDK's {file} {name} is {value}, the Rust SDK's (the host's) {}",
+            twin.2
+        );
+    }
+    // And no bound of the Rust SDK is missing from a Python module that mirrors its file.
+    for (file, name, _) in &rust {
+        let py = file.replace(".rs", ".py");
+        if python_sdk().iter().any(|(f, _)| *f == py) {
+            assert!(
+                python.iter().any(|(f, n, _)| *f == py && n == name),
+                "the Rust SDK's {file} {name} is missing from ahp_agent/{py}"
+            );
+        }
+    }
+}
+
+/// The kinds (`"kebab-case"`) a Python module's `class Error` docstring lists.
+fn python_error_kinds(text: &str) -> Option<BTreeSet<String>> {
+    let doc = text.split_once("class Error(AhpError):")?.1;
+    let doc = doc.split("\"\"\"").nth(1)?;
+    Some(
+        doc.split("`\"")
+            .skip(1)
+            .filter_map(|k| k.split_once("\"`").map(|(k, _)| k.to_owned()))
+            .collect(),
+    )
+}
+
+/// The Python SDK raises the WIT's own case names as `kind` (derived by `_errors.kind_of`), so
+/// what can drift is what its modules say and compare: each module's `Error` docstring lists
+/// its interface's cases exactly, and every kind the SDK's code compares with or raises is a
+/// case of the WIT.
+#[test]
+fn each_python_sdk_error_names_its_wit_variant_case_for_case() {
+    let errors = wit_errors(&read("wit/agent.wit"));
+    let sdk = python_sdk();
+    for (interface, wit) in &errors {
+        let file = format!("{interface}.py");
+        let text = &sdk
+            .iter()
+            .find(|(f, _)| *f == file)
+            .unwrap_or_else(|| panic!("the Python SDK has no module for interface {interface}"))
+            .1;
+        let kinds =
+            python_error_kinds(text).unwrap_or_else(|| panic!("ahp_agent/{file} has no documented `class Error`"));
+        assert_eq!(
+            &kinds, wit,
+            "ahp_agent/{file}'s Error and the WIT's `{interface}.error` differ"
+        );
+    }
+    let every: BTreeSet<&String> = errors.iter().flat_map(|(_, cases)| cases).collect();
+    let mut compared = 0;
+    for (file, text) in &sdk {
+        for pattern in ["kind == \"", "kind != \"", "Error(\""] {
+            for rest in text.split(pattern).skip(1) {
+                let kind = rest.split('"').next().unwrap().to_owned();
+                assert!(
+                    every.contains(&kind),
+                    "ahp_agent/{file} uses the kind {kind:?}, which no WIT error has"
+                );
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared >= 2, "the scan found the SDK's kind comparisons");
+}
+
+#[test]
+fn the_python_error_docstring_parser_reads_kinds_as_written() {
+    let text =
+        "class Error(AhpError):\n    \"\"\"Refused: `kind` is `\"no-wake\"` or `\"too-large\"`\n    (detail).\"\"\"\n";
+    assert_eq!(
+        python_error_kinds(text).unwrap(),
+        ["no-wake", "too-large"].into_iter().map(String::from).collect()
+    );
+    assert_eq!(python_error_kinds("def f(): pass"), None);
+}

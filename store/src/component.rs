@@ -12,10 +12,12 @@ use crate::db::Store;
 use crate::error::{Error, Result};
 use crate::lifecycle::validate_component;
 
-/// Largest component the registry accepts, in bytes. A real agent built with the guest SDK is
-/// well under 1 MiB; 16 MiB leaves room for embedded data without letting a registration fill
-/// the disk or take seconds to compile.
-pub const MAX_COMPONENT_BYTES: u64 = 16 * 1024 * 1024;
+/// Largest component the registry accepts, in bytes. A Rust agent built with the guest SDK is
+/// well under 1 MiB; a Python one (componentize-py 0.25: CPython, the modules it imports,
+/// pre-initialized) about 19 MiB. 32 MiB leaves room for a Python agent's own modules without
+/// letting a registration fill the disk (a Python component compiles in seconds, once: the
+/// host caches the compiled code).
+pub const MAX_COMPONENT_BYTES: u64 = 32 * 1024 * 1024;
 
 /// One registered component.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -3,12 +3,17 @@
 //! The templates are the files of `templates/<language>/` in the repository, embedded in the
 //! binary by `build.rs` (so the command works from any directory, offline). In a template,
 //! `{{name}}` becomes the project's name, `{{crate_name}}` its name with `-` as `_` (the file
-//! name of the Rust component) and `{{sdk_version}}` the SDK's version; a file name ending in
-//! `.tmpl` loses that suffix (so `Cargo.toml.tmpl` is no manifest inside the ahp repository).
+//! name of the Rust component), `{{sdk_version}}` the SDK's version, `{{componentize_py}}` the
+//! componentize-py version the Python SDK pins and `{{python_build}}` [`PYTHON_BUILD`]; a file
+//! name ending in `.tmpl` loses that suffix (so `Cargo.toml.tmpl` is no manifest inside the ahp
+//! repository).
+//!
 //! A Rust project also gets the guest SDK vendored: `ahp-guest/src/` and `wit/agent.wit`, the
 //! very SDK and WIT this binary links, so the project builds outside the repository and its
-//! component matches this host. A language whose template directory is empty is refused; no
-//! partial project is ever written.
+//! component matches this host. A Python project gets the Python SDK the same way: the
+//! `ahp_agent/` package, `wit/agent.wit` and `build-requirements.txt` (the componentize-py
+//! version the SDK is tested with); it builds with the one command [`PYTHON_BUILD`]. A language
+//! whose template directory is empty is refused; no partial project is ever written.
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +24,17 @@ use clap::{Args, ValueEnum};
 #[allow(unreachable_pub)]
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/templates.rs"));
+}
+
+/// The one command that builds a Python project into `agent.wasm` (its README's).
+pub(crate) const PYTHON_BUILD: &str = "componentize-py -d wit/agent.wit -w agent componentize app -o agent.wasm";
+
+/// The componentize-py version a Python project builds with (`guest-sdk-python`'s pin).
+fn componentize_py_version() -> &'static str {
+    include_str!("../../../guest-sdk-python/build-requirements.txt")
+        .trim()
+        .strip_prefix("componentize-py==")
+        .expect("build-requirements.txt pins componentize-py")
 }
 
 /// Longest project name, in bytes (a crate name crates.io would take is at most 64).
@@ -102,6 +118,8 @@ fn project_files(name: &str, lang: Lang) -> anyhow::Result<Vec<(PathBuf, Vec<u8>
             .replace("{{name}}", name)
             .replace("{{crate_name}}", &crate_name)
             .replace("{{sdk_version}}", env!("CARGO_PKG_VERSION"))
+            .replace("{{componentize_py}}", componentize_py_version())
+            .replace("{{python_build}}", PYTHON_BUILD)
             .into_bytes(),
         Err(_) => bytes.to_vec(),
     };
@@ -116,13 +134,11 @@ fn project_files(name: &str, lang: Lang) -> anyhow::Result<Vec<(PathBuf, Vec<u8>
         lang.dir(),
         lang.dir()
     );
-    if lang == Lang::Rust {
-        files.extend(
-            embedded::GUEST_SDK
-                .iter()
-                .map(|(path, bytes)| (PathBuf::from(path), bytes.to_vec())),
-        );
-    }
+    let sdk = match lang {
+        Lang::Rust => embedded::GUEST_SDK,
+        Lang::Python => embedded::PYTHON_SDK,
+    };
+    files.extend(sdk.iter().map(|(path, bytes)| (PathBuf::from(path), bytes.to_vec())));
     Ok(files)
 }
 
@@ -150,7 +166,16 @@ pub(crate) fn run(args: NewArgs) -> anyhow::Result<()> {
             println!("  ahp run {wasm} --snapshot snapshot.json --message Hello");
             println!("\nThe guest SDK is vendored in ahp-guest/ (with wit/agent.wit): the project builds anywhere.");
         }
-        Lang::Python => println!("\nSee {}/README.md to build and run it.", dir.display()),
+        Lang::Python => {
+            println!("\n  cd {}", dir.display());
+            println!(
+                "  pip install -r build-requirements.txt   # once: componentize-py {}",
+                componentize_py_version()
+            );
+            println!("  {PYTHON_BUILD}");
+            println!("  ahp run agent.wasm --snapshot snapshot.json --message Hello");
+            println!("\nThe Python SDK is vendored in ahp_agent/ (with wit/agent.wit): the project builds anywhere.");
+        }
     }
     Ok(())
 }
@@ -238,6 +263,57 @@ mod tests {
             .unwrap()
             .1;
         assert_eq!(wit, std::fs::read(src.join("../../wit/agent.wit")).unwrap());
+    }
+
+    #[test]
+    fn a_python_project_has_its_app_the_vendored_sdk_and_the_build_command() {
+        let files = project_files("py-agent", Lang::Python).unwrap();
+        let paths: Vec<String> = files.iter().map(|(p, _)| p.display().to_string()).collect();
+        for want in [
+            "app.py",
+            "README.md",
+            "snapshot.json",
+            "build-requirements.txt",
+            "ahp_agent/__init__.py",
+            "ahp_agent/delegation.py",
+            "wit/agent.wit",
+        ] {
+            assert!(paths.iter().any(|p| p == want), "{want} missing from {paths:?}");
+        }
+        let text = |path: &str| {
+            String::from_utf8_lossy(&files.iter().find(|(p, _)| p == Path::new(path)).unwrap().1).into_owned()
+        };
+        assert!(files.iter().all(|(_, b)| !String::from_utf8_lossy(b).contains("{{")));
+        let readme = text("README.md");
+        assert!(
+            readme.contains(PYTHON_BUILD) && readme.contains("# py-agent"),
+            "{readme}"
+        );
+        assert_eq!(
+            text("build-requirements.txt").trim(),
+            format!("componentize-py=={}", componentize_py_version())
+        );
+        let snapshot: ahp_store::SnapshotInput = serde_json::from_slice(text("snapshot.json").as_bytes()).unwrap();
+        assert!(snapshot.system_prompt.contains("py-agent"));
+        // Every module of the repository's Python SDK, byte for byte.
+        let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk-python/ahp_agent");
+        let mut on_disk: Vec<(String, Vec<u8>)> = std::fs::read_dir(&sdk)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "py"))
+            .map(|p| {
+                let name = format!("ahp_agent/{}", p.file_name().unwrap().to_string_lossy());
+                (name, std::fs::read(p).unwrap())
+            })
+            .collect();
+        on_disk.sort();
+        let mut vendored: Vec<(String, Vec<u8>)> = files
+            .iter()
+            .filter(|(p, _)| p.starts_with("ahp_agent"))
+            .map(|(p, b)| (p.display().to_string(), b.clone()))
+            .collect();
+        vendored.sort();
+        assert_eq!(vendored, on_disk);
     }
 
     /// The vendored SDK's manifest names the versions the repository's SDK builds with.

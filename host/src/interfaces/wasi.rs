@@ -1,5 +1,6 @@
 //! WASI as a sandbox sees it: exactly the interfaces a Rust `wasm32-wasip2` guest's standard
-//! library imports, plus outgoing HTTP, each without authority — and nothing else.
+//! library imports, plus outgoing HTTP, plus the filesystem and sockets a Python guest's libc
+//! imports (empty and refused), each without authority — and nothing else.
 //!
 //! wasmtime-wasi's `add_to_linker_sync` links every WASI 0.2 interface, sockets and filesystem
 //! included; this module links [`WASI_INTERFACES`] one by one instead. What each can reach is
@@ -8,15 +9,25 @@
 //! random source. `wasi:http` goes through the egress hooks (`sandbox::egress`): only the hosts
 //! of the snapshot's MCP servers, counted against the tier's egress ceiling.
 //!
-//! Not linked, so a component importing them is refused at registration: `wasi:sockets/*`
-//! (TCP, UDP, name lookup, networks) and `wasi:filesystem/*` (there are no preopened
-//! directories, so it would only ever fail).
+//! Linked for Python guests, without authority: `wasi:filesystem/{types,preopens}` and
+//! `wasi:sockets/*`. A componentize-py component imports them all, because CPython's libc
+//! does, whether or not the agent ever opens a file or a socket. The sandbox's `WasiCtx`
+//! has no preopened directory, so `get-directories` is empty and no descriptor can ever
+//! exist; it refuses TCP, UDP and name lookup (`access-denied`) and denies every address, so
+//! no socket can ever be created, bound or connected. What is left of those interfaces —
+//! `instance-network`'s handle, error codes — reaches nothing and counts against the
+//! sandbox's resource table like any handle (`sandbox::host_resources`).
+//!
+//! Anything else (e.g. `wasi:random/insecure`, `wasi:keyvalue/*`, a package of its own) is not
+//! linked, so a component importing it is refused at registration.
 
 use wasmtime::component::{HasData, Linker, ResourceTable};
 use wasmtime_wasi::cli::{WasiCli, WasiCliView};
 use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
-use wasmtime_wasi::p2::bindings::{cli, clocks, io, random};
+use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
+use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, io, random, sockets};
 use wasmtime_wasi::random::{WasiRandom, WasiRandomView};
+use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView};
 
 use wasmtime::StoreContextMut;
 use wasmtime_wasi::WasiView;
@@ -61,6 +72,18 @@ pub const WASI_INTERFACES: &[&str] = &[
     "wasi:random/insecure-seed",
     "wasi:http/types",
     "wasi:http/outgoing-handler",
+    // A componentize-py (Python) guest's: CPython's libc imports them all. No authority:
+    // no preopens, sockets and name lookup refused (see the module doc and the test
+    // `python_guest_finds_no_file_and_no_socket`).
+    "wasi:filesystem/types",
+    "wasi:filesystem/preopens",
+    "wasi:sockets/network",
+    "wasi:sockets/instance-network",
+    "wasi:sockets/tcp",
+    "wasi:sockets/tcp-create-socket",
+    "wasi:sockets/udp",
+    "wasi:sockets/udp-create-socket",
+    "wasi:sockets/ip-name-lookup",
 ];
 
 /// The `HasData` of the `wasi:io` interfaces: the sandbox's resource table.
@@ -95,6 +118,17 @@ pub(crate) fn add_to_linker<S: WasiView + WasiHttpView + 'static>(l: &mut Linker
     clocks::wall_clock::add_to_linker::<S, WasiClocks>(l, S::clocks)?;
     random::random::add_to_linker::<S, WasiRandom>(l, S::random)?;
     random::insecure_seed::add_to_linker::<S, WasiRandom>(l, S::random)?;
+    // A Python guest's filesystem and sockets: no preopens, every socket refused (the
+    // sandbox's `WasiCtx`), so they answer but reach nothing.
+    filesystem::types::add_to_linker::<S, WasiFilesystem>(l, S::filesystem)?;
+    filesystem::preopens::add_to_linker::<S, WasiFilesystem>(l, S::filesystem)?;
+    sockets::network::add_to_linker::<S, WasiSockets>(l, &Default::default(), S::sockets)?;
+    sockets::instance_network::add_to_linker::<S, WasiSockets>(l, S::sockets)?;
+    sockets::tcp::add_to_linker::<S, WasiSockets>(l, S::sockets)?;
+    sockets::tcp_create_socket::add_to_linker::<S, WasiSockets>(l, S::sockets)?;
+    sockets::udp::add_to_linker::<S, WasiSockets>(l, S::sockets)?;
+    sockets::udp_create_socket::add_to_linker::<S, WasiSockets>(l, S::sockets)?;
+    sockets::ip_name_lookup::add_to_linker::<S, WasiSockets>(l, S::sockets)?;
     // `wasi:http/types` and `wasi:http/outgoing-handler`, through the egress hooks (async, like
     // `wasi:io`: every wait on the network is a future the turn's timeout can drop).
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(l)?;

@@ -49,6 +49,9 @@ use super::conversation_tools::{self, ConversationTools};
 use super::transfer_tools::{self, TransferTools};
 
 /// Largest request body accepted, in bytes: a maximal snapshot (~10 MiB) plus JSON overhead.
+/// No tool takes a component's bytes (`provision_runtime` names a registered one; components
+/// reach a host only through the operator's `ahp component add`, bounded by
+/// `MAX_COMPONENT_BYTES`, 32 MiB), so this is no bound on components.
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 
 /// How HTTP requests are authorized.

@@ -56,9 +56,10 @@ impl SandboxState {
         vault: Arc<dyn Vault>,
     ) -> Self {
         let log = MemoryOutputPipe::new(MAX_GUEST_LOG_BYTES);
-        // Defaults of WasiCtxBuilder: no args, no environment, no preopens, stdin empty. The
-        // sockets and filesystem interfaces are not even linked (`interfaces::wasi`); sockets
-        // and name lookup are refused here too, should that ever change.
+        // Defaults of WasiCtxBuilder: no args, no environment, no preopens (so the filesystem
+        // a Python guest imports has no descriptor to give), stdin empty. TCP, UDP and name
+        // lookup refused and every address denied: the sockets a Python guest imports
+        // (`interfaces::wasi`) can create nothing.
         let wasi = WasiCtxBuilder::new()
             .stdout(log.clone())
             .stderr(log.clone())

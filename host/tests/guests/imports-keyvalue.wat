@@ -1,10 +1,10 @@
-;; Hostile guest: imports `wasi:sockets/tcp-create-socket`, which world `agent` does not offer
-;; and the host does not link. Registration refuses it, naming the import.
+;; Hostile guest: imports `wasi:keyvalue/store`, which world `agent` does not offer and the
+;; host does not link. Registration refuses it, naming the import.
 ;;
 ;; Written as a component in the text format; the import is an empty instance, as the check is
 ;; on the name, before any type is compared.
 (component
-  (import "wasi:sockets/tcp-create-socket@0.2.0" (instance))
+  (import "wasi:keyvalue/store@0.2.0-draft" (instance))
   ;; The agent: `resume` returns result::ok (a zeroed discriminant at offset 16).
   (core module $m
     (memory (export "memory") 1)

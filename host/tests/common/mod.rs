@@ -1,0 +1,3 @@
+//! Scenarios shared by more than one test binary.
+
+pub(crate) mod assistant;

@@ -1,0 +1,52 @@
+"""An ahp agent in Python. Each turn it answers every message waiting in its inbox: with the
+operator's model and the tools of its MCP servers when the host offers a model (at most 8
+model calls an answer), otherwise with a reply of its own, so it answers out of the box. It
+counts the messages it answered in its checkpoint, which outlives a host restart.
+"""
+
+from ahp_agent import Agent, agent_loop, checkpoint, conversations, export, model, snapshot
+
+STEPS = 8
+"""The most model calls one answer may take."""
+
+
+class MyAgent(Agent):
+    def resume(self):
+        # Called once, when the transfer is activated: return to become `active`.
+        print(f"resumed {snapshot.transfer_id()} with {snapshot.message_count()} messages")
+
+    def turn(self):
+        me = conversations.wake().agent_id
+        answered = checkpoint.load_json() or 0
+        models = model.models()
+        for delivery in conversations.inbox(limit=conversations.MAX_REPLIES):
+            question = delivery.message
+            answered += 1
+            if models:
+                answer = think(me, question)
+            else:
+                answer = f"#{answered}: you said {question.body!r} (no model is offered to me)"
+            delivery.reply(answer)
+            delivery.consume()
+        checkpoint.save_json(answered)
+
+
+def think(me, question):
+    """The model's answer to `question`, seeing the session's history and the conversation."""
+    messages = [
+        model.user(m.content) if m.role == "user" else model.assistant(m.content)
+        for m in snapshot.messages()
+        if m.role in ("user", "assistant") and m.content
+    ]
+    for m in conversations.transcript(question.conversation_id):
+        if m.seq > question.seq:
+            break
+        messages.append(model.assistant(m.body) if conversations.is_mine(m, me) else model.user(m.body))
+    request = agent_loop.request_with_tools("default", snapshot.system_prompt(), messages)
+    try:
+        return agent_loop.run(request, STEPS).text
+    except agent_loop.StepCap as cap:
+        return cap.text or "I could not finish thinking about that."
+
+
+WitWorld = export(MyAgent)
