@@ -508,7 +508,7 @@ fn component_add_takes_a_component_at_the_size_limit_and_refuses_one_byte_more()
         err.contains(&format!("{} bytes; the limit is {limit}", limit + 1)),
         "{err}"
     );
-    let db = Store::open(dir.path().join("ahp.db")).unwrap();
+    let mut db = Store::open(dir.path().join("ahp.db")).unwrap();
     let record = db.component("at-limit").unwrap().unwrap();
     assert_eq!(
         (record.digest.as_str(), record.size_bytes),
