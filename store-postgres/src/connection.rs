@@ -1,0 +1,231 @@
+//! [`PgConnection`]: one PostgreSQL session speaking the store's `?N` SQL.
+
+use std::any::Any;
+use std::collections::HashMap;
+
+use ahp_store_sql::placeholders::numbered_to_dollar;
+use ahp_store_sql::{Begin, Connection, Dialect, Row, SqlError, SqlResult, ValueRef};
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::types::{ToSql, Type};
+use postgres::{Client, NoTls, Statement};
+
+use crate::bind::Param;
+use crate::decode::Decoded;
+use crate::error::classify;
+
+/// How many prepared statements one connection keeps. The store's SQL is a fixed set of
+/// texts (a few hundred at most), so in steady state every statement is prepared once; the
+/// bound keeps a caller that builds SQL dynamically from growing the server's and the
+/// client's memory without limit. When it is reached the cache starts over.
+pub const STATEMENT_CACHE_CAPACITY: usize = 512;
+
+/// `BEGIN` for [`Begin::Write`]: serializable, so a read-check-write transaction that raced
+/// another fails with `40001` (→ [`SqlError::Busy`], retry the whole transaction) instead of
+/// committing a lost update.
+const BEGIN_WRITE: &str = "BEGIN ISOLATION LEVEL SERIALIZABLE";
+
+/// `BEGIN` for [`Begin::Read`]: one snapshot for every statement, read-only. Repeatable read
+/// rather than `SERIALIZABLE READ ONLY DEFERRABLE`: a deferrable transaction may wait at its
+/// first statement, for as long as concurrent serializable writers run, for a snapshot that
+/// is safe, and a non-deferrable serializable reader can itself fail with `40001`; a
+/// repeatable-read reader never waits and never fails for contention. What it gives up is
+/// the read-only anomaly (it may see a state no serial order of the writers produces); the
+/// store's reads are views for people and for the next write's own checks, which run again
+/// inside the serializable write.
+const BEGIN_READ: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
+
+/// One connection to PostgreSQL, implementing the store's [`Connection`].
+///
+/// Statements are written with `?N` placeholders; each distinct text is rewritten to `$N`
+/// and prepared once per connection (see [`STATEMENT_CACHE_CAPACITY`]). Parameters are
+/// encoded by the type PostgreSQL inferred for each placeholder, and columns decoded by
+/// their type (see the crate's `bind` and `decode` modules): integers, booleans (as 0/1),
+/// integral `NUMERIC`s, text and bytes.
+///
+/// The driver runs its own tokio runtime: never call a `PgConnection` from a tokio worker
+/// thread (it panics); use a blocking thread.
+pub struct PgConnection {
+    client: Client,
+    statements: HashMap<String, Statement>,
+}
+
+impl std::fmt::Debug for PgConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgConnection")
+            .field("cached_statements", &self.statements.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The SQLSTATE of "could not determine data type of parameter $N".
+const INDETERMINATE_DATATYPE: &str = "42P18";
+
+impl PgConnection {
+    /// Connects to `url`, a libpq connection string or URL
+    /// (`postgres://user@host:port/database`, `host=/run/postgresql dbname=ahp`). No TLS: run
+    /// the database on the same host or a private network, or put TLS in front of it.
+    ///
+    /// # Errors
+    ///
+    /// [`SqlError::Backend`] when the URL is malformed or the server cannot be reached.
+    pub fn connect(url: &str) -> SqlResult<Self> {
+        let client =
+            Client::connect(url, NoTls).map_err(|e| SqlError::Backend(format!("connecting to PostgreSQL: {e}")))?;
+        Ok(Self {
+            client,
+            statements: HashMap::new(),
+        })
+    }
+
+    /// The driver's client, for tests and tools that need PostgreSQL itself.
+    pub fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+
+    /// How many prepared statements the connection holds now.
+    pub fn cached_statements(&self) -> usize {
+        self.statements.len()
+    }
+
+    /// The prepared form of `sql` (`?N` placeholders), preparing it on first use.
+    ///
+    /// PostgreSQL infers each placeholder's type from where it stands. One that stands only
+    /// where any type fits (`?1 IS NULL`) cannot be inferred; such a statement is prepared
+    /// again with that placeholder typed by the value bound to it this time (integer →
+    /// `int8`, text or null → `text`, blob → `bytea`), placeholder by placeholder.
+    fn statement(&mut self, sql: &str, params: &[ValueRef<'_>]) -> SqlResult<Statement> {
+        if let Some(statement) = self.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let text = numbered_to_dollar(sql);
+        let mut types: Vec<Type> = Vec::new();
+        let statement = loop {
+            match self.client.prepare_typed(&text, &types) {
+                Ok(statement) => break statement,
+                Err(e) => {
+                    let Some(n) = indeterminate_parameter(&e) else {
+                        return Err(classify(&e));
+                    };
+                    if n == 0 || n > params.len() || types.get(n - 1).is_some_and(|t| *t != Type::UNKNOWN) {
+                        return Err(classify(&e));
+                    }
+                    if types.len() < n {
+                        types.resize(n, Type::UNKNOWN);
+                    }
+                    types[n - 1] = match params[n - 1] {
+                        ValueRef::Integer(_) => Type::INT8,
+                        ValueRef::Blob(_) => Type::BYTEA,
+                        ValueRef::Text(_) | ValueRef::Null => Type::TEXT,
+                    };
+                }
+            }
+        };
+        if self.statements.len() >= STATEMENT_CACHE_CAPACITY {
+            self.statements.clear();
+        }
+        self.statements.insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
+
+    fn run_simple(&mut self, sql: &str) -> SqlResult<()> {
+        self.client.batch_execute(sql).map_err(|e| classify(&e))
+    }
+}
+
+/// The `N` of PostgreSQL's "could not determine data type of parameter $N".
+fn indeterminate_parameter(e: &postgres::Error) -> Option<usize> {
+    let db = e.as_db_error()?;
+    if db.code().code() != INDETERMINATE_DATATYPE {
+        return None;
+    }
+    db.message().rsplit('$').next()?.trim().parse().ok()
+}
+
+fn bind<'a>(params: &'a [ValueRef<'a>]) -> Vec<Param<'a>> {
+    params
+        .iter()
+        .enumerate()
+        .map(|(index, value)| Param { index, value: *value })
+        .collect()
+}
+
+fn check_arity(statement: &Statement, params: &[ValueRef<'_>]) -> SqlResult<()> {
+    let wanted = statement.params().len();
+    if wanted == params.len() {
+        Ok(())
+    } else {
+        Err(SqlError::Backend(format!(
+            "the statement has {wanted} placeholders but {} parameters were bound",
+            params.len()
+        )))
+    }
+}
+
+impl Connection for PgConnection {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    fn begin(&mut self, begin: Begin) -> SqlResult<()> {
+        self.run_simple(match begin {
+            Begin::Write => BEGIN_WRITE,
+            Begin::Read => BEGIN_READ,
+        })
+    }
+
+    fn commit(&mut self) -> SqlResult<()> {
+        self.run_simple("COMMIT")
+    }
+
+    fn rollback(&mut self) -> SqlResult<()> {
+        // Outside a transaction PostgreSQL warns and does nothing, as the trait asks.
+        self.run_simple("ROLLBACK")
+    }
+
+    fn execute(&mut self, sql: &str, params: &[ValueRef<'_>]) -> SqlResult<u64> {
+        let statement = self.statement(sql, params)?;
+        check_arity(&statement, params)?;
+        let bound = bind(params);
+        let refs: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+        self.client.execute(&statement, &refs).map_err(|e| classify(&e))
+    }
+
+    fn query(
+        &mut self,
+        sql: &str,
+        params: &[ValueRef<'_>],
+        row: &mut dyn FnMut(Row) -> SqlResult<bool>,
+    ) -> SqlResult<()> {
+        let statement = self.statement(sql, params)?;
+        check_arity(&statement, params)?;
+        let bound = bind(params);
+        let mut rows = self
+            .client
+            .query_raw(&statement, bound.iter())
+            .map_err(|e| classify(&e))?;
+        while let Some(r) = rows.next().map_err(|e| classify(&e))? {
+            let mut values = Vec::with_capacity(r.len());
+            for i in 0..r.len() {
+                let Decoded(value) = r.try_get(i).map_err(|e| SqlError::conversion(i, e.to_string()))?;
+                values.push(value.map_err(|message| SqlError::conversion(i, message))?);
+            }
+            if !row(Row::new(values))? {
+                // Dropping the iterator discards the rest of the result; the connection stays
+                // usable for the next statement.
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn execute_batch(&mut self, sql: &str) -> SqlResult<()> {
+        // A batch may change the schema (migrations): statements prepared before it could
+        // then fail ("cached plan must not change result type"), so they are prepared anew.
+        self.statements.clear();
+        self.run_simple(sql)
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
