@@ -57,8 +57,10 @@ impl std::fmt::Debug for PgConnection {
     }
 }
 
-/// The SQLSTATE of "could not determine data type of parameter $N".
-const INDETERMINATE_DATATYPE: &str = "42P18";
+/// The SQLSTATEs of "could not determine data type of parameter $N": `42P18`
+/// (indeterminate datatype, `SELECT 1 WHERE ?1 IS NULL`) and `42P08` (ambiguous parameter,
+/// `?1 IS NULL OR col = ?1`: the first use left it unknown).
+const INDETERMINATE_DATATYPE: [&str; 2] = ["42P18", "42P08"];
 
 impl PgConnection {
     /// Connects to `url`, a libpq connection string or URL
@@ -135,7 +137,7 @@ impl PgConnection {
 /// The `N` of PostgreSQL's "could not determine data type of parameter $N".
 fn indeterminate_parameter(e: &postgres::Error) -> Option<usize> {
     let db = e.as_db_error()?;
-    if db.code().code() != INDETERMINATE_DATATYPE {
+    if !INDETERMINATE_DATATYPE.contains(&db.code().code()) {
         return None;
     }
     db.message().rsplit('$').next()?.trim().parse().ok()

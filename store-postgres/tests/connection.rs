@@ -256,6 +256,26 @@ fn numbered_placeholders_bind_by_number_and_untyped_ones_by_value() {
         .unwrap(),
         vec![vec![Value::Integer(1)]]
     );
+    // The store's optional filter, `(?N IS NULL OR col = ?N)`, on a text column: null
+    // bound first (the statement is typed then), then a value.
+    conn.execute_batch("CREATE TABLE f (s TEXT); INSERT INTO f VALUES ('a'), ('b')")
+        .unwrap();
+    let filter = "SELECT s FROM f WHERE (?1 IS NULL OR s = ?1) ORDER BY s";
+    assert_eq!(rows(&mut conn, filter, &[ValueRef::Null]).unwrap().len(), 2);
+    assert_eq!(
+        rows(&mut conn, filter, &[ValueRef::Text("b")]).unwrap(),
+        vec![vec![Value::Text("b".into())]]
+    );
+    // Text sorts by code point, as SQLite's BINARY collation does.
+    assert_eq!(
+        rows(
+            &mut conn,
+            "SELECT x FROM (VALUES ('agt_b'), ('agtc'), ('Z'), ('é')) AS v(x) ORDER BY x",
+            &[]
+        )
+        .unwrap(),
+        ["Z", "agt_b", "agtc", "é"].map(|x| vec![Value::Text(x.into())])
+    );
     // Too few or too many parameters: an error, not a guess.
     assert!(matches!(
         conn.execute("SELECT ?1::bigint, ?2::bigint", &[ValueRef::Integer(1)]),
