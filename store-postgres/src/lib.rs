@@ -24,5 +24,5 @@ pub mod schema;
 pub mod testing;
 
 pub use connection::{PgConnection, STATEMENT_CACHE_CAPACITY};
-pub use migrations::{MIGRATIONS, Migration, migrate, migrate_to, schema_version, set_schema_version};
+pub use migrations::{MIGRATION_LOCK, MIGRATIONS, Migration, migrate, migrate_to, schema_version, set_schema_version};
 pub use schema::{Column, ColumnType, ForeignKey, Index, Schema, Table};

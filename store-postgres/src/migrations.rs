@@ -96,8 +96,9 @@ pub fn set_schema_version(conn: &mut dyn Connection, version: i64) -> SqlResult<
 
 /// Applies every migration above the recorded version, all in one serializable transaction
 /// (PostgreSQL's DDL is transactional: a failure leaves the schema as it was), and returns
-/// the version reached. A second run finds nothing to do. Two hosts migrating at once queue
-/// on the version table's lock; the second finds the work done.
+/// the version reached. A second run finds nothing to do. Hosts migrating at once queue on
+/// a session advisory lock ([`MIGRATION_LOCK`]) taken *before* the transaction begins, so
+/// the one that waited starts its snapshot after the other's commit and finds the work done.
 ///
 /// # Errors
 ///
@@ -107,6 +108,9 @@ pub fn migrate(conn: &mut dyn Connection) -> SqlResult<i64> {
     migrate_to(conn, MIGRATIONS.last().map_or(0, |m| m.version))
 }
 
+/// The advisory lock key migrations hold (`pg_advisory_lock`): the bytes `ahp_migr`.
+pub const MIGRATION_LOCK: i64 = 0x6168_705f_6d69_6772;
+
 /// Like [`migrate`], but stops after migration `target` (for tests of a schema's history).
 ///
 /// # Errors
@@ -114,6 +118,15 @@ pub fn migrate(conn: &mut dyn Connection) -> SqlResult<i64> {
 /// As [`migrate`]; [`SqlError::Backend`] when the database is already past `target` or
 /// `target` is no migration's number.
 pub fn migrate_to(conn: &mut dyn Connection, target: i64) -> SqlResult<i64> {
+    conn.execute("SELECT pg_advisory_lock(?1)", &[ValueRef::Integer(MIGRATION_LOCK)])?;
+    let result = migrate_locked(conn, target);
+    let unlocked = conn.execute("SELECT pg_advisory_unlock(?1)", &[ValueRef::Integer(MIGRATION_LOCK)]);
+    let version = result?;
+    unlocked?;
+    Ok(version)
+}
+
+fn migrate_locked(conn: &mut dyn Connection, target: i64) -> SqlResult<i64> {
     conn.begin(Begin::Write)?;
     match migrate_in_transaction(conn, target) {
         Ok(version) => {
@@ -134,9 +147,6 @@ fn migrate_in_transaction(conn: &mut dyn Connection, target: i64) -> SqlResult<i
             "no migration {target}: this build knows 1 to {latest}"
         )));
     }
-    conn.execute(CREATE_VERSION_TABLE, &[])?;
-    // Two migrating hosts queue here rather than both running DDL.
-    conn.execute("LOCK TABLE ahp_schema_version IN EXCLUSIVE MODE", &[])?;
     let current = schema_version(conn)?;
     if current > latest {
         return Err(SqlError::Backend(format!(

@@ -224,3 +224,34 @@ fn migration_7_marks_exactly_the_endpoints_a_binding_attached() {
     .unwrap();
     assert_eq!(held, [("ep_bound".to_owned(), 1), ("ep_client".to_owned(), 0)]);
 }
+
+#[test]
+fn hosts_migrating_at_once_migrate_once() {
+    let Some((_, url, _db)) = database() else { return };
+    let latest = MIGRATIONS.last().unwrap().version;
+    let hosts: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let mut conn = PgConnection::connect(&url).unwrap();
+                migrate(&mut conn)
+            })
+        })
+        .collect();
+    for host in hosts {
+        assert_eq!(host.join().unwrap(), Ok(latest));
+    }
+    let mut conn = PgConnection::connect(&url).unwrap();
+    assert_eq!(count(&mut conn, "SELECT COUNT(*) FROM ahp_schema_version"), 1);
+    assert_eq!(schema_version(&mut conn).unwrap(), latest);
+    // The lock is released: a later migration run takes it again at once.
+    assert_eq!(migrate(&mut conn).unwrap(), latest);
+    assert_eq!(
+        count(
+            &mut conn,
+            "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory'
+             AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        ),
+        0
+    );
+}
