@@ -32,6 +32,13 @@ const BEGIN_WRITE: &str = "BEGIN ISOLATION LEVEL SERIALIZABLE";
 /// the read-only anomaly (it may see a state no serial order of the writers produces); the
 /// store's reads are views for people and for the next write's own checks, which run again
 /// inside the serializable write.
+///
+/// Measured here (PostgreSQL 15, 2 vCPU, pgbench 8 s: 4 serializable writers updating random
+/// rows of 1,000 after reading a range, beside 4 readers summing the table and reading a row):
+/// repeatable read read-only 5,090 reader tx/s at 0.79 ms, none failed; serializable read-only
+/// deferrable 1,257 tx/s at 3.18 ms (4x slower, waiting for safe snapshots); serializable
+/// read-only 3,475 tx/s with 40 % of them failing with `40001`. The writers ran ~1,400 tx/s in
+/// all three.
 const BEGIN_READ: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
 
 /// One connection to PostgreSQL, implementing the store's [`Connection`].

@@ -100,3 +100,57 @@ pub(crate) fn decode_numeric(raw: &[u8]) -> Result<i64, String> {
     let value = if negative { -value } else { value };
     i64::try_from(value).map_err(|_| format!("numeric {value} is out of range for a 64-bit integer"))
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+
+    use super::decode_numeric;
+    use crate::bind::encode_numeric;
+
+    #[test]
+    fn integral_numerics_round_trip() {
+        for x in [
+            0,
+            1,
+            -1,
+            9_999,
+            10_000,
+            10_001,
+            100_000_000,
+            -123_456_789_012_345,
+            i64::MAX,
+            i64::MIN,
+        ] {
+            let mut out = BytesMut::new();
+            encode_numeric(x, &mut out);
+            assert_eq!(decode_numeric(&out), Ok(x), "{x}");
+        }
+    }
+
+    #[test]
+    fn fractions_nan_and_overflow_are_refused() {
+        // 1.5: two digits (1, 5000), weight 0, positive, scale 1.
+        let one_and_a_half = [0, 2, 0, 0, 0, 0, 0, 1, 0, 1, 0x13, 0x88];
+        assert!(decode_numeric(&one_and_a_half).unwrap_err().contains("fractional"));
+        // 2.0000 (a zero fractional digit) is an integer.
+        assert_eq!(decode_numeric(&[0, 2, 0, 0, 0, 0, 0, 4, 0, 2, 0, 0]), Ok(2));
+        assert!(
+            decode_numeric(&[0, 0, 0, 0, 0xC0, 0, 0, 0])
+                .unwrap_err()
+                .contains("NaN")
+        );
+        // 1 × 10000^5: past i64 whatever the digit.
+        assert!(
+            decode_numeric(&[0, 1, 0, 5, 0, 0, 0, 0, 0, 1])
+                .unwrap_err()
+                .contains("out of range")
+        );
+        assert!(decode_numeric(&[0, 1, 0, 0]).unwrap_err().contains("truncated"));
+        assert!(
+            decode_numeric(&[0, 2, 0, 0, 0, 0, 0, 0, 0, 1])
+                .unwrap_err()
+                .contains("length")
+        );
+    }
+}

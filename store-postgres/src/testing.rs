@@ -62,7 +62,10 @@ pub fn server() -> Option<String> {
 /// When `AHP_TEST_PG` is set but the server cannot be reached or refuses to create the
 /// database: a configured suite must fail, never pass by skipping.
 pub fn fresh_database() -> Option<(String, DatabaseGuard)> {
-    let server = server()?;
+    Some(fresh_database_on(server()?))
+}
+
+fn fresh_database_on(server: String) -> (String, DatabaseGuard) {
     let mut admin = Client::connect(&server, NoTls).unwrap_or_else(|e| panic!("{ENV}={server}: cannot connect: {e}"));
     let name = unique_name();
     admin
@@ -71,7 +74,7 @@ pub fn fresh_database() -> Option<(String, DatabaseGuard)> {
         ))
         .unwrap_or_else(|e| panic!("{ENV}={server}: CREATE DATABASE {name}: {e}"));
     let url = with_database(&server, &name);
-    Some((url, DatabaseGuard { server, name }))
+    (url, DatabaseGuard { server, name })
 }
 
 /// `ahp_test_<pid>_<counter>_<nanos>`: unique across the threads of one test binary and
@@ -109,7 +112,14 @@ fn with_database(server: &str, name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::with_database;
+    use super::{fresh_database_on, with_database};
+
+    #[test]
+    #[should_panic(expected = "cannot connect")]
+    fn a_configured_but_unreachable_server_fails_loudly() {
+        // Port 1 on loopback: nothing listens there.
+        fresh_database_on("postgres://nobody@127.0.0.1:1/postgres".to_owned());
+    }
 
     #[test]
     fn database_replaced_in_urls_and_key_value_strings() {
