@@ -52,6 +52,7 @@ const BEGIN_READ: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
 /// The driver runs its own tokio runtime: never call a `PgConnection` from a tokio worker
 /// thread (it panics); use a blocking thread.
 pub struct PgConnection {
+    url: String,
     client: Client,
     statements: HashMap<String, Statement>,
 }
@@ -62,6 +63,13 @@ impl std::fmt::Debug for PgConnection {
             .field("cached_statements", &self.statements.len())
             .finish_non_exhaustive()
     }
+}
+
+/// The SQLSTATE (feature not supported) of "cached plan must not change result type".
+const STALE_PLAN: &str = "0A000";
+
+fn open(url: &str) -> SqlResult<Client> {
+    Client::connect(url, NoTls).map_err(|e| SqlError::Backend(format!("connecting to PostgreSQL: {e}")))
 }
 
 /// The SQLSTATEs of "could not determine data type of parameter $N": `42P18`
@@ -78,12 +86,37 @@ impl PgConnection {
     ///
     /// [`SqlError::Backend`] when the URL is malformed or the server cannot be reached.
     pub fn connect(url: &str) -> SqlResult<Self> {
-        let client =
-            Client::connect(url, NoTls).map_err(|e| SqlError::Backend(format!("connecting to PostgreSQL: {e}")))?;
         Ok(Self {
-            client,
+            url: url.to_owned(),
+            client: open(url)?,
             statements: HashMap::new(),
         })
+    }
+
+    /// Reopens the session when the server closed it (a restart, a terminated backend, a
+    /// network cut). Only called where no transaction is open: inside one, the statement that
+    /// finds the connection lost fails with [`SqlError::Backend`] and nothing is redone.
+    fn reopen_if_lost(&mut self) -> SqlResult<()> {
+        if self.client.is_closed() {
+            self.client = open(&self.url)?;
+            self.statements.clear();
+        }
+        Ok(())
+    }
+
+    /// Classifies a statement's error; a prepared statement that another session's schema
+    /// change made stale ("cached plan must not change result type") is dropped from the
+    /// cache and reported as [`SqlError::Busy`]: its transaction is aborted, and running it
+    /// again prepares the statement anew.
+    fn failed(&mut self, sql: &str, error: &postgres::Error) -> SqlError {
+        if let Some(db) = error.as_db_error()
+            && db.code().code() == STALE_PLAN
+            && db.message().contains("cached plan")
+        {
+            self.statements.remove(sql);
+            return SqlError::Busy(format!("{} [SQLSTATE {STALE_PLAN}]", db.message()));
+        }
+        classify(error)
     }
 
     /// The driver's client, for tests and tools that need PostgreSQL itself.
@@ -150,6 +183,39 @@ fn indeterminate_parameter(e: &postgres::Error) -> Option<usize> {
     db.message().rsplit('$').next()?.trim().parse().ok()
 }
 
+/// Why streaming a query's rows stopped early.
+enum Failure {
+    /// The driver's error, classified by the caller (which may evict a stale statement).
+    Driver(postgres::Error),
+    /// A decoding error, or the row callback's own.
+    Sql(SqlError),
+}
+
+/// Runs `statement` and hands its rows, decoded, to `row` until it returns `false`.
+fn stream(
+    client: &mut Client,
+    statement: &Statement,
+    bound: &[Param<'_>],
+    row: &mut dyn FnMut(Row) -> SqlResult<bool>,
+) -> Result<(), Failure> {
+    let mut rows = client.query_raw(statement, bound.iter()).map_err(Failure::Driver)?;
+    while let Some(r) = rows.next().map_err(Failure::Driver)? {
+        let mut values = Vec::with_capacity(r.len());
+        for i in 0..r.len() {
+            let Decoded(value) = r
+                .try_get(i)
+                .map_err(|e| Failure::Sql(SqlError::conversion(i, e.to_string())))?;
+            values.push(value.map_err(|message| Failure::Sql(SqlError::conversion(i, message)))?);
+        }
+        if !row(Row::new(values)).map_err(Failure::Sql)? {
+            // Dropping the iterator discards the rest of the result; the connection stays
+            // usable for the next statement.
+            break;
+        }
+    }
+    Ok(())
+}
+
 fn bind<'a>(params: &'a [ValueRef<'a>]) -> Vec<Param<'a>> {
     params
         .iter()
@@ -176,10 +242,22 @@ impl Connection for PgConnection {
     }
 
     fn begin(&mut self, begin: Begin) -> SqlResult<()> {
-        self.run_simple(match begin {
+        let sql = match begin {
             Begin::Write => BEGIN_WRITE,
             Begin::Read => BEGIN_READ,
-        })
+        };
+        self.reopen_if_lost()?;
+        match self.client.batch_execute(sql) {
+            Ok(()) => Ok(()),
+            // The server closed the session, and the driver had not noticed yet: no
+            // transaction was open, so a new session may begin it.
+            Err(e) if e.as_db_error().is_none() => {
+                self.client = open(&self.url)?;
+                self.statements.clear();
+                self.run_simple(sql)
+            }
+            Err(e) => Err(classify(&e)),
+        }
     }
 
     fn commit(&mut self) -> SqlResult<()> {
@@ -196,7 +274,7 @@ impl Connection for PgConnection {
         check_arity(&statement, params)?;
         let bound = bind(params);
         let refs: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-        self.client.execute(&statement, &refs).map_err(|e| classify(&e))
+        self.client.execute(&statement, &refs).map_err(|e| self.failed(sql, &e))
     }
 
     fn query(
@@ -208,23 +286,11 @@ impl Connection for PgConnection {
         let statement = self.statement(sql, params)?;
         check_arity(&statement, params)?;
         let bound = bind(params);
-        let mut rows = self
-            .client
-            .query_raw(&statement, bound.iter())
-            .map_err(|e| classify(&e))?;
-        while let Some(r) = rows.next().map_err(|e| classify(&e))? {
-            let mut values = Vec::with_capacity(r.len());
-            for i in 0..r.len() {
-                let Decoded(value) = r.try_get(i).map_err(|e| SqlError::conversion(i, e.to_string()))?;
-                values.push(value.map_err(|message| SqlError::conversion(i, message))?);
-            }
-            if !row(Row::new(values))? {
-                // Dropping the iterator discards the rest of the result; the connection stays
-                // usable for the next statement.
-                break;
-            }
+        match stream(&mut self.client, &statement, &bound, row) {
+            Ok(()) => Ok(()),
+            Err(Failure::Driver(e)) => Err(self.failed(sql, &e)),
+            Err(Failure::Sql(e)) => Err(e),
         }
-        Ok(())
     }
 
     fn execute_batch(&mut self, sql: &str) -> SqlResult<()> {

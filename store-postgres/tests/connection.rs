@@ -546,3 +546,61 @@ fn a_lost_connection_is_a_backend_error_not_busy() {
         Err(SqlError::Backend(_))
     ));
 }
+
+#[test]
+fn a_plan_another_hosts_migration_made_stale_is_busy_then_prepared_anew() {
+    let Some((mut a, url, _db)) = database() else { return };
+    a.execute_batch("CREATE TABLE t (a BIGINT); INSERT INTO t VALUES (1)")
+        .unwrap();
+    assert_eq!(
+        rows(&mut a, "SELECT * FROM t", &[]).unwrap(),
+        vec![vec![Value::Integer(1)]]
+    );
+    let mut b = PgConnection::connect(&url).unwrap();
+    b.execute_batch("ALTER TABLE t ADD COLUMN b TEXT").unwrap();
+    a.begin(Begin::Read).unwrap();
+    match rows(&mut a, "SELECT * FROM t", &[]) {
+        Err(e @ SqlError::Busy(_)) => assert!(e.to_string().contains("0A000"), "{e}"),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    a.rollback().unwrap();
+    // The retried transaction prepares the statement again and reads the new shape.
+    a.begin(Begin::Read).unwrap();
+    assert_eq!(
+        rows(&mut a, "SELECT * FROM t", &[]).unwrap(),
+        vec![vec![Value::Integer(1), Value::Null]]
+    );
+    a.commit().unwrap();
+}
+
+#[test]
+fn a_lost_connection_is_reopened_at_the_next_transaction() {
+    let Some((mut conn, url, _db)) = database() else { return };
+    conn.execute_batch("CREATE TABLE t (a BIGINT)").unwrap();
+    let Value::Integer(pid) = one(&mut conn, "SELECT pg_backend_pid()", &[]).unwrap() else {
+        panic!()
+    };
+    let mut killer = PgConnection::connect(&url).unwrap();
+    killer
+        .execute("SELECT pg_terminate_backend(?1::int)", &[ValueRef::Integer(pid)])
+        .unwrap();
+    // The statement that finds it lost fails (inside a transaction nothing may be redone
+    // silently)...
+    assert!(matches!(
+        conn.execute("INSERT INTO t VALUES (1)", &[]),
+        Err(SqlError::Backend(_))
+    ));
+    // ...and the next transaction runs on a new session.
+    conn.begin(Begin::Write).unwrap();
+    conn.execute("INSERT INTO t (a) VALUES (?1)", &[ValueRef::Integer(2)])
+        .unwrap();
+    conn.commit().unwrap();
+    assert_ne!(
+        one(&mut conn, "SELECT pg_backend_pid()", &[]).unwrap(),
+        Value::Integer(pid)
+    );
+    assert_eq!(
+        rows(&mut conn, "SELECT a FROM t", &[]).unwrap(),
+        vec![vec![Value::Integer(2)]]
+    );
+}
