@@ -37,6 +37,12 @@ pub struct Table {
     /// The indexes made by `CREATE [UNIQUE] INDEX`, by name: not those PostgreSQL or SQLite
     /// make for a primary key or a `UNIQUE` constraint (those are above).
     pub indexes: BTreeMap<String, Index>,
+    /// How many `CHECK` constraints the table has (column and table constraints). Only the
+    /// count: each backend prints a check's expression its own way (PostgreSQL's
+    /// `(wake_capable = ANY (ARRAY[(0)::bigint, (1)::bigint]))` for SQLite's
+    /// `wake_capable IN (0, 1)`), so what they enforce is tested by writing rows. On SQLite:
+    /// the `CHECK` keywords of the table's `sqlite_master.sql` outside comments and literals.
+    pub checks: usize,
 }
 
 /// One column.
@@ -176,6 +182,19 @@ pub fn schema(conn: &mut dyn Connection) -> SqlResult<Schema> {
                 column.not_null = true;
             }
         }
+    }
+
+    let rows = all(
+        conn,
+        "SELECT cl.relname::text, COUNT(*)
+         FROM pg_constraint con JOIN pg_class cl ON cl.oid = con.conrelid
+         WHERE cl.relnamespace = current_schema()::regnamespace AND con.contype = 'c'
+           AND cl.relname <> 'ahp_schema_version'
+         GROUP BY cl.relname",
+    )?;
+    for row in rows {
+        let table: String = row.get(0)?;
+        schema.tables.entry(table).or_default().checks = row.get(1)?;
     }
 
     let rows = all(

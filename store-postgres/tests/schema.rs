@@ -45,6 +45,8 @@ fn introspection_reads_a_tables_columns_keys_and_indexes() {
     .collect();
     assert_eq!(endpoints.columns, expected);
     assert_eq!(endpoints.primary_key, names(&["id"]));
+    // generation >= 1, wake_capable IN (0, 1), host_held IN (0, 1).
+    assert_eq!(endpoints.checks, 3);
     assert_eq!(endpoints.unique, BTreeSet::from([names(&["agent_id", "generation"])]));
     assert_eq!(
         endpoints.foreign_keys,
@@ -89,8 +91,11 @@ fn sqlite_schema(db: &rusqlite::Connection) -> Schema {
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    for (name, _sql) in tables {
-        let mut table = Table::default();
+    for (name, sql) in tables {
+        let mut table = Table {
+            checks: check_keywords(&sql),
+            ..Table::default()
+        };
         let mut pk: Vec<(i64, String)> = Vec::new();
         let mut declared = BTreeMap::new();
         let mut stmt = db.prepare(&format!("PRAGMA table_info(\"{name}\")")).unwrap();
@@ -192,6 +197,27 @@ fn sqlite_schema(db: &rusqlite::Connection) -> Schema {
         schema.tables.insert(name, table);
     }
     schema
+}
+
+/// `CHECK` keywords of a `CREATE TABLE` text, outside `--` comments and literals.
+fn check_keywords(sql: &str) -> usize {
+    let mut code = String::new();
+    for line in sql.lines() {
+        let mut in_literal = false;
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\'' => in_literal = !in_literal,
+                '-' if !in_literal && chars.peek() == Some(&'-') => break,
+                _ if in_literal => {}
+                _ => code.push(c),
+            }
+        }
+        code.push(' ');
+    }
+    code.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .filter(|w| w.eq_ignore_ascii_case("check"))
+        .count()
 }
 
 #[test]
