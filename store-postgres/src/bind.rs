@@ -47,6 +47,11 @@ impl ToSql for Param<'_> {
         match self.value {
             ValueRef::Null => Ok(IsNull::Yes),
             ValueRef::Integer(i) => self.integer(i, ty, out),
+            // PostgreSQL text cannot hold U+0000 (SQLite's can): refused here, by name, rather
+            // than as the server's encoding error.
+            ValueRef::Text(s) if s.contains('\0') => {
+                Err(self.refuse("text containing U+0000 (NUL), which PostgreSQL cannot store".to_owned()))
+            }
             ValueRef::Text(s) => match *ty {
                 Type::TEXT | Type::VARCHAR | Type::NAME | Type::BPCHAR | Type::UNKNOWN | Type::JSON => {
                     out.put_slice(s.as_bytes());

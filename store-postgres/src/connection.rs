@@ -49,6 +49,13 @@ const BEGIN_READ: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
 /// their type (see the crate's `bind` and `decode` modules): integers, booleans (as 0/1),
 /// integral `NUMERIC`s, text and bytes.
 ///
+/// A session the server dropped is reopened at the next [`begin`](Connection::begin), never
+/// inside a transaction (there the statement that found it lost fails with
+/// [`SqlError::Backend`]). A prepared statement that another session's schema change made
+/// stale is dropped and reported as [`SqlError::Busy`], so the retried transaction prepares
+/// it again. Text containing U+0000 is refused ([`SqlError::Conversion`]): PostgreSQL cannot
+/// store it, where SQLite can.
+///
 /// The driver runs its own tokio runtime: never call a `PgConnection` from a tokio worker
 /// thread (it panics); use a blocking thread.
 pub struct PgConnection {

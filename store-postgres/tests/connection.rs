@@ -209,6 +209,11 @@ fn integers_bind_by_the_type_postgres_inferred_with_range_checks() {
         Err(SqlError::Conversion { column: 0, message }) => assert!(message.contains("text"), "{message}"),
         other => panic!("{other:?}"),
     }
+    // PostgreSQL text holds no NUL (SQLite's does): a clear refusal, not the server's.
+    match conn.execute("INSERT INTO t (s) VALUES (?1)", &[ValueRef::Text("a\0b")]) {
+        Err(SqlError::Conversion { column: 0, message }) => assert!(message.contains("NUL"), "{message}"),
+        other => panic!("{other:?}"),
+    }
     // Nothing of the refused inserts arrived.
     assert_eq!(
         one(&mut conn, "SELECT COUNT(*) FROM t", &[]).unwrap(),
