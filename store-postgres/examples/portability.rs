@@ -29,7 +29,7 @@ struct Literal {
     text: String,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<std::process::ExitCode> {
     let roots: Vec<PathBuf> = std::env::args().skip(1).map(PathBuf::from).collect();
     anyhow::ensure!(!roots.is_empty(), "usage: portability DIR_OR_FILE...");
     let Some((url, _db)) = testing::fresh_database() else {
@@ -82,10 +82,12 @@ fn main() -> anyhow::Result<()> {
         skipped.len(),
         skipped.join(" ")
     );
-    if refused > 0 {
-        std::process::exit(1);
-    }
-    Ok(())
+    // Returned, not `process::exit`: the fresh database's guard must run to drop it.
+    Ok(if refused > 0 {
+        std::process::ExitCode::FAILURE
+    } else {
+        std::process::ExitCode::SUCCESS
+    })
 }
 
 fn collect(path: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
