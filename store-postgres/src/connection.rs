@@ -62,6 +62,8 @@ pub struct PgConnection {
     url: String,
     client: Client,
     statements: HashMap<String, Statement>,
+    /// A transaction is open: a failed prepare would abort it, so one runs in a savepoint.
+    in_transaction: bool,
 }
 
 impl std::fmt::Debug for PgConnection {
@@ -97,6 +99,7 @@ impl PgConnection {
             url: url.to_owned(),
             client: open(url)?,
             statements: HashMap::new(),
+            in_transaction: false,
         })
     }
 
@@ -149,7 +152,7 @@ impl PgConnection {
         let text = numbered_to_dollar(sql);
         let mut types: Vec<Type> = Vec::new();
         let statement = loop {
-            match self.client.prepare_typed(&text, &types) {
+            match self.prepare_typed(&text, &types) {
                 Ok(statement) => break statement,
                 Err(e) => {
                     let Some(n) = indeterminate_parameter(&e) else {
@@ -174,6 +177,25 @@ impl PgConnection {
         }
         self.statements.insert(sql.to_owned(), statement.clone());
         Ok(statement)
+    }
+
+    /// Prepares `text`; inside a transaction in a savepoint, so that a failed attempt (an
+    /// untyped placeholder, tried again typed) leaves the transaction usable.
+    fn prepare_typed(&mut self, text: &str, types: &[Type]) -> Result<Statement, postgres::Error> {
+        if !self.in_transaction {
+            return self.client.prepare_typed(text, types);
+        }
+        self.client.batch_execute("SAVEPOINT ahp_prepare")?;
+        match self.client.prepare_typed(text, types) {
+            Ok(statement) => {
+                self.client.batch_execute("RELEASE SAVEPOINT ahp_prepare")?;
+                Ok(statement)
+            }
+            Err(e) => {
+                self.client.batch_execute("ROLLBACK TO SAVEPOINT ahp_prepare")?;
+                Err(e)
+            }
+        }
     }
 
     fn run_simple(&mut self, sql: &str) -> SqlResult<()> {
@@ -254,7 +276,7 @@ impl Connection for PgConnection {
             Begin::Read => BEGIN_READ,
         };
         self.reopen_if_lost()?;
-        match self.client.batch_execute(sql) {
+        let begun = match self.client.batch_execute(sql) {
             Ok(()) => Ok(()),
             // The server closed the session, and the driver had not noticed yet: no
             // transaction was open, so a new session may begin it.
@@ -264,14 +286,18 @@ impl Connection for PgConnection {
                 self.run_simple(sql)
             }
             Err(e) => Err(classify(&e)),
-        }
+        };
+        self.in_transaction = begun.is_ok();
+        begun
     }
 
     fn commit(&mut self) -> SqlResult<()> {
+        self.in_transaction = false;
         self.run_simple("COMMIT")
     }
 
     fn rollback(&mut self) -> SqlResult<()> {
+        self.in_transaction = false;
         // Outside a transaction PostgreSQL warns and does nothing, as the trait asks.
         self.run_simple("ROLLBACK")
     }

@@ -24,5 +24,17 @@ pub mod schema;
 pub mod testing;
 
 pub use connection::{PgConnection, STATEMENT_CACHE_CAPACITY};
+
+/// A connection to the database at `url`, migrated to the current schema (under the migration
+/// lock, so hosts starting together migrate once): what `ahp_store::Store::over` takes.
+///
+/// # Errors
+///
+/// The server's, or a migration's (the schema is then left as it was).
+pub fn open(url: &str) -> ahp_store_sql::SqlResult<PgConnection> {
+    let mut conn = PgConnection::connect(url)?;
+    migrate(&mut conn)?;
+    Ok(conn)
+}
 pub use migrations::{MIGRATION_LOCK, MIGRATIONS, Migration, migrate, migrate_to, schema_version, set_schema_version};
 pub use schema::{Column, ColumnType, ForeignKey, Index, Schema, Table};

@@ -92,7 +92,7 @@ mod tests {
     #[test]
     fn saves_replaces_and_bounds_by_tier() {
         let key = TokenKey::random();
-        let mut s = Store::open_in_memory().unwrap().with_token_key(key.clone());
+        let mut s = crate::testing::store().unwrap().with_token_key(key.clone());
         let id = provisioned(&mut s, &key, Tier::Nano);
         assert_eq!(s.load_checkpoint(&id).unwrap(), None);
         s.save_checkpoint(&id, b"one").unwrap();

@@ -136,7 +136,7 @@ mod tests {
 
     #[test]
     fn registers_resolves_and_moves_names() {
-        let mut s = Store::open_in_memory().unwrap();
+        let mut s = crate::testing::store().unwrap();
         let r = s.register_component(D1, Some("forecaster"), 80_000).unwrap();
         assert_eq!(r.name.as_deref(), Some("forecaster"));
         assert_eq!(s.component("forecaster").unwrap().unwrap().digest, D1);
@@ -153,7 +153,7 @@ mod tests {
 
     #[test]
     fn refuses_bad_digests_names_and_sizes() {
-        let mut s = Store::open_in_memory().unwrap();
+        let mut s = crate::testing::store().unwrap();
         for (digest, name, size) in [
             ("sha256:abc", None, 1),
             (D1, Some("Upper"), 1),

@@ -65,6 +65,8 @@ pub struct Store {
     pub(crate) token_key: Option<TokenKey>,
     /// Faults a test armed ([`crate::fault`]); `None` unless one did.
     pub(crate) faults: Option<Arc<crate::fault::FaultPlan>>,
+    /// Whatever must live exactly as long as this store's connection (a test database).
+    keep_alive: Option<Box<dyn std::any::Any + Send>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -129,17 +131,21 @@ impl Store {
         Self::over(Box::new(SqliteConnection::new(conn)))
     }
 
-    /// A store over an already open backend connection, migrated to the current schema.
+    /// A store over an already open backend connection. A SQLite connection is migrated to
+    /// the current schema here; a PostgreSQL one must have been migrated by its backend crate
+    /// (`ahp_store_postgres::open`).
     ///
     /// # Errors
     ///
-    /// [`Error::SchemaTooNew`]; the backend's errors.
+    /// [`Error::SchemaTooNew`]; [`Error::SchemaBehind`] for an unmigrated PostgreSQL database;
+    /// the backend's errors.
     pub fn over(conn: Box<dyn Connection>) -> Result<Self> {
         let mut store = Self {
             conn,
             clock: Arc::new(SystemClock),
             token_key: None,
             faults: None,
+            keep_alive: None,
         };
         store.migrate()?;
         Ok(store)
@@ -156,6 +162,14 @@ impl Store {
             conn.busy_timeout(timeout).map_err(crate::sqlite::classify)?;
         }
         Ok(self)
+    }
+
+    /// Keeps `value` alive as long as this store (a test database that is dropped after its
+    /// last connection).
+    #[doc(hidden)]
+    pub fn keeping(mut self, value: Box<dyn std::any::Any + Send>) -> Self {
+        self.keep_alive = Some(value);
+        self
     }
 
     /// Uses `clock` for every timestamp and deadline from now on.
@@ -274,32 +288,24 @@ impl Store {
 
     fn migrate(&mut self) -> Result<()> {
         let dialect = self.dialect();
-        let migrations = match dialect {
-            Dialect::Sqlite => migrations::SQLITE,
-            Dialect::Postgres => migrations::POSTGRES,
-        };
+        let supported = Self::supported_schema_version();
         self.retrying(|s| {
             let (tx, _) = s.begin(Begin::Write)?;
-            if dialect == Dialect::Postgres {
-                tx.execute_batch("CREATE TABLE IF NOT EXISTS ahp_schema_version (version BIGINT NOT NULL)")?;
-            }
             let found = read_version(&tx, dialect)?;
-            let supported = migrations.len() as i64;
             if found > supported {
                 return Err(Error::SchemaTooNew { found, supported });
             }
-            for sql in &migrations[usize::try_from(found).unwrap_or(0)..] {
+            if found == supported {
+                return Ok(());
+            }
+            if dialect == Dialect::Postgres {
+                // Its migrations run in its backend crate, under a lock hosts share.
+                return Err(Error::SchemaBehind { found, supported });
+            }
+            for sql in &migrations::SQLITE[usize::try_from(found).unwrap_or(0)..] {
                 tx.execute_batch(sql)?;
             }
-            if found != supported {
-                match dialect {
-                    Dialect::Sqlite => tx.execute_batch(&format!("PRAGMA user_version = {supported}"))?,
-                    Dialect::Postgres => {
-                        tx.execute("DELETE FROM ahp_schema_version", ())?;
-                        tx.execute("INSERT INTO ahp_schema_version (version) VALUES (?1)", (supported,))?;
-                    }
-                }
-            }
+            tx.execute_batch(&format!("PRAGMA user_version = {supported}"))?;
             tx.commit()?;
             Ok(())
         })
@@ -309,11 +315,16 @@ impl Store {
 fn read_version(tx: &Tx<'_>, dialect: Dialect) -> std::result::Result<i64, SqlError> {
     match dialect {
         Dialect::Sqlite => tx.query_row("PRAGMA user_version", (), |r| r.get(0)),
-        Dialect::Postgres => Ok(tx
-            .query_row("SELECT max(version) FROM ahp_schema_version", (), |r| {
-                r.get::<_, Option<i64>>(0)
-            })?
-            .unwrap_or(0)),
+        Dialect::Postgres => {
+            let table: Option<String> =
+                tx.query_row("SELECT CAST(to_regclass('ahp_schema_version') AS TEXT)", (), |r| r.get(0))?;
+            if table.is_none() {
+                return Ok(0);
+            }
+            Ok(tx
+                .query_row("SELECT max(version) FROM ahp_schema_version", (), |r| r.get::<_, Option<i64>>(0))?
+                .unwrap_or(0))
+        }
     }
 }
 

@@ -75,9 +75,19 @@ pub enum Error {
     /// The database was written by a newer ahp with a schema this build does not know.
     #[error("database schema version {found} is newer than this build supports ({supported}); upgrade ahp")]
     SchemaTooNew {
-        /// `PRAGMA user_version` of the database.
+        /// The version the database records (`PRAGMA user_version` on SQLite).
         found: i64,
         /// The newest version this build can migrate to.
+        supported: i64,
+    },
+
+    /// A PostgreSQL database whose schema its backend crate has not migrated to this build's
+    /// (`ahp_store_postgres::open` migrates it).
+    #[error("database schema version {found} is older than this build's ({supported}); migrate it first")]
+    SchemaBehind {
+        /// The version the database records.
+        found: i64,
+        /// This build's version.
         supported: i64,
     },
 

@@ -374,7 +374,7 @@ mod tests {
 
     #[test]
     fn a_page_holds_the_newest_events_in_order_at_the_limit_and_one_past_it() {
-        let mut store = Store::open_in_memory().unwrap();
+        let mut store = crate::testing::store().unwrap();
         let _other = transfer_with_events(&mut store, 3);
         let t = transfer_with_events(&mut store, MAX_EVENT_PAGE_LIMIT + 1);
         let all = list(&store.autocommit(), &t).unwrap();
@@ -409,7 +409,7 @@ mod tests {
 
     #[test]
     fn the_operator_s_page_is_get_status_s_page_and_names_a_missing_transfer() {
-        let mut store = Store::open_in_memory().unwrap();
+        let mut store = crate::testing::store().unwrap();
         let t = transfer_with_events(&mut store, 12);
         for (limit, before) in [
             (5, None),
@@ -443,7 +443,7 @@ mod tests {
 
     #[test]
     fn paging_back_visits_every_event_once() {
-        let mut store = Store::open_in_memory().unwrap();
+        let mut store = crate::testing::store().unwrap();
         let t = transfer_with_events(&mut store, 23);
         let _later = transfer_with_events(&mut store, 2);
         let all = list(&store.autocommit(), &t).unwrap();
@@ -466,7 +466,7 @@ mod tests {
 
     #[test]
     fn a_cursor_that_is_not_an_event_of_the_transfer_is_refused() {
-        let mut store = Store::open_in_memory().unwrap();
+        let mut store = crate::testing::store().unwrap();
         let other = transfer_with_events(&mut store, 2);
         let t = transfer_with_events(&mut store, 3);
         let foreign = list(&store.autocommit(), &other).unwrap()[0].id;

@@ -216,7 +216,7 @@ mod tests {
 
     #[test]
     fn an_armed_step_fails_as_a_busy_database_then_passes() {
-        let mut store = Store::open_in_memory().unwrap();
+        let mut store = crate::testing::store().unwrap();
         store.inject_transient_fault(FaultStep::BudgetRead, 1, 2).unwrap();
         let read = |s: &mut Store| s.budget("tr_000000000000000000000001");
         assert!(read(&mut store).is_ok(), "the first call passes");
@@ -231,7 +231,7 @@ mod tests {
 
     #[test]
     fn a_write_step_fails_inside_its_statement_and_rolls_back() {
-        let mut store = Store::open_in_memory().unwrap();
+        let mut store = crate::testing::store().unwrap();
         // Busy on every attempt of the write path, so the caller sees it.
         store
             .inject_transient_fault(FaultStep::AttachEndpoint, 0, crate::MAX_WRITE_ATTEMPTS)
@@ -244,11 +244,11 @@ mod tests {
             specialties: vec![],
         };
         let agent = store.create_agent(&caller, &card, "k").unwrap().value;
-        let before = store.connection().serialize(rusqlite::MAIN_DB).unwrap().to_vec();
+        let before = crate::testing::dump(&mut store);
         let lease = std::time::Duration::from_secs(60);
         let e = store.attach_endpoint(&caller, &agent.id, lease, "a1").unwrap_err();
         assert!(e.is_transient(), "{e}");
-        let after = store.connection().serialize(rusqlite::MAIN_DB).unwrap().to_vec();
+        let after = crate::testing::dump(&mut store);
         assert_eq!(before, after, "the failed step changed nothing");
         assert_eq!(store.faults_fired(FaultStep::AttachEndpoint), crate::MAX_WRITE_ATTEMPTS);
         assert!(store.attach_endpoint(&caller, &agent.id, lease, "a1").is_ok());

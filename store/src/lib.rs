@@ -74,6 +74,8 @@ pub mod snapshot;
 pub mod spend_curve;
 pub mod sqlite;
 pub mod state;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod tier;
 pub mod token;
 pub mod transfer;

@@ -1,6 +1,7 @@
-//! The schema migrations, one list per dialect: the files `store/sql/NNNN_*.sql` for SQLite
-//! and their twins `store/sql/postgres/NNNN_*.sql` for PostgreSQL. Migration N leaves the same
-//! schema on both (a test compares them), so a schema version means one schema everywhere.
+//! The SQLite schema migrations, the files `store/sql/NNNN_*.sql`. Their PostgreSQL twins
+//! `store/sql/postgres/NNNN_*.sql` (same number, same name) are run by `ahp-store-postgres`
+//! under a lock hosts share; migration N leaves the same schema on both (its
+//! schema-agreement test compares them), so a schema version means one schema everywhere.
 
 /// The SQLite migrations, in order; the database's `user_version` is how many have run.
 pub(crate) const SQLITE: &[&str] = &[
@@ -15,6 +16,3 @@ pub(crate) const SQLITE: &[&str] = &[
     include_str!("../sql/0009_model_calls.sql"),
     include_str!("../sql/0010_delegation.sql"),
 ];
-
-/// The PostgreSQL migrations, in order (the table `ahp_schema_version` holds how many ran).
-pub(crate) const POSTGRES: &[&str] = &[];

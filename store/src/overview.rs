@@ -203,7 +203,7 @@ mod tests {
     fn summaries_carry_budget_and_latest_event_newest_first() {
         let key = TokenKey::random();
         let clock = std::sync::Arc::new(ManualClock::new(Timestamp::from_micros(1_000_000)));
-        let mut s = Store::open_in_memory()
+        let mut s = crate::testing::store()
             .unwrap()
             .with_token_key(key.clone())
             .with_clock(clock.clone());
@@ -242,7 +242,7 @@ mod tests {
 
     #[test]
     fn a_principal_lists_only_its_own_transfers() {
-        let mut s = Store::open_in_memory().unwrap();
+        let mut s = crate::testing::store().unwrap();
         let alice = TransferOwner::ApiKey("prn_00000000000000000000000a".into());
         let bob = TransferOwner::ApiKey("prn_00000000000000000000000b".into());
         let mine = s.snapshot_state_as(&snapshot(0), &alice).unwrap();
@@ -266,7 +266,7 @@ mod tests {
 
     #[test]
     fn a_snapshot_summary_measures_without_loading_and_shows_only_references() {
-        let mut s = Store::open_in_memory().unwrap();
+        let mut s = crate::testing::store().unwrap();
         let t = s.snapshot_state(&snapshot(2)).unwrap();
         let sum = s.snapshot_summary(&t.id).unwrap();
         assert_eq!(sum.message_count, 3);
@@ -283,9 +283,9 @@ mod tests {
 
     #[test]
     fn an_unknown_event_kind_fails_closed() {
-        let mut s = Store::open_in_memory().unwrap();
+        let mut s = crate::testing::store().unwrap();
         let t = s.snapshot_state(&snapshot(0)).unwrap();
-        s.connection()
+        s.autocommit()
             .execute(
                 "INSERT INTO usage_events (transfer_id, type, at, detail) VALUES (?1, 'from_the_future', 0, '{}')",
                 [&t.id],

@@ -289,7 +289,7 @@ mod tests {
 
     #[test]
     fn keys_authenticate_until_revoked_and_are_stored_only_hashed() {
-        let mut s = Store::open_in_memory().unwrap();
+        let mut s = crate::testing::store().unwrap();
         let (p, key) = s
             .add_principal("orchestrator", &[ApiScope::TransferWrite, ApiScope::TransferRead])
             .unwrap();
@@ -302,7 +302,7 @@ mod tests {
         assert_eq!(s.authenticate("ahp_key_nope").unwrap(), None);
         assert_eq!(s.authenticate(&format!("{key}{}", "x".repeat(200))).unwrap(), None);
         let stored: String = s
-            .connection()
+            .autocommit()
             .query_row("SELECT key_hash FROM principals", [], |r| r.get(0))
             .unwrap();
         assert_ne!(stored, key);
@@ -321,7 +321,7 @@ mod tests {
 
     #[test]
     fn bad_names_scopes_and_duplicates_are_refused() {
-        let mut s = Store::open_in_memory().unwrap();
+        let mut s = crate::testing::store().unwrap();
         for bad in ["", "Has Space", "-lead", &"n".repeat(MAX_PRINCIPAL_NAME_BYTES + 1)] {
             assert!(
                 matches!(
@@ -342,7 +342,7 @@ mod tests {
 
     #[test]
     fn every_scope_round_trips_through_its_name_and_the_database() {
-        let mut s = Store::open_in_memory().unwrap();
+        let mut s = crate::testing::store().unwrap();
         for scope in ApiScope::ALL {
             assert_eq!(scope.as_str().parse::<ApiScope>().unwrap(), scope);
             assert_eq!(serde_json::to_value(scope).unwrap(), scope.as_str());

@@ -160,7 +160,7 @@ mod tests {
     fn active() -> (Store, ManualClock, String) {
         let key = TokenKey::random();
         let clock = ManualClock::new(START);
-        let mut store = Store::open_in_memory()
+        let mut store = crate::testing::store()
             .unwrap()
             .with_clock(Arc::new(clock.clone()))
             .with_token_key(key.clone());
@@ -224,7 +224,7 @@ mod tests {
 
     #[test]
     fn a_transfer_not_yet_provisioned_has_no_curve() {
-        let mut store = Store::open_in_memory().unwrap();
+        let mut store = crate::testing::store().unwrap();
         let t = store.snapshot_state(&snapshot()).unwrap().id;
         assert!(store.spend_curve(&t, store.now(), 10).unwrap().is_empty());
     }

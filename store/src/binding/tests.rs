@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::MAIN_DB;
 use serde_json::json;
 
 use crate::conversation::bounds::{MAX_AGENTS, MAX_AGENTS_PER_PRINCIPAL};
@@ -33,7 +32,7 @@ pub(super) struct Fixture {
 pub(super) fn fixture() -> Fixture {
     let key = TokenKey::random();
     let clock = ManualClock::new(START);
-    let store = Store::open_in_memory()
+    let store = crate::testing::store()
         .unwrap()
         .with_clock(Arc::new(clock.clone()))
         .with_token_key(key.clone());
@@ -83,12 +82,12 @@ impl Fixture {
     }
 
     /// The whole database, serialized: what a refusal must leave unchanged.
-    pub(super) fn bytes(&mut self) -> Vec<u8> {
-        self.store.connection().serialize(MAIN_DB).unwrap().to_vec()
+    pub(super) fn bytes(&mut self) -> Vec<String> {
+        crate::testing::dump(&mut self.store)
     }
 
     fn count(&mut self, sql: &str) -> i64 {
-        self.store.connection().query_row(sql, [], |r| r.get(0)).unwrap()
+        self.store.autocommit().query_row(sql, [], |r| r.get(0)).unwrap()
     }
 
     fn kinds(&mut self, t: &str) -> Vec<EventKind> {
@@ -626,7 +625,7 @@ fn transfer_agents_are_exempt_from_the_per_principal_ceiling_but_not_the_total()
     let t = f.active(&TransferOwner::ApiKey(ALICE.into()));
     let have = f.count("SELECT count(*) FROM agents");
     f.store
-        .connection()
+        .autocommit()
         .execute(
             "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
              INSERT INTO agents (id, owner_principal, handle, display_name, description, specialties,

@@ -13,7 +13,7 @@ const LEASE: Duration = Duration::from_secs(600);
 fn store() -> (Store, TokenKey, ManualClock) {
     let key = TokenKey::random();
     let clock = ManualClock::new(Timestamp::from_micros(1_796_039_139_000_000));
-    let store = Store::open_in_memory()
+    let store = crate::testing::store()
         .unwrap()
         .with_clock(Arc::new(clock.clone()))
         .with_token_key(key.clone());

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::MAIN_DB;
 use serde_json::json;
 
 use super::*;
@@ -44,7 +43,7 @@ fn active(store: &mut Store, key: &TokenKey, budget: u64) -> String {
 
 fn fixture(budget: u64) -> (Store, String) {
     let key = TokenKey::random();
-    let mut store = Store::open_in_memory().unwrap().with_token_key(key.clone());
+    let mut store = crate::testing::store().unwrap().with_token_key(key.clone());
     let t = active(&mut store, &key, budget);
     (store, t)
 }
@@ -65,8 +64,8 @@ fn granted(r: Reservation) -> ModelReservation {
     }
 }
 
-fn bytes(store: &mut Store) -> Vec<u8> {
-    store.connection().serialize(MAIN_DB).unwrap().to_vec()
+fn bytes(store: &mut Store) -> Vec<String> {
+    crate::testing::dump(store)
 }
 
 #[test]
@@ -248,7 +247,7 @@ fn concurrent_reservations_never_pass_the_allocation() {
 fn a_takeover_charges_open_reservations_in_full() {
     let clock = ManualClock::new(Timestamp::from_micros(1_796_039_139_000_000));
     let key = TokenKey::random();
-    let mut store = Store::open_in_memory()
+    let mut store = crate::testing::store()
         .unwrap()
         .with_clock(Arc::new(clock.clone()))
         .with_token_key(key.clone());

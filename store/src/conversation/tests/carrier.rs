@@ -24,14 +24,14 @@ fn dispatched(w: &mut World, alice: &Caller, actor: &AgentActor, cv: &Conversati
 
 fn attempt_state(w: &mut World, attempt: &str) -> String {
     w.store
-        .connection()
+        .autocommit()
         .query_row("SELECT state FROM wake_attempts WHERE id = ?1", [attempt], |r| r.get(0))
         .unwrap()
 }
 
 fn wake_state(w: &mut World, wake: &str) -> String {
     w.store
-        .connection()
+        .autocommit()
         .query_row("SELECT state FROM wakes WHERE id = ?1", [wake], |r| r.get(0))
         .unwrap()
 }
@@ -315,7 +315,7 @@ fn wake_ready_endpoints_lists_only_wake_capable_endpoints_with_work_paged() {
     // One not wake-capable (a takeover cleared it, nobody registered since).
     let unregistered = actors[3].1.clone();
     w.store
-        .connection()
+        .autocommit()
         .execute(
             "UPDATE agent_endpoints SET wake_capable = 0 WHERE id = ?1",
             [&unregistered.endpoint],

@@ -68,7 +68,7 @@ fn sixteen_connections_posting_keep_seqs_contiguous_and_deliveries_exact() {
     );
 
     let mut store = Store::open(&path).unwrap();
-    let conn = store.connection();
+    let conn = store.autocommit();
     let stored: Vec<i64> = conn
         .prepare("SELECT seq FROM messages ORDER BY seq")
         .unwrap()

@@ -27,7 +27,7 @@ fn queued_only_inbox_read_refuses_an_unknown_delivery_state() {
     let (mut w, alice, _a, actor, cv) = setup();
     w.post(&alice, &cv, Acting::Human, "x").unwrap();
     w.store
-        .connection()
+        .autocommit()
         .execute("UPDATE deliveries SET state = 'archived'", [])
         .unwrap();
     let err = w.store.read_inbox(&alice, &actor, 0, 10, true).unwrap_err();
@@ -38,7 +38,7 @@ fn queued_only_inbox_read_refuses_an_unknown_delivery_state() {
 fn attach_refuses_when_the_agents_endpoint_has_an_unknown_state() {
     let (mut w, alice, a, _actor, _cv) = setup();
     w.store
-        .connection()
+        .autocommit()
         .execute("UPDATE agent_endpoints SET state = 'suspended'", [])
         .unwrap();
     let before = w.bytes();
@@ -52,7 +52,7 @@ fn a_post_refuses_to_coalesce_into_an_unknown_wake_state() {
     let (mut w, alice, _a, _actor, cv) = setup();
     w.post(&alice, &cv, Acting::Human, "first").unwrap();
     w.store
-        .connection()
+        .autocommit()
         .execute("UPDATE wakes SET state = 'snoozed'", [])
         .unwrap();
     let before = w.bytes();
@@ -66,7 +66,7 @@ fn claim_refuses_an_unknown_wake_state() {
     let (mut w, alice, _a, actor, cv) = setup();
     w.post(&alice, &cv, Acting::Human, "x").unwrap();
     w.store
-        .connection()
+        .autocommit()
         .execute("UPDATE wakes SET state = 'snoozed'", [])
         .unwrap();
     let before = w.bytes();
@@ -81,7 +81,7 @@ fn reconciliation_refuses_an_unknown_attempt_state() {
     w.post(&alice, &cv, Acting::Human, "x").unwrap();
     w.store.claim_wake(&alice, &actor, CLAIM).unwrap().unwrap();
     w.store
-        .connection()
+        .autocommit()
         .execute("UPDATE wake_attempts SET state = 'teleported'", [])
         .unwrap();
     let before = w.bytes();
@@ -103,7 +103,7 @@ fn an_unknown_conversation_state_still_takes_an_open_slot() {
     w.store.close_conversation(&alice, &first.id).unwrap();
     // The closed one's state becomes one this build does not know: it must count as open.
     w.store
-        .connection()
+        .autocommit()
         .execute("UPDATE conversations SET state = 'archived' WHERE id = ?1", [&first.id])
         .unwrap();
     let before = w.bytes();

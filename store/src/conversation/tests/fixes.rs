@@ -68,7 +68,7 @@ fn agents_in_total_at_the_limit_and_one_past_it() {
     let alice = w.alice.clone();
     // Stand in for everyone else's agents: MAX_AGENTS - 1 rows of another owner.
     w.store
-        .connection()
+        .autocommit()
         .execute(
             "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
              INSERT INTO agents (id, owner_principal, handle, display_name, description, specialties,
@@ -92,7 +92,7 @@ fn conversations_in_total_at_the_limit_and_one_past_it() {
     let mut w = world();
     let alice = w.alice.clone();
     w.store
-        .connection()
+        .autocommit()
         .execute(
             "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
              INSERT INTO conversations (id, title, state, human_principal, next_seq, created_at, updated_at)

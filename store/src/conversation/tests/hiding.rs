@@ -194,7 +194,7 @@ fn unknown_stored_lifecycles_fail_closed() {
     w.post(&alice, &cv, Acting::Human, "x").unwrap();
 
     w.store
-        .connection()
+        .autocommit()
         .execute("UPDATE conversations SET state = 'archived'", [])
         .unwrap();
     let err = w.store.get_conversation(&alice, &Acting::Human, &cv.id).unwrap_err();
@@ -212,12 +212,12 @@ fn unknown_stored_lifecycles_fail_closed() {
     let err = w.post(&alice, &cv, Acting::Human, "y").unwrap_err();
     assert!(matches!(err, Error::CorruptRow { .. }), "{err}");
     w.store
-        .connection()
+        .autocommit()
         .execute("UPDATE conversations SET state = 'open'", [])
         .unwrap();
 
     w.store
-        .connection()
+        .autocommit()
         .execute("UPDATE deliveries SET state = 'read'", [])
         .unwrap();
     let err = w.store.read_inbox(&alice, &actor, 0, 10, false).unwrap_err();
@@ -232,24 +232,24 @@ fn unknown_stored_lifecycles_fail_closed() {
         "{err}"
     );
     w.store
-        .connection()
+        .autocommit()
         .execute("UPDATE deliveries SET state = 'queued'", [])
         .unwrap();
 
     w.store
-        .connection()
+        .autocommit()
         .execute("UPDATE wakes SET state = 'snoozed'", [])
         .unwrap();
     let err = w.store.list_wakes(&alice, &actor, 10).unwrap_err();
     assert!(matches!(err, Error::CorruptRow { table: "wakes", .. }), "{err}");
     w.store
-        .connection()
+        .autocommit()
         .execute("UPDATE wakes SET state = 'pending'", [])
         .unwrap();
 
     // An endpoint whose state is unknown admits nothing: no post, no claim.
     w.store
-        .connection()
+        .autocommit()
         .execute("UPDATE agent_endpoints SET state = 'hibernating'", [])
         .unwrap();
     let err = w.post(&alice, &cv, Acting::Agent(actor.clone()), "z").unwrap_err();

@@ -27,7 +27,7 @@ fn messages_per_conversation() {
     let cv = w.conversation(&alice, &[]);
     // Stand in for a million earlier posts.
     w.store
-        .connection()
+        .autocommit()
         .execute(
             "UPDATE conversations SET next_seq = ?1",
             [MAX_MESSAGES_PER_CONVERSATION as i64],

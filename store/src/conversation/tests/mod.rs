@@ -61,7 +61,7 @@ pub(super) struct World {
 
 pub(super) fn world() -> World {
     let clock = ManualClock::new(Timestamp::from_micros(1_800_000_000_000_000));
-    let store = Store::open_in_memory().unwrap().with_clock(Arc::new(clock.clone()));
+    let store = crate::testing::store().unwrap().with_clock(Arc::new(clock.clone()));
     World {
         store,
         clock,
@@ -132,11 +132,11 @@ impl World {
     }
 
     /// The whole database, serialized: equal before and after means a call changed nothing.
-    pub(super) fn bytes(&mut self) -> Vec<u8> {
-        self.store.connection().serialize(rusqlite::MAIN_DB).unwrap().to_vec()
+    pub(super) fn bytes(&mut self) -> Vec<String> {
+        crate::testing::dump(&mut self.store)
     }
 
     pub(super) fn count(&mut self, sql: &str) -> i64 {
-        self.store.connection().query_row(sql, [], |r| r.get(0)).unwrap()
+        self.store.autocommit().query_row(sql, [], |r| r.get(0)).unwrap()
     }
 }

@@ -331,7 +331,7 @@ impl Harness {
     }
 
     fn check(&mut self) {
-        let conn = self.w.store.connection();
+        let conn = self.w.store.autocommit();
         let seqs: Vec<i64> = conn
             .prepare("SELECT seq FROM messages ORDER BY seq")
             .unwrap()

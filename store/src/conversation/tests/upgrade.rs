@@ -25,7 +25,7 @@ fn a_schema_1_database_gains_the_conversation_tables_and_keeps_its_transfers() {
     let mut store = Store::open(&path).unwrap();
     assert_eq!(store.schema_version().unwrap(), Store::supported_schema_version());
     let transfers: i64 = store
-        .connection()
+        .autocommit()
         .query_row("SELECT count(*) FROM transfers", [], |r| r.get(0))
         .unwrap();
     assert_eq!(transfers, 1);
@@ -102,7 +102,7 @@ fn a_schema_6_database_marks_exactly_the_endpoints_its_bindings_attached_as_host
     let mut store = Store::open(&path).unwrap();
     assert_eq!(store.schema_version().unwrap(), Store::supported_schema_version());
     let held: Vec<(String, i64)> = store
-        .connection()
+        .autocommit()
         .prepare("SELECT id, host_held FROM agent_endpoints ORDER BY id")
         .unwrap()
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))

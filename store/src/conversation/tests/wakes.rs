@@ -430,7 +430,7 @@ fn an_unknown_attempt_state_fails_closed() {
     w.post(&alice, &cv, Acting::Human, "x").unwrap();
     let c = w.store.claim_wake(&alice, &actor, CLAIM).unwrap().unwrap();
     w.store
-        .connection()
+        .autocommit()
         .execute("UPDATE wake_attempts SET state = 'teleported'", [])
         .unwrap();
     let err = w.store.prepare_dispatch(&alice, &actor, &c.attempt.id).unwrap_err();

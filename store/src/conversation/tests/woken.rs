@@ -31,7 +31,7 @@ fn a_post_wakes_every_other_agent_participant_and_a_replay_wakes_none() {
 
     // What a post reports it woke is exactly whom it queued a delivery for.
     let recipients: Vec<String> = {
-        let conn = w.store.connection();
+        let conn = w.store.autocommit();
         let mut stmt = conn
             .prepare("SELECT recipient_agent_id FROM deliveries WHERE message_id = ?1 ORDER BY recipient_agent_id")
             .unwrap();

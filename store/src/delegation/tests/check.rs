@@ -16,7 +16,7 @@ fn the_check_is_clean_after_ordinary_work_and_finds_forged_duplicates() {
     w.complete(&alice, &t.w2_ep, &b, TaskOutcome::Succeeded, "2").unwrap();
     assert_eq!(violations(&w.store.autocommit()).unwrap(), vec![]);
     // The schema itself refuses a second firing of the wait.
-    let conn = w.store.connection();
+    let conn = w.store.autocommit();
     let wake: String = conn
         .query_row("SELECT wake_id FROM agent_waits WHERE id = ?1", [&wait.id], |r| {
             r.get(0)

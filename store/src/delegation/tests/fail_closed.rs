@@ -11,7 +11,7 @@ fn unknown_task_wait_goal_and_wake_origin_values_fail_closed() {
     let g = w.goal(&alice, &t.boss(), Some(&t.boss));
     let task = w.task(&alice, &t.boss(), &t.w1, Some(&g), true);
     let wait = w.wait(&alice, &t.boss_ep, &[&task], WaitMode::All, None).unwrap();
-    let conn = w.store.connection();
+    let conn = w.store.autocommit();
     conn.execute("UPDATE agent_tasks SET state = 'paused'", []).unwrap();
     conn.execute("UPDATE goals SET state = 'archived'", []).unwrap();
     conn.execute("UPDATE agent_waits SET mode = 'most'", []).unwrap();

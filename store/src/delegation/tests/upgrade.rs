@@ -59,7 +59,7 @@ fn a_schema_8_database_keeps_its_wakes_and_attempts_as_message_wakes() {
     let mut store = Store::open(&path).unwrap();
     assert_eq!(store.schema_version().unwrap(), Store::supported_schema_version());
     let fk: i64 = store
-        .connection()
+        .autocommit()
         .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| r.get(0))
         .unwrap();
     assert_eq!(fk, 0);
