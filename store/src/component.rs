@@ -81,7 +81,7 @@ impl Store {
             }
             tx.execute(
                 "INSERT INTO components (digest, name, size_bytes, registered_at) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (digest) DO UPDATE SET name = coalesce(?2, name), registered_at = ?4",
+             ON CONFLICT (digest) DO UPDATE SET name = coalesce(?2, components.name), registered_at = ?4",
                 (digest, name, size_bytes as i64, now.as_micros()),
             )?;
             load(tx, digest)?.ok_or_else(|| Error::CorruptRow {

@@ -317,12 +317,16 @@ fn read_version(tx: &Tx<'_>, dialect: Dialect) -> std::result::Result<i64, SqlEr
         Dialect::Sqlite => tx.query_row("PRAGMA user_version", (), |r| r.get(0)),
         Dialect::Postgres => {
             let table: Option<String> =
-                tx.query_row("SELECT CAST(to_regclass('ahp_schema_version') AS TEXT)", (), |r| r.get(0))?;
+                tx.query_row("SELECT CAST(to_regclass('ahp_schema_version') AS TEXT)", (), |r| {
+                    r.get(0)
+                })?;
             if table.is_none() {
                 return Ok(0);
             }
             Ok(tx
-                .query_row("SELECT max(version) FROM ahp_schema_version", (), |r| r.get::<_, Option<i64>>(0))?
+                .query_row("SELECT max(version) FROM ahp_schema_version", (), |r| {
+                    r.get::<_, Option<i64>>(0)
+                })?
                 .unwrap_or(0))
         }
     }

@@ -613,7 +613,7 @@ impl Store {
         }
         let sql = format!(
             "SELECT * FROM (SELECT {CALL_COLUMNS} FROM model_calls WHERE transfer_id = ?1
-                            ORDER BY reserved_at DESC, id DESC LIMIT ?2)
+                            ORDER BY reserved_at DESC, id DESC LIMIT ?2) AS recent
              ORDER BY reserved_at, id"
         );
         let tx = self.autocommit();

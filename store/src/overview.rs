@@ -143,8 +143,8 @@ impl Store {
         let row = self
             .autocommit()
             .prepare_cached(
-                "SELECT source_host, message_count, length(CAST(system_prompt AS BLOB)),
-                        length(CAST(message_history AS BLOB)), length(CAST(tool_state AS BLOB)), mcp_config
+                "SELECT source_host, message_count, octet_length(system_prompt),
+                        octet_length(message_history), octet_length(tool_state), mcp_config
                  FROM transfers WHERE id = ?1",
             )?
             .query_row([transfer], |r| {

@@ -99,3 +99,13 @@ pub(crate) fn dump(store: &mut Store) -> Vec<String> {
     }
     out
 }
+
+/// True (after saying so) when this run is on PostgreSQL and the calling test exercises a
+/// SQLite-only test seam (`reason`): such a test returns early there.
+pub(crate) fn skip_on_postgres(reason: &str) -> bool {
+    let skip = on_postgres();
+    if skip {
+        eprintln!("skipped on PostgreSQL: {reason}");
+    }
+    skip
+}

@@ -630,7 +630,7 @@ fn transfer_agents_are_exempt_from_the_per_principal_ceiling_but_not_the_total()
             "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
              INSERT INTO agents (id, owner_principal, handle, display_name, description, specialties,
                                  profile_revision, created_at, updated_at)
-             SELECT printf('agt_%024x', 1000000 + i), 'filler', 'f', 'F', '', '[]', 1, 0, 0 FROM n",
+             SELECT 'agt_' || CAST(200000000000000000 + i AS TEXT) || '000000', 'filler', 'f', 'F', '', '[]', 1, 0, 0 FROM n",
             [MAX_AGENTS as i64 - have],
         )
         .unwrap();

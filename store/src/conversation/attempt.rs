@@ -531,8 +531,8 @@ impl Store {
             check_unresolved(&tx, &actor.agent, &ep.id)?;
             let attempt = new_id(ATTEMPT_ID_PREFIX);
             tx.prepare_cached(
-                "INSERT INTO wake_attempts (id, wake_id, agent_id, endpoint_id, generation, state, claim_expires_at, claimed_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'claimed', ?6, ?7)",
+                "INSERT INTO wake_attempts (id, wake_id, agent_id, endpoint_id, generation, state, claim_expires_at, claimed_at, seq)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'claimed', ?6, ?7, (SELECT coalesce(max(seq), 0) + 1 FROM wake_attempts WHERE wake_id = ?2))",
             )?
             .execute((
                 &attempt,
@@ -702,9 +702,7 @@ impl Store {
             let (tx, now) = s.begin_read()?;
             endpoint::admit(&tx, caller, actor, now)?;
             load_for(&tx, &actor.agent, wake)?;
-            let sql = format!(
-                "SELECT {ATTEMPT_COLUMNS} FROM wake_attempts WHERE wake_id = ?1 ORDER BY claimed_at, rowid LIMIT ?2"
-            );
+            let sql = format!("SELECT {ATTEMPT_COLUMNS} FROM wake_attempts WHERE wake_id = ?1 ORDER BY seq LIMIT ?2");
             let mut stmt = tx.prepare_cached(&sql)?;
             let rows = stmt.query_map((wake, limit as i64), |r| Ok(attempt_from_row(r)))?;
             rows.map(|r| r?).collect()

@@ -144,8 +144,9 @@ impl Store {
             let token = activation_token(&id, activation_key);
             tx.prepare_cached(
                 "INSERT INTO wake_attempts (id, wake_id, agent_id, endpoint_id, generation, state, claim_expires_at,
-                                            consume_token_hash, claimed_at, dispatched_at, kind, activation_key_hash)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'dispatched', ?6, ?7, ?6, ?6, 'explicit_activation', ?8)",
+                                            consume_token_hash, claimed_at, dispatched_at, kind, activation_key_hash, seq)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'dispatched', ?6, ?7, ?6, ?6, 'explicit_activation', ?8,
+                         (SELECT coalesce(max(seq), 0) + 1 FROM wake_attempts WHERE wake_id = ?2))",
             )?
             .execute((
                 &id,

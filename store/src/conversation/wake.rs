@@ -247,8 +247,8 @@ pub(crate) fn coalesce(tx: &Tx<'_>, agent: &str, order: u64, now: Timestamp) -> 
     } else {
         let id = new_id(WAKE_ID_PREFIX);
         tx.prepare_cached(
-            "INSERT INTO wakes (id, agent_id, state, delivery_count, first_delivery_order, high_water_order, created_at, updated_at)
-             VALUES (?1, ?2, 'pending', 1, ?3, ?3, ?4, ?4)",
+            "INSERT INTO wakes (id, agent_id, state, delivery_count, first_delivery_order, high_water_order, created_at, updated_at, seq)
+             VALUES (?1, ?2, 'pending', 1, ?3, ?3, ?4, ?4, (SELECT coalesce(max(seq), 0) + 1 FROM wakes WHERE agent_id = ?2))",
         )?
         .execute((&id, agent, order as i64, now.as_micros()))?;
         audit::record(
@@ -286,8 +286,8 @@ pub(crate) fn coalesce_cause(tx: &Tx<'_>, agent: &str, origin: &WakeOrigin, now:
     } else {
         let id = new_id(WAKE_ID_PREFIX);
         tx.prepare_cached(
-            "INSERT INTO wakes (id, agent_id, state, origin, origin_id, delivery_count, first_delivery_order, high_water_order, created_at, updated_at)
-             VALUES (?1, ?2, 'pending', ?3, ?4, 0, 0, 0, ?5, ?5)",
+            "INSERT INTO wakes (id, agent_id, state, origin, origin_id, delivery_count, first_delivery_order, high_water_order, created_at, updated_at, seq)
+             VALUES (?1, ?2, 'pending', ?3, ?4, 0, 0, 0, ?5, ?5, (SELECT coalesce(max(seq), 0) + 1 FROM wakes WHERE agent_id = ?2))",
         )?
         .execute((&id, agent, origin.kind(), subject, now.as_micros()))?;
         audit::record(
@@ -332,9 +332,7 @@ impl Store {
         self.admitted(|s| {
             let (tx, now) = s.begin_read()?;
             endpoint::admit(&tx, caller, actor, now)?;
-            let sql = format!(
-                "SELECT {WAKE_COLUMNS} FROM wakes WHERE agent_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"
-            );
+            let sql = format!("SELECT {WAKE_COLUMNS} FROM wakes WHERE agent_id = ?1 ORDER BY seq DESC LIMIT ?2");
             let mut stmt = tx.prepare_cached(&sql)?;
             let rows = stmt.query_map((&actor.agent, limit as i64), |r| Ok(wake_from_row(r)))?;
             rows.map(|r| r?).collect()

@@ -198,19 +198,23 @@ impl Store {
         self.admitted(|s| {
             let (tx, now) = s.begin_read()?;
             let actor = resolve(&tx, caller, acting, now)?;
-            let cursor: i64 = match after {
+            // The cursor is the last event's (created_at, id): pages in that order.
+            let (cursor_at, cursor_id) = match after {
                 Some(e) => {
-                    load_visible(&tx, &actor.owner, actor.agent.as_deref(), e)?;
-                    tx.query_row("SELECT rowid FROM attention_events WHERE id = ?1", [e], |r| r.get(0))?
+                    let seen = load_visible(&tx, &actor.owner, actor.agent.as_deref(), e)?;
+                    (seen.created_at.as_micros(), seen.id)
                 }
-                None => 0,
+                None => (i64::MIN, String::new()),
             };
             let sql = format!(
                 "SELECT {COLUMNS} FROM attention_events WHERE owner_principal = ?1 AND (?2 IS NULL OR target_agent_id = ?2)
-                   AND rowid > ?3 ORDER BY rowid LIMIT ?4"
+                   AND (created_at > ?3 OR (created_at = ?3 AND id > ?4)) ORDER BY created_at, id LIMIT ?5"
             );
             tx.prepare_cached(&sql)?
-                .query_map((&actor.owner, &actor.agent, cursor, limit as i64), |r| Ok(from_row(r)))?
+                .query_map(
+                    (&actor.owner, &actor.agent, cursor_at, &cursor_id, limit as i64),
+                    |r| Ok(from_row(r)),
+                )?
                 .collect::<Result<Vec<_>, _>>()?
                 .into_iter()
                 .collect()

@@ -72,6 +72,8 @@ fn changed_reuse_of_an_activation_key_fails_closed() {
     w.store
         .consume_wake(&alice, &actor, &wake.id, &t.consume_token)
         .unwrap();
+    // Wakes list newest first by creation time (ties by id): the second is a moment later.
+    w.clock.advance(std::time::Duration::from_micros(1));
     w.post(&alice, &cv, Acting::Human, "two").unwrap();
     let second = w.store.list_wakes(&alice, &actor, 1).unwrap().remove(0);
     assert_ne!(second.id, wake.id);

@@ -73,7 +73,7 @@ fn agents_in_total_at_the_limit_and_one_past_it() {
             "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
              INSERT INTO agents (id, owner_principal, handle, display_name, description, specialties,
                                  profile_revision, created_at, updated_at)
-             SELECT printf('agt_%024x', i), 'someone-else', 'h', 'H', '', '[]', 1, 0, 0 FROM n",
+             SELECT 'agt_' || CAST(100000000000000000 + i AS TEXT) || '000000', 'someone-else', 'h', 'H', '', '[]', 1, 0, 0 FROM n",
             [bounds::MAX_AGENTS as i64 - 1],
         )
         .unwrap();
@@ -96,7 +96,7 @@ fn conversations_in_total_at_the_limit_and_one_past_it() {
         .execute(
             "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
              INSERT INTO conversations (id, title, state, human_principal, next_seq, created_at, updated_at)
-             SELECT printf('cv_%024x', i), 't', 'closed', 'someone-else', 1, 0, 0 FROM n",
+             SELECT 'cv_' || CAST(100000000000000000 + i AS TEXT) || '000000', 't', 'closed', 'someone-else', 1, 0, 0 FROM n",
             [bounds::MAX_CONVERSATIONS as i64 - 1],
         )
         .unwrap();

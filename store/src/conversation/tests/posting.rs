@@ -171,6 +171,9 @@ fn adding_an_agent_requires_owning_it() {
 
 #[test]
 fn a_failed_wake_write_leaves_no_trace_of_the_post() {
+    if crate::testing::skip_on_postgres("the fault seam (SQL function and temp triggers) is SQLite's") {
+        return;
+    }
     let mut w = world();
     let alice = w.alice.clone();
     let (a, b) = (w.agent(&alice), w.agent(&alice));

@@ -60,6 +60,8 @@ fn without_a_controller_the_creator_is_woken_and_a_human_creator_gets_the_event_
         w.open_wake(&t.boss_ep).unwrap().origin,
         WakeOrigin::AttentionEvent(_)
     ));
+    // Events list by creation time (ties by id): the second is a moment later.
+    w.clock.advance(std::time::Duration::from_micros(1));
     let g2 = w.goal(&alice, &Acting::Human, None);
     let by_human = w.task(&alice, &Acting::Human, &t.w2, Some(&g2), true);
     w.complete(&alice, &t.w2_ep, &by_human, TaskOutcome::Succeeded, "r")
