@@ -420,6 +420,34 @@ mod tests {
     }
 
     #[test]
+    fn a_postgres_database_is_used_only_at_this_builds_schema() {
+        let Some((url, _db)) = ahp_store_postgres::testing::fresh_database() else {
+            return;
+        };
+        // Not migrated: refused (the store never migrates a PostgreSQL database itself).
+        let conn = ahp_store_postgres::PgConnection::connect(&url).unwrap();
+        let err = Store::over(Box::new(conn)).unwrap_err();
+        assert!(
+            matches!(err, Error::SchemaBehind { found: 0, supported } if supported == Store::supported_schema_version()),
+            "{err}"
+        );
+        // One migration short: refused.
+        let mut conn = ahp_store_postgres::PgConnection::connect(&url).unwrap();
+        ahp_store_postgres::migrate_to(&mut conn, Store::supported_schema_version() - 1).unwrap();
+        let err = Store::over(Box::new(conn)).unwrap_err();
+        assert!(matches!(err, Error::SchemaBehind { .. }), "{err}");
+        // Migrated: opens, at the supported version.
+        let mut store = Store::over(Box::new(ahp_store_postgres::open(&url).unwrap())).unwrap();
+        assert_eq!(store.schema_version().unwrap(), Store::supported_schema_version());
+        assert_eq!(store.dialect(), Dialect::Postgres);
+        // Written by a newer build: refused.
+        let mut conn = ahp_store_postgres::PgConnection::connect(&url).unwrap();
+        ahp_store_postgres::set_schema_version(&mut conn, 999).unwrap();
+        let err = Store::over(Box::new(conn)).unwrap_err();
+        assert!(matches!(err, Error::SchemaTooNew { found: 999, .. }), "{err}");
+    }
+
+    #[test]
     fn refuses_a_newer_schema_and_leaves_it_alone() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ahp.db");
