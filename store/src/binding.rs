@@ -211,9 +211,9 @@ impl Store {
                 .execute((&endpoint.id, &host))?;
             tx.prepare_cached("UPDATE transfers SET host_id = ?2 WHERE id = ?1")?
                 .execute((transfer, &host))?;
-            // A move towards this host is complete once it has bound the agent.
-            tx.prepare_cached("DELETE FROM agent_moves WHERE transfer_id = ?1 AND to_host = ?2")?
-                .execute((transfer, &host))?;
+            // A move handed over is complete once the agent is bound again.
+            tx.prepare_cached("DELETE FROM agent_moves WHERE transfer_id = ?1 AND handed_over_at IS NOT NULL")?
+                .execute([transfer])?;
             let agent = owned_agent(tx, &principal, &t, &agent.id)?;
             let detail = json!({
                 "agentId": agent.id,

@@ -67,6 +67,7 @@ pub mod id;
 pub mod lifecycle;
 mod migrations;
 pub mod model_call;
+pub mod moves;
 pub mod overview;
 pub mod owner;
 pub mod principal;
