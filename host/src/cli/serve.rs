@@ -154,7 +154,7 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
     let joined = agents.join(args.host_lease, address.as_deref(), shared, INTERRUPTED_REASON)?;
     report_join(&joined);
     if shared {
-        signal_between_hosts(&dir, &agents)?;
+        signal_between_hosts(dir, &agents)?;
     }
     runtime.block_on(async {
         let workers = tokio::spawn(agents.clone().run_workers());
