@@ -106,8 +106,8 @@ async fn post(url: &str, origin: &str, cookie: Option<&str>, fields: &[(&str, &s
 struct Holding(String, u64);
 
 impl Carriers for Holding {
-    fn holds(&self, endpoint: &str, generation: u64) -> bool {
-        self.0 == endpoint && self.1 == generation
+    fn holds(&self, endpoint: &ahp_store::conversation::Endpoint) -> bool {
+        self.0 == endpoint.id && self.1 == endpoint.generation
     }
 }
 

@@ -2,16 +2,20 @@
 //! endpoint, and how a committed post tells it whom to run.
 //!
 //! A transferred agent's endpoint is wake-capable because its sandbox lives in some `ahp serve`
-//! process; the store records the endpoint and its generation, but only the process knows
-//! whether it still holds the sandbox. Every surface that shows an agent's readiness
+//! process; the store records the endpoint, its generation and the host that attached it, but
+//! only a process knows whether it still holds the sandbox — this one for its own carriers,
+//! and, for another host's, that host's live lease vouches for it. Every surface that shows an agent's readiness
 //! (`productionAutoResumeAvailable` in `list_agent_identities`, the console's agent cards)
 //! asks a [`Carriers`]; every surface that posts ([`crate::posting`]) hands it the agents the
 //! post woke.
 
+use ahp_store::conversation::Endpoint;
+
 /// What this process knows about the wake carriers it holds.
 pub trait Carriers: Send + Sync + 'static {
-    /// Whether this process holds the live carrier for `endpoint` at controller `generation`.
-    fn holds(&self, endpoint: &str, generation: u64) -> bool;
+    /// Whether a live carrier holds `endpoint` (at its generation): this process's own, or a
+    /// wake-capable endpoint of another host whose lease holds.
+    fn holds(&self, endpoint: &Endpoint) -> bool;
 
     /// A committed post woke `agents` (`agt_…`, what the store's `post_message` returned):
     /// schedule a dispatch opportunity for each this process carries. It must not read the
@@ -25,7 +29,7 @@ pub trait Carriers: Send + Sync + 'static {
 pub struct NoCarriers;
 
 impl Carriers for NoCarriers {
-    fn holds(&self, _endpoint: &str, _generation: u64) -> bool {
+    fn holds(&self, _endpoint: &Endpoint) -> bool {
         false
     }
 }

@@ -43,7 +43,7 @@ mod tests {
     struct Recorded(Mutex<Vec<Vec<String>>>);
 
     impl Carriers for Recorded {
-        fn holds(&self, _: &str, _: u64) -> bool {
+        fn holds(&self, _: &ahp_store::conversation::Endpoint) -> bool {
             false
         }
         fn schedule_woken(&self, agents: &[String]) {

@@ -99,6 +99,7 @@ impl Agents {
         let own = self.store.locked().claim_own_leftovers(&lease)?;
         self.bind_claimed(&own);
         let claimed = self.claim_lapsed();
+        self.refresh_peers(&lease.host);
         self.repair_bindings()?;
         Ok(JoinReport {
             incarnation,
@@ -145,6 +146,7 @@ impl Agents {
         };
         match renewed {
             Ok(lease) => {
+                self.refresh_peers(&lease.host);
                 let fresh_again = !self.lease_fresh();
                 *self.hosting.locked() = Some(Hosting {
                     lease,
@@ -299,6 +301,18 @@ impl Agents {
         let Some(h) = self.hosting.locked().take() else { return };
         if let Err(e) = self.store.locked().leave_host(&h.lease) {
             tracing::warn!(error = %e, "cannot record the host's leaving");
+        }
+    }
+
+    /// Remembers which other hosts are live (their carriers count as ready here).
+    fn refresh_peers(&self, me: &str) {
+        let mut db = self.store.locked();
+        let now = db.now();
+        match db.hosts() {
+            Ok(hosts) => {
+                *self.peers.locked() = hosts.into_iter().filter(|h| h.id != me && h.is_live(now)).map(|h| h.id).collect();
+            }
+            Err(e) => tracing::debug!(error = %e, "cannot list the hosts"),
         }
     }
 

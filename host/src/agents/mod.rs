@@ -146,6 +146,8 @@ pub struct Agents {
     leaving: Mutex<HashSet<String>>,
     /// Where signals for other hosts go, on a shared database ([`Agents::signal_with`]).
     signals: Mutex<Option<std::sync::mpsc::Sender<String>>>,
+    /// The other hosts whose lease held at the last renewal of this one's ([`hosting`]).
+    peers: Mutex<HashSet<String>>,
 }
 
 /// Marks a transfer as being activated by this process until dropped ([`Agents::activating`]).
@@ -170,11 +172,17 @@ impl std::fmt::Debug for Agents {
 }
 
 impl Carriers for Agents {
-    fn holds(&self, endpoint: &str, generation: u64) -> bool {
-        self.carriers
+    fn holds(&self, endpoint: &ahp_store::conversation::Endpoint) -> bool {
+        let here = self
+            .carriers
             .locked()
             .values()
-            .any(|c| c.actor.endpoint == endpoint && c.actor.generation == generation)
+            .any(|c| c.actor.endpoint == endpoint.id && c.actor.generation == endpoint.generation);
+        here || (endpoint.wake_capable
+            && endpoint
+                .host_id
+                .as_deref()
+                .is_some_and(|h| self.peers.locked().contains(h)))
     }
 
     fn schedule_woken(&self, agents: &[String]) {
@@ -206,6 +214,7 @@ impl Agents {
             hosting: Mutex::new(None),
             leaving: Mutex::new(HashSet::new()),
             signals: Mutex::new(None),
+            peers: Mutex::new(HashSet::new()),
         }
     }
 

@@ -43,7 +43,7 @@ impl AgentCardView {
         let ready = listing
             .current_endpoint
             .as_ref()
-            .is_some_and(|e| carriers.holds(&e.id, e.generation));
+            .is_some_and(|e| carriers.holds(e));
         Self { listing, ready }
     }
 }

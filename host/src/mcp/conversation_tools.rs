@@ -189,9 +189,9 @@ impl ConversationTools {
         self.carriers.clone()
     }
 
-    /// Whether this process holds the wake carrier of `endpoint` at `generation`.
-    fn carrier_held(&self, endpoint: &str, generation: u64) -> bool {
-        self.carriers.holds(endpoint, generation)
+    /// Whether a live carrier holds `endpoint` (this process's, or a live host's).
+    fn carrier_held(&self, endpoint: &ahp_store::conversation::Endpoint) -> bool {
+        self.carriers.holds(endpoint)
     }
 
     /// Runs `f` with the caller on the store, on a blocking thread (every write is an fsynced
@@ -293,7 +293,7 @@ impl ConversationTools {
                     let held = l
                         .current_endpoint
                         .as_ref()
-                        .is_some_and(|e| this.carrier_held(&e.id, e.generation));
+                        .is_some_and(|e| this.carrier_held(e));
                     AgentListingView::new(l, held)
                 })
                 .collect();
@@ -414,7 +414,7 @@ impl ConversationTools {
                 endpoint_id: b.endpoint.id.clone(),
                 controller_generation: b.endpoint.generation,
                 production_auto_resume_available: b.endpoint.wake_capable
-                    && this.carrier_held(&b.endpoint.id, b.endpoint.generation),
+                    && this.carrier_held(&b.endpoint),
                 agent: (&b.agent).into(),
                 endpoint: (&b.endpoint).into(),
                 conversation: b.conversation.as_ref().map(Into::into),

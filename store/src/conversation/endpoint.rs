@@ -119,6 +119,8 @@ pub struct Endpoint {
     pub updated_at: Timestamp,
     /// When it stopped being attached.
     pub ended_at: Option<Timestamp>,
+    /// The host that attached it, for a host-held endpoint ([`crate::hosts`]).
+    pub host_id: Option<String>,
 }
 
 impl Endpoint {
@@ -156,7 +158,7 @@ impl AgentActor {
 }
 
 pub(super) const ENDPOINT_COLUMNS: &str =
-    "id, agent_id, generation, state, lease_expires_at, wake_capable, attached_at, updated_at, ended_at, host_held";
+    "id, agent_id, generation, state, lease_expires_at, wake_capable, attached_at, updated_at, ended_at, host_held, host_id";
 
 pub(super) fn from_row(r: &Row) -> Result<Endpoint> {
     let id: String = r.get(0)?;
@@ -176,6 +178,7 @@ pub(super) fn from_row(r: &Row) -> Result<Endpoint> {
         updated_at: Timestamp::from_micros(r.get(7)?),
         ended_at: r.get::<_, Option<i64>>(8)?.map(Timestamp::from_micros),
         host_held: r.get::<_, i64>(9)? == 1,
+        host_id: r.get(10)?,
         id,
     })
 }
