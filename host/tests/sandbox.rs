@@ -1530,11 +1530,13 @@ fn turn_prober() {
     assert_eq!(report.outcome, RunOutcome::Returned);
     let agent = report.transfer.agent_id.clone().expect("activate returns the agentId");
     let carrier = agents.carrier(&agent).expect("this host carries the agent");
-    assert!(ahp_host::carrier::Carriers::holds(
-        agents.as_ref(),
-        &carrier.actor.endpoint,
-        carrier.actor.generation
-    ));
+    let endpoint = h
+        .host
+        .store()
+        .locked()
+        .get_endpoint(&carrier.caller, &agent, &carrier.actor.endpoint)
+        .unwrap();
+    assert!(ahp_host::carrier::Carriers::holds(agents.as_ref(), &endpoint));
     let (_, cv, caller) = conversation_with(&h, &id);
 
     // A reply, authored by the agent, answering the message; the turn's fuel is charged.

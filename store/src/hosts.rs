@@ -289,7 +289,7 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for a lease outside [`MIN_HOST_LEASE`]..=[`MAX_HOST_LEASE`] or an
-    /// address over 256 bytes; [`Error::LimitReached`]-like [`Error::InvalidInput`] when the
+    /// address over 256 bytes; [`Error::InvalidInput`] too when the
     /// database already holds [`MAX_HOSTS`] hosts.
     pub fn join_host(&mut self, lease: Duration, address: Option<&str>) -> Result<HostLease> {
         check_lease(lease)?;
