@@ -76,6 +76,8 @@ pub mod sqlite;
 pub mod state;
 #[cfg(test)]
 pub(crate) mod testing;
+#[cfg(test)]
+mod tests;
 pub mod tier;
 pub mod token;
 pub mod transfer;
