@@ -31,3 +31,12 @@ DROP INDEX communication_events_by_agent;
 DROP INDEX communication_events_by_conversation;
 CREATE UNIQUE INDEX communication_events_by_agent ON communication_events (agent_id, agent_seq);
 CREATE UNIQUE INDEX communication_events_by_conversation ON communication_events (conversation_id, conversation_seq);
+
+-- 4. Attention events: `seq` counts the owner's events, numbered in their old (created_at, id) order.
+ALTER TABLE attention_events ADD COLUMN seq BIGINT NOT NULL DEFAULT 0;
+UPDATE attention_events SET seq = r.n
+FROM (SELECT id, row_number() OVER (PARTITION BY owner_principal ORDER BY created_at, id) AS n
+      FROM attention_events) AS r
+WHERE attention_events.id = r.id;
+DROP INDEX attention_events_by_owner;
+CREATE UNIQUE INDEX attention_events_by_owner ON attention_events (owner_principal, seq);
