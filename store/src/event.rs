@@ -7,7 +7,7 @@
 //!
 //! **Order.** A transfer's events are ordered by their `seq`, which counts the transfer's
 //! events (1, 2, …) and is assigned as the transfer's maximum + 1 inside the appending
-//! transaction (migration 0012): two transactions appending to one transfer read the same
+//! transaction (migration 0013): two transactions appending to one transfer read the same
 //! maximum, so they cannot both commit (SQLite has one writer; on PostgreSQL one serializable
 //! transaction fails with `40001` and runs again after the other committed). So a transfer's
 //! `seq` order is its commit order, and paging backwards from a cursor never misses an event

@@ -16,5 +16,6 @@ pub(crate) const SQLITE: &[&str] = &[
     include_str!("../sql/0009_model_calls.sql"),
     include_str!("../sql/0010_delegation.sql"),
     include_str!("../sql/0011_insertion_order.sql"),
-    include_str!("../sql/0012_commit_ordered_cursors.sql"),
+    include_str!("../sql/0012_hosts.sql"),
+    include_str!("../sql/0013_commit_ordered_cursors.sql"),
 ];

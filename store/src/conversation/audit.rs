@@ -10,7 +10,7 @@
 //!
 //! **Order.** Each event holds its place among its agent's events (`agent_seq`) and among its
 //! conversation's (`conversation_seq`), each assigned as that stream's maximum + 1 inside the
-//! writing transaction (migration 0012). Two transactions appending to one stream read the same
+//! writing transaction (migration 0013). Two transactions appending to one stream read the same
 //! maximum, so they cannot both commit (SQLite has one writer; on PostgreSQL one serializable
 //! transaction fails with `40001` and runs again after the other committed): a stream's order
 //! is its commit order, and a reader tailing one agent's or one conversation's events never

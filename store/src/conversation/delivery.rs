@@ -5,7 +5,7 @@
 //! `delivery_order` (the inbox cursor), and is `queued` until the agent consumes it.
 //!
 //! **The cursor cannot skip.** `delivery_order` counts the recipient's deliveries (1, 2, …),
-//! assigned as the inbox's maximum + 1 inside the posting transaction (migration 0012), not
+//! assigned as the inbox's maximum + 1 inside the posting transaction (migration 0013), not
 //! taken from a sequence. Two posts to one agent read the same maximum, so they cannot both
 //! commit — SQLite has one writer; on PostgreSQL one serializable transaction fails with
 //! `40001` and the write path runs it again, after the other committed — and so order `n + 1`

@@ -18,7 +18,7 @@
 //! before deciding the next step; it carries ids, never the task's or goal's text.
 //!
 //! **Order.** An owner's events are numbered by `seq` (1, 2, …), assigned as the owner's
-//! maximum + 1 in the recording transaction (migration 0012): two transactions recording for one
+//! maximum + 1 in the recording transaction (migration 0013): two transactions recording for one
 //! owner cannot both commit (SQLite has one writer; on PostgreSQL one serializable transaction
 //! fails with `40001` and runs again after the other), so `seq` order is commit order and a
 //! party paging with the last id it read never passes an event that committed late. (The

@@ -1,4 +1,4 @@
-//! Cursors in commit order (migration 0012): a reader tailing an inbox or an agent's audit
+//! Cursors in commit order (migration 0013): a reader tailing an inbox or an agent's audit
 //! events never passes a row that commits after it read. The trap is PostgreSQL's: a sequence
 //! value taken early can commit late. Each test holds a write transaction open after it took
 //! its place in the stream, lets a second writer of the same stream try to append (and, under

@@ -1,4 +1,4 @@
--- PostgreSQL counterpart of store/sql/0012_commit_ordered_cursors.sql (read it for why): the
+-- PostgreSQL counterpart of store/sql/0013_commit_ordered_cursors.sql (read it for why): the
 -- same keys, columns and indexes. Here the trap is real: `delivery_order` and the events' `id`
 -- were identities, whose values are in the order transactions took them, not in commit order.
 
