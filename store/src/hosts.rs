@@ -282,17 +282,16 @@ impl Store {
     }
 
     /// Joins the database as this store's host with the next incarnation and a lease of
-    /// `lease`, serving at `address` (shown to operators). If a previous incarnation of the same
-    /// id left agents behind (a crash, a restart) they are claimed back in the same transaction
-    /// (see the [module docs](self)): the caller binds the returned transfers again. A process
-    /// still running as the previous incarnation is fenced out: its next renewal fails.
+    /// `lease`, serving at `address` (shown to operators). A process still running as the
+    /// previous incarnation is fenced out: its next renewal fails. What a previous incarnation
+    /// left behind is claimed back by [`claim_own_leftovers`](Self::claim_own_leftovers).
     ///
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for a lease outside [`MIN_HOST_LEASE`]..=[`MAX_HOST_LEASE`] or an
     /// address over 256 bytes; [`Error::LimitReached`]-like [`Error::InvalidInput`] when the
     /// database already holds [`MAX_HOSTS`] hosts.
-    pub fn join_host(&mut self, lease: Duration, address: Option<&str>) -> Result<(HostLease, HostClaim)> {
+    pub fn join_host(&mut self, lease: Duration, address: Option<&str>) -> Result<HostLease> {
         check_lease(lease)?;
         if address.is_some_and(|a| a.is_empty() || a.len() > 256) {
             return Err(Error::invalid("address", "must be 1 to 256 bytes"));
@@ -334,15 +333,25 @@ impl Store {
                     1
                 }
             };
-            let claim = claim_in(tx, &me, &me, now)?;
-            Ok((
-                HostLease {
-                    host: me.clone(),
-                    incarnation,
-                    expires_at,
-                },
-                claim,
-            ))
+            Ok(HostLease {
+                host: me.clone(),
+                incarnation,
+                expires_at,
+            })
+        })
+    }
+
+    /// Claims back what a previous incarnation of this host left (a crash, a restart), as a
+    /// claim of a lapsed host does (see the [module docs](self)), the transfers staying this
+    /// host's: the caller binds them again. Running it again is harmless.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::HostLeaseLost`] if `lease` no longer holds; a database failure.
+    pub fn claim_own_leftovers(&mut self, lease: &HostLease) -> Result<HostClaim> {
+        self.write_at(|tx, now| {
+            check_holds(tx, lease, now)?;
+            claim_in(tx, &lease.host, &lease.host, now)
         })
     }
 

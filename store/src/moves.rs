@@ -97,7 +97,7 @@ impl Store {
                 .prepare_cached("SELECT lease_expires_at FROM hosts WHERE id = ?1 AND state = 'live'")?
                 .query_row([to], |r| r.get(0))
                 .optional()?;
-            if !live.is_some_and(|until| until > now.as_micros()) {
+            if live.is_none_or(|until| until <= now.as_micros()) {
                 return Err(Error::invalid("toHost", format!("host {to} is not live")));
             }
             if load(tx, &transfer)?.is_some() {

@@ -133,12 +133,13 @@ fn host_ids_and_leases_are_bounded() {
 #[test]
 fn a_rejoin_is_the_next_incarnation_and_fences_the_previous_one() {
     let mut t = two();
-    let (first, claim) = t.a.join_host(HOST_LEASE, None).unwrap();
-    assert_eq!((first.incarnation, claim.transfers.len()), (1, 0));
+    let first = t.a.join_host(HOST_LEASE, None).unwrap();
+    assert_eq!(first.incarnation, 1);
+    assert_eq!(t.a.claim_own_leftovers(&first).unwrap().transfers.len(), 0);
     t.clock.advance(Duration::from_secs(3));
     let renewed = t.a.renew_host_lease(&first, HOST_LEASE).unwrap();
     assert_eq!(renewed.expires_at, START.saturating_add(Duration::from_secs(13)));
-    let (second, _) = t.a.join_host(HOST_LEASE, None).unwrap();
+    let second = t.a.join_host(HOST_LEASE, None).unwrap();
     assert_eq!(second.incarnation, 2);
     let why = lost(t.a.renew_host_lease(&first, HOST_LEASE).unwrap_err());
     assert!(why.contains("incarnation 2"), "{why}");
@@ -148,7 +149,7 @@ fn a_rejoin_is_the_next_incarnation_and_fences_the_previous_one() {
 #[test]
 fn a_lapsed_lease_cannot_be_renewed() {
     let mut t = two();
-    let (lease, _) = t.a.join_host(HOST_LEASE, None).unwrap();
+    let lease = t.a.join_host(HOST_LEASE, None).unwrap();
     t.clock.advance(HOST_LEASE);
     let why = lost(t.a.renew_host_lease(&lease, HOST_LEASE).unwrap_err());
     assert!(why.contains("ran out"), "{why}");
@@ -157,8 +158,8 @@ fn a_lapsed_lease_cannot_be_renewed() {
 #[test]
 fn a_live_host_is_not_claimed_and_a_lapsed_one_is_claimed_once() {
     let mut t = two();
-    let (la, _) = t.a.join_host(HOST_LEASE, None).unwrap();
-    let (lb, _) = t.b.join_host(HOST_LEASE * 3, None).unwrap();
+    let la = t.a.join_host(HOST_LEASE, None).unwrap();
+    let lb = t.b.join_host(HOST_LEASE * 3, None).unwrap();
     let (transfer, binding) = t.carried_by_a();
     assert_eq!(t.b.claim_lapsed_hosts(&lb).unwrap(), vec![], "A's lease still holds");
 
@@ -206,7 +207,7 @@ fn a_live_host_is_not_claimed_and_a_lapsed_one_is_claimed_once() {
 fn claiming_a_host_fails_the_activations_it_had_begun() {
     let mut t = two();
     t.a.join_host(HOST_LEASE, None).unwrap();
-    let (lb, _) = t.b.join_host(HOST_LEASE * 3, None).unwrap();
+    let lb = t.b.join_host(HOST_LEASE * 3, None).unwrap();
     let transfer = t.activating_on_a();
     t.clock.advance(HOST_LEASE);
     let claims = t.b.claim_lapsed_hosts(&lb).unwrap();
@@ -219,8 +220,8 @@ fn claiming_a_host_fails_the_activations_it_had_begun() {
 #[test]
 fn a_stopped_host_is_claimable_at_once_and_a_host_without_a_lease_claims_nothing() {
     let mut t = two();
-    let (la, _) = t.a.join_host(HOST_LEASE, None).unwrap();
-    let (lb, _) = t.b.join_host(HOST_LEASE, None).unwrap();
+    let la = t.a.join_host(HOST_LEASE, None).unwrap();
+    let lb = t.b.join_host(HOST_LEASE, None).unwrap();
     let (transfer, _) = t.carried_by_a();
     t.a.leave_host(&la).unwrap();
     t.a.leave_host(&la).unwrap();
@@ -229,7 +230,7 @@ fn a_stopped_host_is_claimable_at_once_and_a_host_without_a_lease_claims_nothing
     let before = crate::testing::dump(&mut t.b);
     assert!(matches!(t.b.claim_lapsed_hosts(&lb), Err(Error::HostLeaseLost { .. })));
     assert_eq!(crate::testing::dump(&mut t.b), before);
-    let (lb, _) = t.b.join_host(HOST_LEASE, None).unwrap();
+    let lb = t.b.join_host(HOST_LEASE, None).unwrap();
     let claims = t.b.claim_lapsed_hosts(&lb).unwrap();
     assert_eq!(claims[0].transfers, vec![transfer]);
 }
@@ -239,7 +240,8 @@ fn a_rejoining_host_retires_its_previous_endpoints_and_keeps_its_transfers() {
     let mut t = two();
     t.a.join_host(HOST_LEASE, None).unwrap();
     let (transfer, binding) = t.carried_by_a();
-    let (_, claim) = t.a.join_host(HOST_LEASE, None).unwrap();
+    let again = t.a.join_host(HOST_LEASE, None).unwrap();
+    let claim = t.a.claim_own_leftovers(&again).unwrap();
     assert_eq!((claim.transfers, claim.retired_endpoints), (vec![transfer.clone()], 1));
     assert_eq!(t.a.carried_transfers(None, 10).unwrap(), vec![transfer.clone()]);
     let rebound = t.a.bind_transfer_agent(&transfer, ENDPOINT_LEASE).unwrap();
