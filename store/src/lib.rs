@@ -64,6 +64,7 @@ pub mod event;
 pub mod fault;
 pub mod hosts;
 pub mod id;
+pub mod input;
 pub mod lifecycle;
 mod migrations;
 pub mod model_call;

@@ -34,10 +34,11 @@ use crate::db::Store;
 use crate::error::{Error, Result};
 use crate::event::{self, EventKind};
 use crate::id::{is_well_formed, new_id};
-use crate::lifecycle::{MODEL_TOKENS_USAGE_KIND, add_spend, check};
+use crate::lifecycle::{MODEL_TOKENS_USAGE_KIND, add_spend};
 use crate::owner::TransferOwner;
 use crate::state::{Operation, TransferStatus};
 use crate::transfer;
+use crate::transfer::check;
 
 /// Prefix of model-call ids.
 pub const MODEL_CALL_ID_PREFIX: &str = "mc_";
