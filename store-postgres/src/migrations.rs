@@ -43,6 +43,7 @@ pub const MIGRATIONS: &[Migration] = migrations![
     10 "0010_delegation.sql",
     11 "0011_insertion_order.sql",
     12 "0012_hosts.sql",
+    13 "0013_commit_ordered_cursors.sql",
 ];
 
 const CREATE_VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS ahp_schema_version (version BIGINT NOT NULL)";

@@ -79,7 +79,13 @@ fn introspection_reads_a_tables_columns_keys_and_indexes() {
         ])
     );
     // An identity column, a text default, a two-condition partial index.
-    assert!(schema.tables["deliveries"].columns["delivery_order"].identity);
+    assert!(schema.tables["usage_events"].columns["id"].identity);
+    // A key of two columns, in key order (migration 0013: the inbox keyed by recipient).
+    assert!(!schema.tables["deliveries"].columns["delivery_order"].identity);
+    assert_eq!(
+        schema.tables["deliveries"].primary_key,
+        names(&["recipient_agent_id", "delivery_order"])
+    );
     assert_eq!(
         schema.tables["wake_attempts"].columns["kind"].default.as_deref(),
         Some("'host'")

@@ -145,13 +145,16 @@ fn raw_post(conn: &mut rusqlite::Connection, principal: &str, cv: &str, agents: 
         .execute((cv, now))
         .unwrap();
     for a in agents {
-        tx.prepare_cached(
-            "INSERT INTO deliveries (message_id, recipient_agent_id, state, created_at) VALUES (?1, ?2, 'queued', ?3)",
-        )
-        .unwrap()
-        .execute((&id, &a.id, now))
-        .unwrap();
-        let order = tx.last_insert_rowid();
+        let order: i64 = tx
+            .prepare_cached(
+                "INSERT INTO deliveries (message_id, recipient_agent_id, delivery_order, state, created_at)
+                 VALUES (?1, ?2, (SELECT coalesce(max(delivery_order), 0) + 1 FROM deliveries WHERE recipient_agent_id = ?2),
+                         'queued', ?3)
+                 RETURNING delivery_order",
+            )
+            .unwrap()
+            .query_row((&id, &a.id, now), |r| r.get(0))
+            .unwrap();
         let updated = tx
             .prepare_cached(
                 "UPDATE wakes SET delivery_count = delivery_count + 1, high_water_order = ?2, updated_at = ?3

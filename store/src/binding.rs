@@ -41,7 +41,6 @@ use crate::conversation::{
 use crate::db::Store;
 use crate::error::{Error, Result};
 use crate::event::{self, EventKind};
-use crate::lifecycle::check;
 use crate::owner::TransferOwner;
 use crate::state::{Operation, TransferStatus};
 use crate::transfer::{self, MAX_LIST_LIMIT, TRANSFER_COLUMNS, Transfer};
@@ -184,7 +183,7 @@ impl Store {
         // the replaced endpoint's lease is judged, and the new one starts, at the commit's moment.
         self.write_at(|tx, now| {
             let t = transfer::load(tx, transfer)?;
-            check(&t, Operation::BindAgent)?;
+            transfer::check(&t, Operation::BindAgent)?;
             crate::hosts::check_carries(tx, transfer, &host)?;
             let owner: TransferOwner = t.owner()?;
             let principal = CommunicationPrincipal::from_subject(&owner.subject())?;

@@ -10,9 +10,7 @@ use serde::Serialize;
 
 use crate::error::Result;
 
-/// The largest budget `provision_runtime` accepts: 10,000 USD. Larger sums are not an agent
-/// session; they are a typo.
-pub const MAX_BUDGET_MICRO_USD: u64 = 10_000 * 1_000_000;
+pub use crate::input::MAX_BUDGET_MICRO_USD;
 /// The largest single `report_usage` amount: 1,000 USD.
 pub const MAX_USAGE_REPORT_MICRO_USD: u64 = 1_000 * 1_000_000;
 
@@ -77,7 +75,7 @@ impl crate::db::Store {
     ///
     /// [`crate::Error::InvalidInput`] for a malformed id.
     pub fn budget(&mut self, transfer: &str) -> Result<Option<Budget>> {
-        crate::transfer::check_id(transfer)?;
+        crate::input::check_transfer_id(transfer)?;
         self.fault_point(crate::fault::FaultStep::BudgetRead)?;
         load(&self.autocommit(), transfer)
     }

@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::clock::Timestamp;
 use crate::db::Store;
 use crate::error::{Error, Result};
-use crate::lifecycle::validate_component;
+use crate::input::validate_component;
 
 /// Largest component the registry accepts, in bytes. A Rust agent built with the guest SDK is
 /// well under 1 MiB; a Python one (componentize-py 0.25: CPython, the modules it imports,

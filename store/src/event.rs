@@ -4,6 +4,16 @@
 //! log and the state can never disagree. Events the host observes without a state change
 //! (a credential resolved or denied, a sandbox ceiling hit) are appended with
 //! [`Store::record_event`]. Details are small JSON objects and never hold a secret.
+//!
+//! **Order.** A transfer's events are ordered by their `seq`, which counts the transfer's
+//! events (1, 2, …) and is assigned as the transfer's maximum + 1 inside the appending
+//! transaction (migration 0013): two transactions appending to one transfer read the same
+//! maximum, so they cannot both commit (SQLite has one writer; on PostgreSQL one serializable
+//! transaction fails with `40001` and runs again after the other committed). So a transfer's
+//! `seq` order is its commit order, and paging backwards from a cursor never misses an event
+//! that committed late. The event `id` stays the public handle and cursor; it is unique across
+//! transfers, but on PostgreSQL (an identity: values in the order transactions took them) ids
+//! need not follow commit order, so nothing orders by it.
 
 use std::fmt;
 use std::str::FromStr;
@@ -143,7 +153,9 @@ impl FromStr for EventKind {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Event {
-    /// Position in the log; later events have larger ids.
+    /// The event's id, unique across transfers: the cursor [`EventPage::before`] takes. A
+    /// transfer's events are listed in the order they were committed (see the module docs),
+    /// not by id.
     pub id: i64,
     /// The transfer it belongs to.
     pub transfer_id: String,
@@ -157,8 +169,11 @@ pub struct Event {
 
 /// Appends an event inside `tx`.
 pub(crate) fn append(tx: &Tx<'_>, transfer: &str, kind: EventKind, at: Timestamp, detail: Value) -> Result<()> {
-    tx.prepare_cached("INSERT INTO usage_events (transfer_id, type, at, detail) VALUES (?1, ?2, ?3, ?4)")?
-        .execute((transfer, kind.as_str(), at.as_micros(), detail.to_string()))?;
+    tx.prepare_cached(
+        "INSERT INTO usage_events (transfer_id, type, at, detail, seq)
+         VALUES (?1, ?2, ?3, ?4, (SELECT coalesce(max(seq), 0) + 1 FROM usage_events WHERE transfer_id = ?1))",
+    )?
+    .execute((transfer, kind.as_str(), at.as_micros(), detail.to_string()))?;
     Ok(())
 }
 
@@ -166,7 +181,7 @@ pub(crate) fn append(tx: &Tx<'_>, transfer: &str, kind: EventKind, at: Timestamp
 /// JSON, the console until it pages); a caller-facing read uses [`page`].
 pub(crate) fn list(conn: &Tx<'_>, transfer: &str) -> Result<Vec<Event>> {
     let mut stmt =
-        conn.prepare_cached("SELECT id, type, at, detail FROM usage_events WHERE transfer_id = ?1 ORDER BY id")?;
+        conn.prepare_cached("SELECT id, type, at, detail FROM usage_events WHERE transfer_id = ?1 ORDER BY seq")?;
     let rows = stmt.query_map([transfer], raw)?;
     rows.map(|row| from_raw(transfer, row?)).collect()
 }
@@ -227,32 +242,34 @@ pub struct EventsPage {
 /// The page `page` of `transfer`'s events. The caller has already shown that the transfer
 /// exists and that it may read it; this checks the cursor.
 ///
-/// One range scan of `usage_events_by_transfer (transfer_id, id)` backwards from the cursor,
-/// reading one row past the limit to know whether older events exist.
+/// One range scan of `usage_events_by_transfer_seq (transfer_id, seq)` backwards from the
+/// cursor's `seq`, reading one row past the limit to know whether older events exist. Every
+/// event below the cursor had committed before the cursor's own event was appended (see the
+/// module docs), so the older pages hold every event older than the first page's.
 ///
 /// # Errors
 ///
 /// [`Error::InvalidInput`] (field `before`) for a cursor that is not an event of `transfer`.
 pub(crate) fn page(conn: &Tx<'_>, transfer: &str, page: EventPage) -> Result<EventsPage> {
     page.validate()?;
-    if let Some(before) = page.before {
-        let known = conn
-            .prepare_cached("SELECT 1 FROM usage_events WHERE id = ?1 AND transfer_id = ?2")?
-            .query_row((before, transfer), |_| Ok(()))
+    let before_seq = match page.before {
+        None => i64::MAX,
+        Some(before) => conn
+            .prepare_cached("SELECT seq FROM usage_events WHERE id = ?1 AND transfer_id = ?2")?
+            .query_row((before, transfer), |r| r.get(0))
             .optional()?
-            .is_some();
-        if !known {
-            return Err(Error::invalid(
-                "before",
-                "is not an event of this transfer (pass the nextBefore of the previous page)",
-            ));
-        }
-    }
+            .ok_or_else(|| {
+                Error::invalid(
+                    "before",
+                    "is not an event of this transfer (pass the nextBefore of the previous page)",
+                )
+            })?,
+    };
     let mut stmt = conn.prepare_cached(
-        "SELECT id, type, at, detail FROM usage_events WHERE transfer_id = ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3",
+        "SELECT id, type, at, detail FROM usage_events WHERE transfer_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3",
     )?;
     let past_limit = i64::try_from(page.limit + 1).expect("the limit is small");
-    let rows = stmt.query_map((transfer, page.before.unwrap_or(i64::MAX), past_limit), raw)?;
+    let rows = stmt.query_map((transfer, before_seq, past_limit), raw)?;
     let mut events = rows.map(|row| from_raw(transfer, row?)).collect::<Result<Vec<_>>>()?;
     let more = events.len() > page.limit;
     events.truncate(page.limit);

@@ -64,6 +64,7 @@ pub mod event;
 pub mod fault;
 pub mod hosts;
 pub mod id;
+pub mod input;
 pub mod lifecycle;
 mod migrations;
 pub mod model_call;
@@ -78,6 +79,8 @@ pub mod sqlite;
 pub mod state;
 #[cfg(test)]
 pub(crate) mod testing;
+#[cfg(test)]
+mod tests;
 pub mod tier;
 pub mod token;
 pub mod transfer;

@@ -29,10 +29,10 @@ use crate::event::{self, EventKind};
 use crate::id::new_id;
 use crate::owner::TransferOwner;
 use crate::snapshot::SnapshotInput;
-use crate::state::{Operation, Phase, Refusal, TransferStatus, transition};
+use crate::state::{Operation, Phase, TransferStatus};
 use crate::tier::Tier;
 use crate::token::{self, Requested, TokenKey};
-use crate::transfer::{self, TRANSFER_ID_PREFIX, Transfer};
+use crate::transfer::{self, TRANSFER_ID_PREFIX, Transfer, check};
 
 /// Longest reason accepted by `fail_activation` and `terminate`, in bytes.
 pub const MAX_REASON_BYTES: usize = 1024;
@@ -55,8 +55,7 @@ pub const HOST_RESERVED_USAGE_KINDS: [&str; 2] = [COMPUTE_USAGE_KIND, TOOL_CALLS
 pub const HOST_METERED_USAGE_KINDS: [&str; 3] = [COMPUTE_USAGE_KIND, MODEL_TOKENS_USAGE_KIND, TOOL_CALLS_USAGE_KIND];
 /// The usage kind recorded when the caller names none.
 pub const DEFAULT_USAGE_KIND: &str = "unspecified";
-/// Longest component *name* (a digest is always `sha256:` and 64 hex digits).
-pub const MAX_COMPONENT_NAME_BYTES: usize = 64;
+pub use crate::input::{MAX_COMPONENT_NAME_BYTES, validate_component};
 
 /// What `report_usage` returns.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -498,18 +497,6 @@ fn become_insolvent(tx: &Tx<'_>, transfer: &str, b: &Budget, now: Timestamp, dur
     event::append(tx, transfer, EventKind::Insolvent, now, detail)
 }
 
-/// The phase `op` moves `t` to, or the error that names why not.
-pub(crate) fn check(t: &Transfer, op: Operation) -> Result<Phase> {
-    transition(t.phase(), op).map_err(|refusal| match refusal {
-        Refusal::ActivationInProgress => Error::ActivationInProgress { transfer: t.id.clone() },
-        Refusal::NotAllowed => Error::InvalidTransition {
-            transfer: t.id.clone(),
-            operation: op,
-            phase: t.phase(),
-        },
-    })
-}
-
 /// Compare-and-set of a transfer's phase: applies only if `t` is still as it was read.
 ///
 /// Every transition goes through here, so this is also where a transfer leaving `active`
@@ -576,38 +563,6 @@ fn validate_usage_kind(kind: &str) -> Result<()> {
     }
 }
 
-/// Checks a component reference: `sha256:` and 64 lowercase hex digits, or a name of 1 to
-/// [`MAX_COMPONENT_NAME_BYTES`] lowercase letters, digits, `.`, `_` and `-` starting with a
-/// letter or digit.
-///
-/// # Errors
-///
-/// [`Error::InvalidInput`] naming the rule broken.
-pub fn validate_component(component: &str) -> Result<()> {
-    if let Some(hex) = component.strip_prefix("sha256:") {
-        if hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-            return Ok(());
-        }
-        return Err(Error::invalid(
-            "component",
-            "a digest must be sha256: followed by 64 lowercase hex digits",
-        ));
-    }
-    let name_ok = !component.is_empty()
-        && component.len() <= MAX_COMPONENT_NAME_BYTES
-        && component.as_bytes()[0].is_ascii_alphanumeric()
-        && component
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'));
-    if name_ok {
-        Ok(())
-    } else {
-        Err(Error::invalid(
-            "component",
-            format!("must be a sha256: digest or a name of 1 to {MAX_COMPONENT_NAME_BYTES} of a-z, 0-9, '.', '_', '-'"),
-        ))
-    }
-}
 /// Fails every activation in progress (of the transfers host `host` carries, or all with
 /// `None`) as interrupted with `reason`, inside `tx`; returns their ids.
 pub(crate) fn fail_interrupted_in(

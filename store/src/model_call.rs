@@ -34,10 +34,11 @@ use crate::db::Store;
 use crate::error::{Error, Result};
 use crate::event::{self, EventKind};
 use crate::id::{is_well_formed, new_id};
-use crate::lifecycle::{MODEL_TOKENS_USAGE_KIND, add_spend, check};
+use crate::lifecycle::{MODEL_TOKENS_USAGE_KIND, add_spend};
 use crate::owner::TransferOwner;
 use crate::state::{Operation, TransferStatus};
 use crate::transfer;
+use crate::transfer::check;
 
 /// Prefix of model-call ids.
 pub const MODEL_CALL_ID_PREFIX: &str = "mc_";
@@ -407,21 +408,20 @@ fn settle(
             format!("{} is not an open reservation", call.id),
         ));
     }
-    tx.prepare_cached(
-        "UPDATE budgets SET reserved_micro_usd = reserved_micro_usd - ?2 WHERE transfer_id = ?1 AND reserved_micro_usd >= ?2",
-    )?
-    .execute((&call.transfer_id, reserved as i64))
-    .and_then(|n| {
-        if n == 1 {
-            Ok(())
-        } else {
-            Err(ahp_store_sql::SqlError::Backend(format!("{n} rows changed")))
-        }
-    })
-    .map_err(|_| Error::CorruptRow {
-        table: "budgets",
-        reason: format!("{} holds less than the reservation of {}", call.transfer_id, call.id),
-    })?;
+    // A database error (a busy one above all: another writer of this budget) is returned as
+    // it is, so that the write path runs the transaction again; only a budget that does not
+    // hold the reservation is corrupt.
+    let released = tx
+        .prepare_cached(
+            "UPDATE budgets SET reserved_micro_usd = reserved_micro_usd - ?2 WHERE transfer_id = ?1 AND reserved_micro_usd >= ?2",
+        )?
+        .execute((&call.transfer_id, reserved as i64))?;
+    if released != 1 {
+        return Err(Error::CorruptRow {
+            table: "budgets",
+            reason: format!("{} holds less than the reservation of {}", call.transfer_id, call.id),
+        });
+    }
     let t = transfer::load(tx, &call.transfer_id)?;
     // Spend lands on a transfer that can still take it; one that ended meanwhile has nothing
     // left to pay from, and its call is recorded as charged nothing.

@@ -117,7 +117,7 @@ impl Store {
              FROM transfers t
              LEFT JOIN budgets b ON b.transfer_id = t.id
              LEFT JOIN usage_events e
-               ON e.id = (SELECT MAX(id) FROM usage_events WHERE transfer_id = t.id)
+               ON e.transfer_id = t.id AND e.seq = (SELECT MAX(seq) FROM usage_events WHERE transfer_id = t.id)
              WHERE (?1 IS NULL OR t.status = ?1) AND (?3 IS NULL OR t.owner_subject = ?3)
              ORDER BY t.created_at DESC, t.id LIMIT ?2"
         );
@@ -287,7 +287,7 @@ mod tests {
         let t = s.snapshot_state(&snapshot(0)).unwrap();
         s.autocommit()
             .execute(
-                "INSERT INTO usage_events (transfer_id, type, at, detail) VALUES (?1, 'from_the_future', 0, '{}')",
+                "INSERT INTO usage_events (transfer_id, type, at, detail, seq) VALUES (?1, 'from_the_future', 0, '{}', 99)",
                 [&t.id],
             )
             .unwrap();

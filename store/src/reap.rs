@@ -15,8 +15,9 @@ use crate::clock::Timestamp;
 use crate::db::Store;
 use crate::error::Result;
 use crate::event::EventKind;
-use crate::lifecycle::{check, end};
+use crate::lifecycle::end;
 use crate::state::Operation;
+use crate::transfer::check;
 use crate::transfer::{self, TRANSFER_COLUMNS};
 
 /// Default grace period between `insolvent` and termination.

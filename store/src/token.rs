@@ -187,15 +187,15 @@ impl TokenBindings {
             return Err(Error::invalid("bindings", "a checksum binds only activate tokens"));
         }
         if let Some(b) = self.max_budget_micro_usd
-            && (b == 0 || b > crate::budget::MAX_BUDGET_MICRO_USD)
+            && (b == 0 || b > crate::input::MAX_BUDGET_MICRO_USD)
         {
             return Err(Error::invalid(
                 "maxBudgetMicroUsd",
-                format!("must be 1 to {}", crate::budget::MAX_BUDGET_MICRO_USD),
+                format!("must be 1 to {}", crate::input::MAX_BUDGET_MICRO_USD),
             ));
         }
         if let Some(c) = &self.component {
-            crate::lifecycle::validate_component(c)?;
+            crate::input::validate_component(c)?;
         }
         if let Some(c) = &self.checksum
             && !is_checksum(c)
@@ -438,7 +438,7 @@ pub fn issue_bound_transfer_token(
     bindings: &TokenBindings,
 ) -> Result<String> {
     bindings.validate(scope)?;
-    if !id::is_well_formed(transfer, crate::transfer::TRANSFER_ID_PREFIX) {
+    if !id::is_well_formed(transfer, crate::input::TRANSFER_ID_PREFIX) {
         return Err(Error::invalid(
             "transfer",
             format!("{transfer:?} is not a transfer id (tr_…)"),
@@ -731,7 +731,7 @@ mod tests {
             (TokenScope::ProvisionRuntime, with(|b| b.max_budget_micro_usd = Some(0))),
             (
                 TokenScope::ProvisionRuntime,
-                with(|b| b.max_budget_micro_usd = Some(crate::budget::MAX_BUDGET_MICRO_USD + 1)),
+                with(|b| b.max_budget_micro_usd = Some(crate::input::MAX_BUDGET_MICRO_USD + 1)),
             ),
             (
                 TokenScope::ProvisionRuntime,
@@ -748,7 +748,7 @@ mod tests {
         // The longest token there can be still fits MAX_TOKEN_LEN and verifies.
         let longest = TokenBindings {
             tier: Some(Tier::Small),
-            max_budget_micro_usd: Some(crate::budget::MAX_BUDGET_MICRO_USD),
+            max_budget_micro_usd: Some(crate::input::MAX_BUDGET_MICRO_USD),
             component: Some(format!("sha256:{SUM}")),
             checksum: None,
         };

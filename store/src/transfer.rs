@@ -16,14 +16,12 @@ use crate::clock::Timestamp;
 use crate::db::Store;
 use crate::error::{Error, Result};
 use crate::event::{self, Event, EventPage, EventsPage};
-use crate::id;
 use crate::owner::TransferOwner;
 use crate::snapshot::{McpServer, Message, SnapshotInput};
-use crate::state::{Phase, TransferStatus};
+use crate::state::{Operation, Phase, Refusal, TransferStatus};
 use crate::tier::Tier;
 
-/// Prefix of every transfer id.
-pub const TRANSFER_ID_PREFIX: &str = "tr_";
+pub use crate::input::TRANSFER_ID_PREFIX;
 /// Most transfers one [`Store::list_transfers`] call returns.
 pub const MAX_LIST_LIMIT: usize = 1000;
 
@@ -168,17 +166,20 @@ pub(crate) fn from_row(r: &Row) -> Result<Transfer> {
     })
 }
 
-/// Checks that `transfer` has the shape of a transfer id.
-pub(crate) fn check_id(transfer: &str) -> Result<()> {
-    if id::is_well_formed(transfer, TRANSFER_ID_PREFIX) {
-        Ok(())
-    } else {
-        Err(Error::invalid(
-            "transferId",
-            "is not a transfer id (tr_ followed by 24 hex digits)",
-        ))
-    }
+/// The phase `op` moves `t` to, or the error that names why not.
+pub(crate) fn check(t: &Transfer, op: Operation) -> Result<Phase> {
+    crate::state::transition(t.phase(), op).map_err(|refusal| match refusal {
+        Refusal::ActivationInProgress => Error::ActivationInProgress { transfer: t.id.clone() },
+        Refusal::NotAllowed => Error::InvalidTransition {
+            transfer: t.id.clone(),
+            operation: op,
+            phase: t.phase(),
+        },
+    })
 }
+
+/// Checks that `transfer` has the shape of a transfer id.
+pub(crate) use crate::input::check_transfer_id as check_id;
 
 /// Loads `transfer`, or [`Error::TransferNotFound`].
 pub(crate) fn load(conn: &Tx<'_>, transfer: &str) -> Result<Transfer> {

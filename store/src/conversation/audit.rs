@@ -7,11 +7,23 @@
 //! released, dispatched, activated, delivery unknown, consumed). An event holds ids, seqs and
 //! counts only — never a message body, an agent's description or specialty labels, an
 //! idempotency key or a consume token — so the log can be shown to an operator as it is.
+//!
+//! **Order.** Each event holds its place among its agent's events (`agent_seq`) and among its
+//! conversation's (`conversation_seq`), each assigned as that stream's maximum + 1 inside the
+//! writing transaction (migration 0013). Two transactions appending to one stream read the same
+//! maximum, so they cannot both commit (SQLite has one writer; on PostgreSQL one serializable
+//! transaction fails with `40001` and runs again after the other committed): a stream's order
+//! is its commit order, and a reader tailing one agent's or one conversation's events never
+//! misses one that committed late. The whole log has no such counter — one would make every
+//! write of the domain wait for every other — so its unfiltered listing is in the order of the
+//! event ids, which on PostgreSQL (an identity) is the order the writers took them: a page
+//! boundary there can pass an event that commits a moment later. Tail an agent or a
+//! conversation to follow the log.
 
 use std::fmt;
 use std::str::FromStr;
 
-use ahp_store_sql::{Row, Tx};
+use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -87,7 +99,9 @@ closed_enum!(
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEvent {
-    /// Position in the log; later events have larger ids.
+    /// The event's id: the cursor [`Store::communication_events`] takes. Ids follow the order
+    /// of writing; one agent's or one conversation's events are listed in commit order (see
+    /// the module docs).
     pub id: i64,
     /// When it happened.
     pub at: Timestamp,
@@ -111,7 +125,12 @@ pub(crate) fn record(
     now: Timestamp,
 ) -> Result<()> {
     tx.prepare_cached(
-        "INSERT INTO communication_events (at, kind, agent_id, conversation_id, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO communication_events (at, kind, agent_id, conversation_id, detail, agent_seq, conversation_seq)
+         VALUES (?1, ?2, ?3, ?4, ?5,
+                 CASE WHEN ?3 IS NULL THEN NULL
+                      ELSE (SELECT coalesce(max(agent_seq), 0) + 1 FROM communication_events WHERE agent_id = ?3) END,
+                 CASE WHEN ?4 IS NULL THEN NULL
+                      ELSE (SELECT coalesce(max(conversation_seq), 0) + 1 FROM communication_events WHERE conversation_id = ?4) END)",
     )?
     .execute((now.as_micros(), kind.as_str(), agent, conversation, detail.to_string()))?;
     Ok(())
@@ -134,15 +153,52 @@ fn from_row(r: &Row) -> Result<AuditEvent> {
     })
 }
 
+/// Which stream of the log a read follows, and so which counter orders it.
+#[derive(Clone, Copy)]
+enum Stream {
+    /// One agent's events (optionally only those of one conversation), by `agent_seq`.
+    Agent,
+    /// One conversation's events, by `conversation_seq`.
+    Conversation,
+    /// Every event, by `id`.
+    Whole,
+}
+
+impl Stream {
+    fn of(agent: Option<&str>, conversation: Option<&str>) -> Self {
+        match (agent, conversation) {
+            (Some(_), _) => Self::Agent,
+            (None, Some(_)) => Self::Conversation,
+            (None, None) => Self::Whole,
+        }
+    }
+
+    /// The column that orders the stream.
+    fn order(self) -> &'static str {
+        match self {
+            Self::Agent => "agent_seq",
+            Self::Conversation => "conversation_seq",
+            Self::Whole => "id",
+        }
+    }
+}
+
 impl Store {
-    /// Operator-side: the conversation audit log after the exclusive cursor `after_id`, oldest
-    /// first, at most `limit` — optionally only the events of one agent or one conversation.
-    /// Not reachable from a tool: it spans every principal.
+    /// Operator-side: the conversation audit log after the exclusive cursor `after_id` (the id
+    /// of the last event read, 0 for the start), at most `limit` — optionally only the events
+    /// of one agent or one conversation. Not reachable from a tool: it spans every principal.
+    ///
+    /// One agent's events are in the order they were committed (their `agent_seq`), and so
+    /// are one conversation's (`conversation_seq`): passing the last id read as the next
+    /// `after_id` tails such a stream without ever missing an event. The unfiltered log is in
+    /// the order of the ids, which on PostgreSQL need not be commit order (see the module
+    /// docs).
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidInput`] for a limit outside 1..=[`MAX_PAGE_LIMIT`](bounds::MAX_PAGE_LIMIT);
-    /// [`Error::CorruptRow`] for a row this build cannot read.
+    /// [`Error::InvalidInput`] for a limit outside 1..=[`MAX_PAGE_LIMIT`](bounds::MAX_PAGE_LIMIT),
+    /// or (field `after_id`) for a cursor that is not an event of the agent or conversation
+    /// read; [`Error::CorruptRow`] for a row this build cannot read.
     pub fn communication_events(
         &mut self,
         after_id: i64,
@@ -151,13 +207,30 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<AuditEvent>> {
         bounds::page_limit(limit)?;
-        let tx = self.autocommit();
-        let mut stmt = tx.prepare_cached(
+        let stream = Stream::of(agent, conversation);
+        let order = stream.order();
+        let (tx, _) = self.begin_read()?;
+        // The cursor's place in the stream: the event `after_id` itself, which must be in it.
+        let after = match stream {
+            Stream::Whole => after_id,
+            _ if after_id == 0 => 0,
+            _ => tx
+                .prepare_cached(&format!(
+                    "SELECT {order} FROM communication_events
+                     WHERE id = ?1 AND (?2 IS NULL OR agent_id = ?2) AND (?3 IS NULL OR conversation_id = ?3)"
+                ))?
+                .query_row((after_id, agent, conversation), |r| r.get::<_, Option<i64>>(0))
+                .optional()?
+                .flatten()
+                .ok_or_else(|| Error::invalid("after_id", "is not an event of the agent or conversation read"))?,
+        };
+        let sql = format!(
             "SELECT id, at, kind, agent_id, conversation_id, detail FROM communication_events
-             WHERE id > ?1 AND (?2 IS NULL OR agent_id = ?2) AND (?3 IS NULL OR conversation_id = ?3)
-             ORDER BY id LIMIT ?4",
-        )?;
-        let rows = stmt.query_map((after_id, agent, conversation, limit as i64), |r| Ok(from_row(r)))?;
+             WHERE {order} > ?1 AND (?2 IS NULL OR agent_id = ?2) AND (?3 IS NULL OR conversation_id = ?3)
+             ORDER BY {order} LIMIT ?4"
+        );
+        let mut stmt = tx.prepare_cached(&sql)?;
+        let rows = stmt.query_map((after, agent, conversation, limit as i64), |r| Ok(from_row(r)))?;
         rows.map(|r| r?).collect()
     }
 }

@@ -1,8 +1,18 @@
 //! Deliveries: the agent inbox.
 //!
 //! Every message creates one delivery per recipient agent — even for an agent with no endpoint;
-//! a later endpoint reads and consumes it. A delivery has its own monotonic `delivery_order`
-//! (the inbox cursor), and is `queued` until the agent consumes it. Consume is desired-state
+//! a later endpoint reads and consumes it. A delivery has its place in its recipient's inbox,
+//! `delivery_order` (the inbox cursor), and is `queued` until the agent consumes it.
+//!
+//! **The cursor cannot skip.** `delivery_order` counts the recipient's deliveries (1, 2, …),
+//! assigned as the inbox's maximum + 1 inside the posting transaction (migration 0013), not
+//! taken from a sequence. Two posts to one agent read the same maximum, so they cannot both
+//! commit — SQLite has one writer; on PostgreSQL one serializable transaction fails with
+//! `40001` and the write path runs it again, after the other committed — and so order `n + 1`
+//! is only ever handed out after order `n` committed. A reader that has seen order `n` will
+//! never later find a delivery below it. (A PostgreSQL sequence, as the table had before, hands
+//! values out in the order transactions ask for them: a post that took order 5 could commit
+//! after a reader had paged past a 6 that committed first, and that reader never saw 5.) Consume is desired-state
 //! idempotent and resolves only inside the acting agent's own inbox. Consuming a delivery never
 //! consumes a wake, and consuming a wake never consumes a delivery.
 
@@ -66,7 +76,9 @@ impl FromStr for DeliveryState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Delivery {
-    /// The inbox cursor: strictly increasing in the order deliveries were created.
+    /// The inbox cursor: this delivery's place in its recipient's inbox (1, 2, …), strictly
+    /// increasing in the order the deliveries were committed. Orders of different recipients
+    /// are unrelated.
     pub delivery_order: u64,
     /// The recipient.
     pub recipient_agent_id: String,
@@ -98,11 +110,14 @@ fn from_row(r: &Row) -> Result<Delivery> {
     })
 }
 
-/// Queues `message` for `recipient`; returns its delivery order.
+/// Queues `message` for `recipient` at the end of its inbox; returns its delivery order (see
+/// the module docs for why it is the inbox's maximum + 1, and why that cannot skip).
 pub(crate) fn queue(tx: &Tx<'_>, message: &str, recipient: &str, now: Timestamp) -> Result<u64> {
     let order: i64 = tx
         .prepare_cached(
-            "INSERT INTO deliveries (message_id, recipient_agent_id, state, created_at) VALUES (?1, ?2, 'queued', ?3)
+            "INSERT INTO deliveries (message_id, recipient_agent_id, delivery_order, state, created_at)
+             VALUES (?1, ?2, (SELECT coalesce(max(delivery_order), 0) + 1 FROM deliveries WHERE recipient_agent_id = ?2),
+                     'queued', ?3)
              RETURNING delivery_order",
         )?
         .query_row((message, recipient, now.as_micros()), |r| r.get(0))?;
@@ -121,8 +136,10 @@ fn load(conn: &Tx<'_>, agent: &str, message: &str) -> Result<Delivery> {
 }
 
 impl Store {
-    /// The acting agent's inbox after the exclusive cursor `after_order`, oldest first, at most
-    /// `limit`; with `queued_only`, consumed deliveries are skipped. Reading consumes nothing.
+    /// The acting agent's inbox after the exclusive cursor `after_order`, in delivery order
+    /// (the order the deliveries were committed), at most `limit`; with `queued_only`, consumed
+    /// deliveries are skipped. Reading consumes nothing. Passing the last order read as the next
+    /// `after_order` tails the inbox without ever missing a delivery (see the module docs).
     /// A delivery in a state this build does not know is never skipped: it fails the read.
     ///
     /// # Errors

@@ -331,6 +331,22 @@ fn append(tx: &Tx<'_>, caller: &Caller, new: &NewMessage, now: Timestamp) -> Res
     if let Some(target) = &new.reply_to {
         load_in(tx, &conv.id, target)?;
     }
+    // The counter first: its row lock is what orders two posts to one conversation. On
+    // PostgreSQL the second waits for the first's commit and then fails with 40001 (run again
+    // by the write path); inserting the message first, it would instead collide on
+    // `(conversation_id, seq)` with a unique violation, which is not retried.
+    let advanced = tx
+        .prepare_cached(
+            "UPDATE conversations SET next_seq = next_seq + 1, last_message_at = ?3, updated_at = ?3
+             WHERE id = ?1 AND next_seq = ?2",
+        )?
+        .execute((&conv.id, seq as i64, now.as_micros()))?;
+    if advanced != 1 {
+        return Err(Error::corrupt(
+            "conversations",
+            format!("{} seq moved under its own write transaction", conv.id),
+        ));
+    }
     let id = new_id(MESSAGE_ID_PREFIX);
     let (kind, agent, endpoint, generation) = match &ep {
         None => ("human", None, None, None),
@@ -359,18 +375,6 @@ fn append(tx: &Tx<'_>, caller: &Caller, new: &NewMessage, now: Timestamp) -> Res
         &new.reply_to,
         now.as_micros(),
     ))?;
-    let advanced = tx
-        .prepare_cached(
-            "UPDATE conversations SET next_seq = next_seq + 1, last_message_at = ?3, updated_at = ?3
-             WHERE id = ?1 AND next_seq = ?2",
-        )?
-        .execute((&conv.id, seq as i64, now.as_micros()))?;
-    if advanced != 1 {
-        return Err(Error::corrupt(
-            "conversations",
-            format!("{} seq moved under its own write transaction", conv.id),
-        ));
-    }
     let mut woken = Vec::new();
     for recipient in conversation::agent_ids(tx, &conv.id)? {
         if Some(recipient.as_str()) == agent {

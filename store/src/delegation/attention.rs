@@ -16,6 +16,14 @@
 //!
 //! An attention event asks its target to re-read current durable truth (the goal, the task)
 //! before deciding the next step; it carries ids, never the task's or goal's text.
+//!
+//! **Order.** An owner's events are numbered by `seq` (1, 2, …), assigned as the owner's
+//! maximum + 1 in the recording transaction (migration 0013): two transactions recording for one
+//! owner cannot both commit (SQLite has one writer; on PostgreSQL one serializable transaction
+//! fails with `40001` and runs again after the other), so `seq` order is commit order and a
+//! party paging with the last id it read never passes an event that committed late. (The
+//! events were paged by `(created_at, id)` before; `created_at` is read when the transaction
+//! begins, and on PostgreSQL an early one can commit last.)
 
 use std::fmt;
 use std::str::FromStr;
@@ -118,8 +126,9 @@ pub(crate) fn on_attempt_terminal(
         None => None,
     };
     tx.prepare_cached(
-        "INSERT INTO attention_events (id, owner_principal, kind, goal_id, task_id, attempt_id, task_state, target_agent_id, wake_id, created_at)
-         VALUES (?1, ?2, 'agent_task_terminal', ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        "INSERT INTO attention_events (id, owner_principal, kind, goal_id, task_id, attempt_id, task_state, target_agent_id, wake_id, created_at, seq)
+         VALUES (?1, ?2, 'agent_task_terminal', ?3, ?4, ?5, ?6, ?7, ?8, ?9,
+                 (SELECT coalesce(max(seq), 0) + 1 FROM attention_events WHERE owner_principal = ?2))",
     )?
     .execute((
         &id,
@@ -175,8 +184,8 @@ impl Store {
         })
     }
 
-    /// The attention events the acting party can see, oldest first, after the exclusive cursor
-    /// `after` (an event id), at most `limit`.
+    /// The attention events the acting party can see, in the order they were committed (see
+    /// the module docs), after the exclusive cursor `after` (an event id), at most `limit`.
     ///
     /// # Errors
     ///
@@ -198,23 +207,23 @@ impl Store {
         self.admitted(|s| {
             let (tx, now) = s.begin_read()?;
             let actor = resolve(&tx, caller, acting, now)?;
-            // The cursor is the last event's (created_at, id): pages in that order.
-            let (cursor_at, cursor_id) = match after {
+            // The cursor is the last event's place among the owner's events.
+            let cursor = match after {
                 Some(e) => {
-                    let seen = load_visible(&tx, &actor.owner, actor.agent.as_deref(), e)?;
-                    (seen.created_at.as_micros(), seen.id)
+                    load_visible(&tx, &actor.owner, actor.agent.as_deref(), e)?;
+                    tx.prepare_cached("SELECT seq FROM attention_events WHERE id = ?1")?
+                        .query_row([e], |r| r.get::<_, i64>(0))?
                 }
-                None => (i64::MIN, String::new()),
+                None => 0,
             };
             let sql = format!(
                 "SELECT {COLUMNS} FROM attention_events WHERE owner_principal = ?1 AND (?2 IS NULL OR target_agent_id = ?2)
-                   AND (created_at > ?3 OR (created_at = ?3 AND id > ?4)) ORDER BY created_at, id LIMIT ?5"
+                   AND seq > ?3 ORDER BY seq LIMIT ?4"
             );
             tx.prepare_cached(&sql)?
-                .query_map(
-                    (&actor.owner, &actor.agent, cursor_at, &cursor_id, limit as i64),
-                    |r| Ok(from_row(r)),
-                )?
+                .query_map((&actor.owner, &actor.agent, cursor, limit as i64), |r| {
+                    Ok(from_row(r))
+                })?
                 .collect::<Result<Vec<_>, _>>()?
                 .into_iter()
                 .collect()

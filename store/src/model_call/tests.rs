@@ -204,27 +204,39 @@ fn spend_reaching_the_allocation_makes_the_transfer_insolvent_and_stops_reservat
     assert_eq!(bytes(&mut store), before);
 }
 
+/// Runs `call` until it is not refused as transient: a call whose every attempt met another
+/// writer of the same budget changed nothing, and its caller runs it again (as the host does).
+fn through_contention<T>(store: &mut Store, mut call: impl FnMut(&mut Store) -> Result<T>) -> T {
+    loop {
+        match call(store) {
+            Err(e) if e.is_transient() => continue,
+            other => return other.unwrap(),
+        }
+    }
+}
+
 #[test]
 fn concurrent_reservations_never_pass_the_allocation() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ahp.db");
+    let db = Arc::new(crate::testing::TestDb::new());
     let key = TokenKey::random();
     let t = {
-        let mut store = Store::open(&path).unwrap().with_token_key(key.clone());
+        let mut store = db.open().unwrap().with_token_key(key.clone());
         active(&mut store, &key, 100_000)
     };
     let threads: Vec<_> = (0..4)
         .map(|_| {
-            let (path, t) = (path.clone(), t.clone());
+            let (db, t) = (db.clone(), t.clone());
             std::thread::spawn(move || {
-                let mut store = Store::open(&path).unwrap();
+                let mut store = db.open().unwrap();
                 let mut held = 0u64;
                 loop {
-                    match store.reserve_model_call(&t, &request(1_000, 4_096)).unwrap() {
+                    match through_contention(&mut store, |s| s.reserve_model_call(&t, &request(1_000, 4_096))) {
                         Reservation::Granted(g) => {
                             held += g.plan.reserved_micro_usd;
-                            let s = store.settle_model_call(&g.call_id, CallOutcome::Unknown, Duration::ZERO);
-                            assert_eq!(s.unwrap().charged_micro_usd, g.plan.reserved_micro_usd);
+                            let s = through_contention(&mut store, |s| {
+                                s.settle_model_call(&g.call_id, CallOutcome::Unknown, Duration::ZERO)
+                            });
+                            assert_eq!(s.charged_micro_usd, g.plan.reserved_micro_usd);
                         }
                         _ => return held,
                     }
@@ -233,7 +245,7 @@ fn concurrent_reservations_never_pass_the_allocation() {
         })
         .collect();
     let charged: u64 = threads.into_iter().map(|h| h.join().unwrap()).sum();
-    let mut store = Store::open(&path).unwrap();
+    let mut store = db.open().unwrap();
     let b = store.budget(&t).unwrap().unwrap();
     assert_eq!(b.spent_micro_usd, charged);
     assert!(b.spent_micro_usd <= b.allocated_micro_usd, "{b:?}");

@@ -1,19 +1,20 @@
-//! Sixteen writers on separate connections posting into one conversation.
+//! Sixteen writers on separate connections posting into one conversation (on either backend:
+//! sixteen `Store`s over one database).
 
 use std::thread;
 
 use super::*;
+use crate::testing::TestDb;
 
 const THREADS: usize = 16;
 const POSTS_PER_THREAD: usize = 15;
 
 #[test]
 fn sixteen_connections_posting_keep_seqs_contiguous_and_deliveries_exact() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ahp.db");
+    let db = Arc::new(TestDb::new());
     let alice = Caller::full("account:alice").unwrap();
     let (agents, cv) = {
-        let mut store = Store::open(&path).unwrap();
+        let mut store = db.open().unwrap();
         let agents: Vec<Agent> = (0..3)
             .map(|i| {
                 store
@@ -31,9 +32,9 @@ fn sixteen_connections_posting_keep_seqs_contiguous_and_deliveries_exact() {
     };
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
-            let (path, alice, cv) = (path.clone(), alice.clone(), cv.clone());
+            let (db, alice, cv) = (db.clone(), alice.clone(), cv.clone());
             thread::spawn(move || {
-                let mut store = Store::open(&path).unwrap();
+                let mut store = db.open().unwrap();
                 let mut seqs = Vec::new();
                 for i in 0..POSTS_PER_THREAD {
                     let post = NewMessage {
@@ -67,7 +68,7 @@ fn sixteen_connections_posting_keep_seqs_contiguous_and_deliveries_exact() {
         "every post got its own seq, no gaps"
     );
 
-    let mut store = Store::open(&path).unwrap();
+    let mut store = db.open().unwrap();
     let conn = store.autocommit();
     let stored: Vec<i64> = conn
         .prepare("SELECT seq FROM messages ORDER BY seq")

@@ -1,15 +1,23 @@
 //! A no-op consume (already consumed, not delivered) answers from a read: it never takes the
 //! database's write lock, so a guest consuming in a loop costs no writes and waits on none.
+//! On PostgreSQL, which has no database-wide write lock, the other connection holds the row
+//! locks of every delivery instead, and a write that needs one waits at most `lock_timeout`.
+
+use ahp_store_sql::{Begin, Dialect};
 
 use super::*;
+use crate::testing::TestDb;
 
 #[test]
 fn a_no_op_consume_never_takes_the_write_lock() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ahp.db");
+    let db = TestDb::new();
     let alice = Caller::full("account:alice").unwrap();
     // Without the write lock a busy attempt fails at once instead of waiting.
-    let mut store = Store::open(&path).unwrap().with_busy_timeout(Duration::ZERO).unwrap();
+    let mut store = db.open().unwrap().with_busy_timeout(Duration::ZERO).unwrap();
+    if store.dialect() == Dialect::Postgres {
+        store.autocommit().execute_batch("SET lock_timeout = '10ms'").unwrap();
+    }
+    let mut other = db.open().unwrap();
     let agent = store.create_agent(&alice, &card("a"), "agent").unwrap().value;
     let new = NewConversation {
         title: "t".into(),
@@ -31,9 +39,9 @@ fn a_no_op_consume_never_takes_the_write_lock() {
     let (done, queued) = (post(&mut store, "one"), post(&mut store, "two"));
     assert!(store.consume_delivery(&alice, &actor, &done).unwrap().state_changed);
 
-    // Another connection holds the write lock.
-    let other = rusqlite::Connection::open(&path).unwrap();
-    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    // Another connection holds the write lock (and every delivery's row lock).
+    let (held, _) = other.begin(Begin::Write).unwrap();
+    held.execute("UPDATE deliveries SET state = state", ()).unwrap();
 
     let again = store.consume_delivery(&alice, &actor, &done).unwrap();
     assert!(!again.state_changed && !again.replayed);
@@ -47,6 +55,6 @@ fn a_no_op_consume_never_takes_the_write_lock() {
         store.consume_delivery(&alice, &actor, &queued),
         Err(e) if e.is_transient()
     ));
-    other.execute_batch("COMMIT").unwrap();
+    held.commit().unwrap();
     assert!(store.consume_delivery(&alice, &actor, &queued).unwrap().state_changed);
 }

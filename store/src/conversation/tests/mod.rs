@@ -16,7 +16,8 @@
 //! - `activation`: bootstrap and explicit activation of a pending wake;
 //! - `carrier`: a turn's end in one transaction, claims given back, unconfirmed attempts
 //!   settled, the endpoints with a wake to claim;
-//! - `woken`: the agents a post reports it woke, for the host to schedule.
+//! - `woken`: the agents a post reports it woke, for the host to schedule;
+//! - `cursors`: a delivery or an event that commits late is never behind a reader's cursor.
 
 mod activation;
 mod agents;
@@ -24,6 +25,7 @@ mod audit;
 mod carrier;
 mod concurrency;
 mod consume;
+mod cursors;
 mod fail_closed;
 mod fixes;
 mod hiding;
@@ -60,8 +62,13 @@ pub(super) struct World {
 }
 
 pub(super) fn world() -> World {
+    world_over(crate::testing::store().unwrap())
+}
+
+/// A world over `store` (a connection to a database other connections share, say).
+pub(super) fn world_over(store: Store) -> World {
     let clock = ManualClock::new(Timestamp::from_micros(1_800_000_000_000_000));
-    let store = crate::testing::store().unwrap().with_clock(Arc::new(clock.clone()));
+    let store = store.with_clock(Arc::new(clock.clone()));
     World {
         store,
         clock,

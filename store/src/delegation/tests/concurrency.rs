@@ -1,17 +1,18 @@
 //! Eight workers on separate connections finishing the eight sources of one `all` wait at
 //! once: exactly one of the eight transactions sees the condition hold, and the wait fires once.
+//! On either backend: nine `Store`s over one database.
 
 use std::sync::{Arc, Barrier};
 use std::thread;
 
 use super::*;
+use crate::testing::TestDb;
 
 const WORKERS: usize = 8;
 
 #[test]
 fn concurrent_last_facts_fire_an_all_wait_exactly_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ahp.db");
+    let db = Arc::new(TestDb::new());
     let alice = Caller::full("account:alice").unwrap();
     let card = |h: &str| AgentCard {
         handle: h.into(),
@@ -20,7 +21,7 @@ fn concurrent_last_facts_fire_an_all_wait_exactly_once() {
         specialties: vec![],
     };
     let (workers, tasks, wait) = {
-        let mut store = Store::open(&path).unwrap();
+        let mut store = db.open().unwrap();
         let attach = |store: &mut Store, i: usize| {
             let a = store.create_agent(&alice, &card("a"), &format!("a-{i}")).unwrap().value;
             AgentActor::of(
@@ -62,9 +63,9 @@ fn concurrent_last_facts_fire_an_all_wait_exactly_once() {
         .into_iter()
         .zip(tasks)
         .map(|(actor, task)| {
-            let (path, alice, barrier) = (path.clone(), alice.clone(), barrier.clone());
+            let (db, alice, barrier) = (db.clone(), alice.clone(), barrier.clone());
             thread::spawn(move || {
-                let mut store = Store::open(&path).unwrap();
+                let mut store = db.open().unwrap();
                 let done = TaskCompletion {
                     attempt: task.current_attempt.unwrap().id,
                     outcome: TaskOutcome::Succeeded,
@@ -86,8 +87,9 @@ fn concurrent_last_facts_fire_an_all_wait_exactly_once() {
     for h in handles {
         assert_eq!(h.join().unwrap(), TaskState::Succeeded);
     }
-    assert_eq!(check_delegation_invariants(&path).unwrap(), vec![]);
-    let conn = rusqlite::Connection::open(&path).unwrap();
+    let mut store = db.open().unwrap();
+    let conn = store.autocommit();
+    assert_eq!(crate::delegation::check::violations(&conn).unwrap(), vec![]);
     let fired: i64 = conn
         .query_row(
             "SELECT count(*) FROM wake_causes WHERE origin = 'wait' AND subject_id = ?1",

@@ -1,12 +1,12 @@
 //! Transfers belong to their owner: `get_status`, `push_state` and `report_usage` act only on a
 //! transfer of the calling principal's, and refuse another principal's transfer exactly as they
-//! refuse a missing one — the same error, the same text, and the database unchanged byte for
-//! byte. The operator acts on every transfer.
+//! refuse a missing one — the same error, the same text, and the database unchanged row for
+//! row. The operator acts on every transfer. On either backend (`crate::testing`).
 
 use std::sync::Arc;
 
-use ahp_store::*;
-use rusqlite::MAIN_DB;
+use crate::testing;
+use crate::*;
 
 const START: Timestamp = Timestamp::from_micros(1_796_039_139_000_000);
 const BUDGET: u64 = 1_000;
@@ -31,15 +31,16 @@ impl Fixture {
     fn new() -> Self {
         let key = TokenKey::random();
         let clock = ManualClock::new(START);
-        let store = Store::open_in_memory()
+        let store = testing::store()
             .unwrap()
             .with_clock(Arc::new(clock.clone()))
             .with_token_key(key.clone());
         Self { store, key, clock }
     }
 
-    fn bytes(&mut self) -> Vec<u8> {
-        self.store.connection().serialize(MAIN_DB).unwrap().to_vec()
+    /// Every row of the database: equal before and after means a call changed nothing.
+    fn bytes(&mut self) -> Vec<String> {
+        testing::dump(&mut self.store)
     }
 
     fn token(&self, transfer: &str, scope: TokenScope) -> String {

@@ -1,13 +1,15 @@
 //! The transfer state machine through the real store: every (phase × operation) pair, tokens,
-//! the reapers, concurrency. Each refused operation must leave the database byte-for-byte
-//! unchanged.
+//! the reapers, concurrency. Each refused operation must leave the database unchanged, row for
+//! row. On either backend (`crate::testing`); a second connection is a second `Store` over the
+//! same database.
 
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use ahp_store::*;
-use rusqlite::MAIN_DB;
 use serde_json::json;
+
+use crate::testing::{self, TestDb};
+use crate::*;
 
 const START: Timestamp = Timestamp::from_micros(1_796_039_139_000_000);
 const BUDGET: u64 = 1_000;
@@ -22,7 +24,7 @@ impl Fixture {
     fn new() -> Self {
         let key = TokenKey::random();
         let clock = ManualClock::new(START);
-        let store = Store::open_in_memory()
+        let store = testing::store()
             .unwrap()
             .with_clock(Arc::new(clock.clone()))
             .with_token_key(key.clone());
@@ -33,8 +35,9 @@ impl Fixture {
         issue_transfer_token(&self.key, transfer, scope, self.clock.now(), DEFAULT_TOKEN_TTL).unwrap()
     }
 
-    fn bytes(&mut self) -> Vec<u8> {
-        self.store.connection().serialize(MAIN_DB).unwrap().to_vec()
+    /// Every row of the database: equal before and after means a call changed nothing.
+    fn bytes(&mut self) -> Vec<String> {
+        testing::dump(&mut self.store)
     }
 
     /// A new transfer driven into `phase` through the public operations.
@@ -383,7 +386,7 @@ fn bad_tokens_are_refused_and_change_nothing() {
     assert!(f.bytes() == before);
 
     // No key configured: refused, nothing changes.
-    let mut keyless = Store::open_in_memory().unwrap();
+    let mut keyless = testing::store().unwrap();
     let t = keyless.snapshot_state(&snapshot()).unwrap().id;
     let tok = f.token(&t, TokenScope::ProvisionRuntime);
     assert!(matches!(
@@ -410,24 +413,25 @@ fn a_replayed_activate_token_is_refused_even_where_the_edge_is_open() {
 
 #[test]
 fn sixteen_connections_racing_one_token_exactly_one_wins() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("race.db");
+    let db = TestDb::new();
     let key = TokenKey::random();
-    let mut store = Store::open(&path).unwrap().with_token_key(key.clone());
+    let mut store = db.open().unwrap().with_token_key(key.clone());
     let t = store.snapshot_state(&snapshot()).unwrap().id;
     let tok = issue_transfer_token(&key, &t, TokenScope::ProvisionRuntime, store.now(), DEFAULT_TOKEN_TTL).unwrap();
-    let barrier = Arc::new(Barrier::new(16));
-    let handles: Vec<_> = (0..16)
-        .map(|_| {
-            let (path, key, t, tok, barrier) = (path.clone(), key.clone(), t.clone(), tok.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                let mut s = Store::open(&path).unwrap().with_token_key(key);
-                barrier.wait();
-                s.provision_runtime(&t, Tier::Nano, BUDGET, "forecaster", &tok)
+    let barrier = Barrier::new(16);
+    let results: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..16)
+            .map(|_| {
+                let (db, key, t, tok, barrier) = (&db, key.clone(), &t, &tok, &barrier);
+                scope.spawn(move || {
+                    let mut s = db.open().unwrap().with_token_key(key);
+                    barrier.wait();
+                    s.provision_runtime(t, Tier::Nano, BUDGET, "forecaster", tok)
+                })
             })
-        })
-        .collect();
-    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
     let wins = results.iter().filter(|r| r.is_ok()).count();
     assert_eq!(wins, 1, "{results:?}");
     for r in results.iter().filter_map(|r| r.as_ref().err()) {
@@ -441,8 +445,8 @@ fn sixteen_connections_racing_one_token_exactly_one_wins() {
         );
     }
     let used: i64 = store
-        .connection()
-        .query_row("SELECT count(*) FROM used_transfer_tokens", [], |r| r.get(0))
+        .autocommit()
+        .query_row("SELECT count(*) FROM used_transfer_tokens", (), |r| r.get(0))
         .unwrap();
     assert_eq!(used, 1);
     let status = store.get_status(&t).unwrap();
@@ -522,30 +526,26 @@ fn expiry_reaper_ends_only_unactivated_transfers_past_the_ttl() {
 
 #[test]
 fn concurrent_sweeps_end_each_transfer_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("sweep.db");
-    let mut store = Store::open(&path).unwrap();
+    let db = TestDb::new();
+    let mut store = db.open().unwrap();
     let ids: Vec<_> = (0..40).map(|_| store.snapshot_state(&snapshot()).unwrap().id).collect();
     let later = store.now().saturating_add(Duration::from_secs(10));
-    let handles: Vec<_> = (0..4)
-        .map(|_| {
-            let path = path.clone();
-            std::thread::spawn(move || {
-                Store::open(&path)
-                    .unwrap()
-                    .reap_expired(later, Duration::from_secs(1))
-                    .unwrap()
+    let mut all: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let db = &db;
+                scope.spawn(move || db.open().unwrap().reap_expired(later, Duration::from_secs(1)).unwrap())
             })
-        })
-        .collect();
-    let mut all: Vec<String> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
     all.sort();
     let mut ids = ids;
     ids.sort();
     assert_eq!(all, ids, "every transfer expired exactly once across the sweeps");
     let events: i64 = store
-        .connection()
-        .query_row("SELECT count(*) FROM usage_events WHERE type = 'expired'", [], |r| {
+        .autocommit()
+        .query_row("SELECT count(*) FROM usage_events WHERE type = 'expired'", (), |r| {
             r.get(0)
         })
         .unwrap();
@@ -652,7 +652,7 @@ fn an_unknown_status_in_the_database_fails_closed() {
     let mut f = Fixture::new();
     let t = f.store.snapshot_state(&snapshot()).unwrap().id;
     f.store
-        .connection()
+        .autocommit()
         .execute("UPDATE transfers SET status = 'zombie' WHERE id = ?1", [&t])
         .unwrap();
     assert!(matches!(
@@ -690,15 +690,24 @@ fn host_events_are_recorded_but_transition_events_are_not_forgeable() {
 #[test]
 fn no_column_holds_a_secret() {
     let mut f = Fixture::new();
-    let cols: Vec<String> = f
-        .store
-        .connection()
-        .prepare("SELECT m.name || '.' || p.name FROM sqlite_schema m JOIN pragma_table_info(m.name) p WHERE m.type = 'table'")
+    let columns = match f.store.dialect() {
+        sql::Dialect::Sqlite => {
+            "SELECT m.name || '.' || p.name FROM sqlite_schema m JOIN pragma_table_info(m.name) p WHERE m.type = 'table'"
+        }
+        sql::Dialect::Postgres => {
+            "SELECT CAST(table_name || '.' || column_name AS TEXT) FROM information_schema.columns
+             WHERE table_schema = current_schema()"
+        }
+    };
+    let tx = f.store.autocommit();
+    let cols: Vec<String> = tx
+        .prepare(columns)
         .unwrap()
-        .query_map([], |r| r.get(0))
+        .query_map((), |r| r.get(0))
         .unwrap()
-        .map(Result::unwrap)
+        .map(std::result::Result::unwrap)
         .collect();
+    assert!(cols.len() > 100, "{cols:?}");
     for c in &cols {
         for word in ["secret", "password", "api_key", "credential_value"] {
             assert!(!c.contains(word), "column {c} looks like it holds a secret");
@@ -833,11 +842,14 @@ fn busy_fixture(busy: Duration) -> (tempfile::TempDir, std::path::PathBuf, Store
 
 #[test]
 fn a_database_that_stays_busy_is_reported_as_transient_and_spends_no_token() {
+    if testing::skip_on_postgres("holds SQLite's write lock past its busy timeout") {
+        return;
+    }
     let (_dir, path, mut store, key, t) = busy_fixture(Duration::from_millis(20));
     let tok = issue_transfer_token(&key, &t, TokenScope::ProvisionRuntime, store.now(), DEFAULT_TOKEN_TTL).unwrap();
     let holder = rusqlite::Connection::open(&path).unwrap();
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let before = store.connection().serialize(MAIN_DB).unwrap().to_vec();
+    let before = store.connection().serialize(rusqlite::MAIN_DB).unwrap().to_vec();
     let started = std::time::Instant::now();
     let err = store
         .provision_runtime(&t, Tier::Nano, BUDGET, "forecaster", &tok)
@@ -858,7 +870,7 @@ fn a_database_that_stays_busy_is_reported_as_transient_and_spends_no_token() {
     assert!(!Error::invalid("x", "y").is_transient());
     holder.execute_batch("ROLLBACK").unwrap();
     assert!(
-        store.connection().serialize(MAIN_DB).unwrap().to_vec() == before,
+        store.connection().serialize(rusqlite::MAIN_DB).unwrap().to_vec() == before,
         "a busy attempt changed the database"
     );
     // The same token was never spent: it provisions now.
@@ -870,6 +882,9 @@ fn a_database_that_stays_busy_is_reported_as_transient_and_spends_no_token() {
 
 #[test]
 fn a_lock_released_during_the_backoff_is_ridden_out() {
+    if testing::skip_on_postgres("holds SQLite's write lock past its busy timeout") {
+        return;
+    }
     let (_dir, path, mut store, key, t) = busy_fixture(Duration::from_millis(20));
     let tok = issue_transfer_token(&key, &t, TokenScope::ProvisionRuntime, store.now(), DEFAULT_TOKEN_TTL).unwrap();
     let locked = Arc::new(Barrier::new(2));
