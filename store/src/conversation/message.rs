@@ -22,11 +22,16 @@ use super::idempotency::{Check, IdempotencyKey, Mutation, Operation};
 use super::principal::{Caller, Scope};
 use super::wake;
 use crate::clock::Timestamp;
-use crate::db::Store;
+use crate::db::{Store, raced_insert};
 use crate::id::new_id;
 
 /// Prefix of every message id.
 pub const MESSAGE_ID_PREFIX: &str = "msg_";
+
+/// The unique index of a message's place in its conversation, `(conversation_id, seq)`, as
+/// PostgreSQL names it: the seq a post takes is the conversation's `next_seq` it read (see
+/// [`raced_insert`]).
+const CONVERSATION_SEQ: &str = "messages_conversation_id_seq_key";
 
 /// Who wrote a message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -358,7 +363,8 @@ fn append(tx: &Tx<'_>, caller: &Caller, new: &NewMessage, now: Timestamp) -> Res
         &new.body,
         &new.reply_to,
         now.as_micros(),
-    ))?;
+    ))
+    .map_err(raced_insert(CONVERSATION_SEQ))?;
     let advanced = tx
         .prepare_cached(
             "UPDATE conversations SET next_seq = next_seq + 1, last_message_at = ?3, updated_at = ?3
