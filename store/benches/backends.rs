@@ -35,9 +35,10 @@
 //! 2. a timing loop: every op at each client count (`AHP_BENCH_CLIENTS`, default `1,8,32`),
 //!    each client a thread with its own `Store` over its own connection, running ops back to
 //!    back for `AHP_BENCH_SECS` seconds (default 2; `0` skips this part) after a 0.5 s
-//!    warm-up, each case right after `raw_commit` at the same client count on the same
-//!    database (the disk's commit price moves while other work runs on the machine, so each
-//!    row carries its own baseline); `AHP_BENCH_ONLY=postgres/post` keeps the cases whose
+//!    warm-up, each beside `raw_commit` on the same database — at one client interleaved
+//!    with the op (raw commit, op, raw commit, op, …), at more in its own window just before
+//!    at the same client count (the disk's commit price moves while other work runs on the
+//!    machine, so each row carries its own baseline); `AHP_BENCH_ONLY=postgres/post` keeps the cases whose
 //!    `backend/op` contains it. It prints a Markdown table of throughput, p50 and p99
 //!    latency, the ratios to that `raw_commit`, and on PostgreSQL how many transactions the
 //!    store ran again (each serialization failure or deadlock the driver reported), how often
@@ -669,7 +670,8 @@ fn latency(c: &mut Criterion, backends: &[Backend]) {
 /// What one timed window measured.
 struct Measured {
     ops: usize,
-    window: Duration,
+    /// The time the ops had: the window, or (paired) the sum of their own latencies.
+    elapsed: Duration,
     p50: Duration,
     p99: Duration,
     retries: u64,
@@ -679,11 +681,28 @@ struct Measured {
 
 impl Measured {
     fn rate(&self) -> f64 {
-        self.ops as f64 / self.window.as_secs_f64()
+        self.ops as f64 / self.elapsed.as_secs_f64()
+    }
+
+    fn of(mut latencies: Vec<Duration>, elapsed: Option<Duration>) -> Measured {
+        latencies.sort_unstable();
+        let pick = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
+        Measured {
+            ops: latencies.len(),
+            elapsed: elapsed.unwrap_or_else(|| latencies.iter().sum()),
+            p50: pick(0.5),
+            p99: pick(0.99),
+            retries: 0,
+            give_ups: 0,
+            sites: BTreeMap::new(),
+        }
     }
 }
 
-fn measure(db: &Db, case: Case, n: usize, window: Duration) -> Measured {
+/// `n` clients of `case` running ops back to back through the warm-up and the window. With
+/// `paired` (one client), the client alternates a `raw_commit` with each op, and both are
+/// returned: a baseline taken at the same moments as the op, whatever the disk does meanwhile.
+fn measure(db: &Db, case: Case, n: usize, window: Duration, paired: bool) -> (Measured, Option<Measured>) {
     let clients = case.clients(db, n);
     let give_ups = Arc::new(AtomicU64::new(0));
     let start = Arc::new(Barrier::new(n + 1));
@@ -694,12 +713,21 @@ fn measure(db: &Db, case: Case, n: usize, window: Duration) -> Measured {
         .enumerate()
         .map(|(tag, mut client)| {
             let (give_ups, start) = (give_ups.clone(), start.clone());
+            let mut raw = paired.then(|| db.raw());
             std::thread::spawn(move || {
                 start.wait();
-                let mut latencies = Vec::new();
+                let (mut latencies, mut raw_latencies) = (Vec::new(), Vec::new());
                 let mine = AtomicU64::new(0);
                 let mut counted = 0;
                 while Instant::now() < until {
+                    if let Some(raw) = &mut raw {
+                        let t0 = Instant::now();
+                        raw.commit();
+                        let t1 = Instant::now();
+                        if t1 >= from && t1 <= until {
+                            raw_latencies.push(t1 - t0);
+                        }
+                    }
                     let before = mine.load(Ordering::Relaxed);
                     let t0 = Instant::now();
                     client.op(tag, &mine);
@@ -711,9 +739,9 @@ fn measure(db: &Db, case: Case, n: usize, window: Duration) -> Measured {
                     }
                 }
                 give_ups.fetch_add(counted, Ordering::Relaxed);
-                // The client's connection closes here, before its database is dropped.
-                drop(client);
-                latencies
+                // The connections close here, before their database is dropped.
+                drop((client, raw));
+                (latencies, raw_latencies)
             })
         })
         .collect();
@@ -722,23 +750,21 @@ fn measure(db: &Db, case: Case, n: usize, window: Duration) -> Measured {
     let (busy_from, sites_from) = db.tally.snapshot();
     std::thread::sleep(until.saturating_duration_since(Instant::now()));
     let (busy_until, sites_until) = db.tally.snapshot();
-    let mut latencies: Vec<Duration> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
-    latencies.sort_unstable();
-    let pick = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
-    let sites = sites_until
+    let (mut latencies, mut raw_latencies) = (Vec::new(), Vec::new());
+    for t in threads {
+        let (ops, raws) = t.join().unwrap();
+        latencies.extend(ops);
+        raw_latencies.extend(raws);
+    }
+    let mut m = Measured::of(latencies, (!paired).then_some(window));
+    m.retries = busy_until - busy_from;
+    m.give_ups = give_ups.load(Ordering::Relaxed);
+    m.sites = sites_until
         .into_iter()
         .map(|(site, k)| (site.clone(), k - sites_from.get(&site).copied().unwrap_or(0)))
         .filter(|(_, k)| *k > 0)
         .collect();
-    Measured {
-        ops: latencies.len(),
-        window,
-        p50: pick(0.5),
-        p99: pick(0.99),
-        retries: busy_until - busy_from,
-        give_ups: give_ups.load(Ordering::Relaxed),
-        sites,
-    }
+    (m, paired.then(|| Measured::of(raw_latencies, None)))
 }
 
 fn ms(d: Duration) -> String {
@@ -767,7 +793,7 @@ fn throughput(backends: &[Backend]) {
     let only = std::env::var("AHP_BENCH_ONLY").unwrap_or_default();
     println!();
     println!(
-        "## throughput: each case {secs} s after a {} ms warm-up, beside `raw_commit` measured just before it on the same database",
+        "## throughput: each case {secs} s after a {} ms warm-up, beside `raw_commit` on the same database (1 client: interleaved with the op; more: its own window just before)",
         WARM_UP.as_millis()
     );
     println!();
@@ -784,8 +810,15 @@ fn throughput(backends: &[Backend]) {
             }
             for &n in &levels {
                 let db = Db::fresh(backend);
-                let raw = measure(&db, Case::RawCommit, n, window);
-                let m = measure(&db, case, n, window);
+                // One client: the baseline interleaved with the op; several: the baseline's
+                // own window, just before.
+                let (m, raw) = if n == 1 {
+                    let (m, raw) = measure(&db, case, 1, window, true);
+                    (m, raw.expect("paired"))
+                } else {
+                    let (raw, _) = measure(&db, Case::RawCommit, n, window, false);
+                    (measure(&db, case, n, window, false).0, raw)
+                };
                 let retries = match backend {
                     Backend::Sqlite => "—".to_owned(),
                     Backend::Postgres => {
