@@ -40,8 +40,9 @@
 //!    at the same client count (the disk's commit price moves while other work runs on the
 //!    machine, so each row carries its own baseline); `AHP_BENCH_ONLY=postgres/post` keeps the cases whose
 //!    `backend/op` contains it. It prints a Markdown table of throughput, p50 and p99
-//!    latency, the ratios to that `raw_commit`, and on PostgreSQL how many transactions the
-//!    store ran again (each serialization failure or deadlock the driver reported), how often
+//!    latency, the ratios to that `raw_commit`, and on PostgreSQL how many statements the
+//!    store sent per op (each one round trip: `BEGIN`, statements, `COMMIT`), how many
+//!    transactions the store ran again (each serialization failure or deadlock the driver reported), how often
 //!    the store gave up after its attempts (the bench then runs the op again, as the host's
 //!    controller does), and at which statements.
 //!
@@ -119,12 +120,18 @@ impl Backend {
 #[derive(Default)]
 struct Tally {
     busy: AtomicU64,
+    /// Statements the store sent (each `BEGIN`, statement and `COMMIT` one round trip).
+    statements: AtomicU64,
     sites: Mutex<BTreeMap<String, u64>>,
 }
 
 impl Tally {
-    fn snapshot(&self) -> (u64, BTreeMap<String, u64>) {
-        (self.busy.load(Ordering::Relaxed), self.sites.lock().unwrap().clone())
+    fn snapshot(&self) -> (u64, u64, BTreeMap<String, u64>) {
+        (
+            self.busy.load(Ordering::Relaxed),
+            self.statements.load(Ordering::Relaxed),
+            self.sites.lock().unwrap().clone(),
+        )
     }
 }
 
@@ -136,6 +143,7 @@ struct Counted {
 
 impl Counted {
     fn note<T>(&self, at: &str, result: SqlResult<T>) -> SqlResult<T> {
+        self.tally.statements.fetch_add(1, Ordering::Relaxed);
         if let Err(SqlError::Busy(message)) = &result {
             self.tally.busy.fetch_add(1, Ordering::Relaxed);
             let message = message.split(" [SQLSTATE").next().unwrap_or(message);
@@ -168,7 +176,8 @@ impl Connection for Counted {
         self.note("COMMIT", r)
     }
     fn rollback(&mut self) -> SqlResult<()> {
-        self.inner.rollback()
+        let r = self.inner.rollback();
+        self.note("ROLLBACK", r)
     }
     fn execute(&mut self, sql: &str, params: &[ValueRef<'_>]) -> SqlResult<u64> {
         let r = self.inner.execute(sql, params);
@@ -675,6 +684,8 @@ struct Measured {
     p50: Duration,
     p99: Duration,
     retries: u64,
+    /// Statements the store sent per op (PostgreSQL).
+    statements: f64,
     give_ups: u64,
     sites: BTreeMap<String, u64>,
 }
@@ -693,6 +704,7 @@ impl Measured {
             p50: pick(0.5),
             p99: pick(0.99),
             retries: 0,
+            statements: 0.0,
             give_ups: 0,
             sites: BTreeMap::new(),
         }
@@ -747,9 +759,9 @@ fn measure(db: &Db, case: Case, n: usize, window: Duration, paired: bool) -> (Me
         .collect();
     start.wait();
     std::thread::sleep(from.saturating_duration_since(Instant::now()));
-    let (busy_from, sites_from) = db.tally.snapshot();
+    let (busy_from, statements_from, sites_from) = db.tally.snapshot();
     std::thread::sleep(until.saturating_duration_since(Instant::now()));
-    let (busy_until, sites_until) = db.tally.snapshot();
+    let (busy_until, statements_until, sites_until) = db.tally.snapshot();
     let (mut latencies, mut raw_latencies) = (Vec::new(), Vec::new());
     for t in threads {
         let (ops, raws) = t.join().unwrap();
@@ -758,6 +770,8 @@ fn measure(db: &Db, case: Case, n: usize, window: Duration, paired: bool) -> (Me
     }
     let mut m = Measured::of(latencies, (!paired).then_some(window));
     m.retries = busy_until - busy_from;
+    // Retried attempts included; the raw baseline's statements do not pass the wrapper.
+    m.statements = (statements_until - statements_from) as f64 / m.ops.max(1) as f64;
     m.give_ups = give_ups.load(Ordering::Relaxed);
     m.sites = sites_until
         .into_iter()
@@ -798,9 +812,9 @@ fn throughput(backends: &[Backend]) {
     );
     println!();
     println!(
-        "| backend | op | clients | ops/s | raw commits/s | × raw | p50 | p99 | raw p50 | p50 ÷ raw p50 | retried transactions | store gave up |"
+        "| backend | op | clients | ops/s | raw commits/s | × raw | p50 | p99 | raw p50 | p50 ÷ raw p50 | statements/op | retried transactions | store gave up |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut notes = Vec::new();
     for backend in backends {
         for case in CASES.into_iter().filter(|c| *c != Case::RawCommit) {
@@ -819,14 +833,15 @@ fn throughput(backends: &[Backend]) {
                     let (raw, _) = measure(&db, Case::RawCommit, n, window, false);
                     (measure(&db, case, n, window, false).0, raw)
                 };
-                let retries = match backend {
-                    Backend::Sqlite => "—".to_owned(),
-                    Backend::Postgres => {
-                        format!("{} ({:.2}/op)", m.retries, m.retries as f64 / m.ops.max(1) as f64)
-                    }
+                let (statements, retries) = match backend {
+                    Backend::Sqlite => ("—".to_owned(), "—".to_owned()),
+                    Backend::Postgres => (
+                        format!("{:.0}", m.statements),
+                        format!("{} ({:.2}/op)", m.retries, m.retries as f64 / m.ops.max(1) as f64),
+                    ),
                 };
                 println!(
-                    "| {} | `{}` | {n} | {:.0} | {:.0} | {:.2}× | {} | {} | {} | {:.1}× | {retries} | {} |",
+                    "| {} | `{}` | {n} | {:.0} | {:.0} | {:.2}× | {} | {} | {} | {:.1}× | {statements} | {retries} | {} |",
                     backend.name(),
                     case.name(),
                     m.rate(),
