@@ -12,6 +12,7 @@ mod console_delegation;
 mod crash;
 mod delegation;
 mod host_held;
+mod hosts;
 mod http_limits;
 mod mcp_conversations;
 mod mcp_delegation;

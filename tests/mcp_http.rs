@@ -28,8 +28,19 @@ pub(crate) fn serve(dir: &Path, extra: &[&str]) -> Server {
 
 /// `ahp serve --http` with `RUST_LOG=log`; the caller owns the rest of its stderr.
 fn serve_logging(dir: &Path, extra: &[&str], log: &str) -> (Server, BufReader<std::process::ChildStderr>) {
+    serve_with_env(dir, extra, log, &[])
+}
+
+/// [`serve_logging`] with `env` set for the process too.
+pub(crate) fn serve_with_env(
+    dir: &Path,
+    extra: &[&str],
+    log: &str,
+    env: &[(&str, &str)],
+) -> (Server, BufReader<std::process::ChildStderr>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ahp"))
         .env("RUST_LOG", log)
+        .envs(env.iter().copied())
         .arg("--data-dir")
         .arg(dir)
         .args(["serve", "--http", "127.0.0.1:0"])

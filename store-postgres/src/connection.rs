@@ -265,12 +265,8 @@ fn check_arity(statement: &Statement, params: &[ValueRef<'_>]) -> SqlResult<()> 
     }
 }
 
-impl Connection for PgConnection {
-    fn dialect(&self) -> Dialect {
-        Dialect::Postgres
-    }
-
-    fn begin(&mut self, begin: Begin) -> SqlResult<()> {
+impl PgConnection {
+    fn begin_here(&mut self, begin: Begin) -> SqlResult<()> {
         let sql = match begin {
             Begin::Write => BEGIN_WRITE,
             Begin::Read => BEGIN_READ,
@@ -291,18 +287,18 @@ impl Connection for PgConnection {
         begun
     }
 
-    fn commit(&mut self) -> SqlResult<()> {
+    fn commit_here(&mut self) -> SqlResult<()> {
         self.in_transaction = false;
         self.run_simple("COMMIT")
     }
 
-    fn rollback(&mut self) -> SqlResult<()> {
+    fn rollback_here(&mut self) -> SqlResult<()> {
         self.in_transaction = false;
         // Outside a transaction PostgreSQL warns and does nothing, as the trait asks.
         self.run_simple("ROLLBACK")
     }
 
-    fn execute(&mut self, sql: &str, params: &[ValueRef<'_>]) -> SqlResult<u64> {
+    fn execute_here(&mut self, sql: &str, params: &[ValueRef<'_>]) -> SqlResult<u64> {
         let statement = self.statement(sql, params)?;
         check_arity(&statement, params)?;
         let bound = bind(params);
@@ -310,7 +306,7 @@ impl Connection for PgConnection {
         self.client.execute(&statement, &refs).map_err(|e| self.failed(sql, &e))
     }
 
-    fn query(
+    fn query_here(
         &mut self,
         sql: &str,
         params: &[ValueRef<'_>],
@@ -326,11 +322,77 @@ impl Connection for PgConnection {
         }
     }
 
-    fn execute_batch(&mut self, sql: &str) -> SqlResult<()> {
+    fn execute_batch_here(&mut self, sql: &str) -> SqlResult<()> {
         // A batch may change the schema (migrations): statements prepared before it could
         // then fail ("cached plan must not change result type"), so they are prepared anew.
         self.statements.clear();
         self.run_simple(sql)
+    }
+}
+
+/// Runs `f` with `conn` on this thread, or — inside a tokio runtime's context (a sandbox's host
+/// call runs inside `Handle::block_on`), where the driver may not start its own runtime — on a
+/// scoped thread of its own, which borrows the connection for the call. The hop costs a
+/// thread start; calls from plain threads pay nothing.
+fn off_runtime<T: Send>(conn: &mut PgConnection, f: impl FnOnce(&mut PgConnection) -> T + Send) -> T {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f(conn);
+    }
+    std::thread::scope(|scope| match scope.spawn(|| f(conn)).join() {
+        Ok(value) => value,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
+
+impl Connection for PgConnection {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    fn begin(&mut self, begin: Begin) -> SqlResult<()> {
+        off_runtime(self, |c| c.begin_here(begin))
+    }
+
+    fn commit(&mut self) -> SqlResult<()> {
+        off_runtime(self, Self::commit_here)
+    }
+
+    fn rollback(&mut self) -> SqlResult<()> {
+        off_runtime(self, Self::rollback_here)
+    }
+
+    fn execute(&mut self, sql: &str, params: &[ValueRef<'_>]) -> SqlResult<u64> {
+        off_runtime(self, |c| c.execute_here(sql, params))
+    }
+
+    fn query(
+        &mut self,
+        sql: &str,
+        params: &[ValueRef<'_>],
+        row: &mut dyn FnMut(Row) -> SqlResult<bool>,
+    ) -> SqlResult<()> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return self.query_here(sql, params, row);
+        }
+        // The rows cross back to this thread whole (queries are bounded by their LIMIT).
+        let rows = off_runtime(self, |c| {
+            let mut rows = Vec::new();
+            c.query_here(sql, params, &mut |r| {
+                rows.push(r);
+                Ok(true)
+            })
+            .map(|()| rows)
+        })?;
+        for r in rows {
+            if !row(r)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn execute_batch(&mut self, sql: &str) -> SqlResult<()> {
+        off_runtime(self, |c| c.execute_batch_here(sql))
     }
 
     fn as_any_mut(&mut self) -> &mut dyn Any {

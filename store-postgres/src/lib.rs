@@ -21,9 +21,11 @@ mod error;
 pub mod migrations;
 mod predicate;
 pub mod schema;
+pub mod signal;
 pub mod testing;
 
 pub use connection::{PgConnection, STATEMENT_CACHE_CAPACITY};
+pub use signal::{Listener, Signaller};
 
 /// A connection to the database at `url`, migrated to the current schema (under the migration
 /// lock, so hosts starting together migrate once): what `ahp_store::Store::over` takes.

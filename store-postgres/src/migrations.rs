@@ -42,6 +42,7 @@ pub const MIGRATIONS: &[Migration] = migrations![
     9 "0009_model_calls.sql",
     10 "0010_delegation.sql",
     11 "0011_insertion_order.sql",
+    12 "0012_hosts.sql",
 ];
 
 const CREATE_VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS ahp_schema_version (version BIGINT NOT NULL)";

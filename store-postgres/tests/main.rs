@@ -4,6 +4,7 @@
 mod connection;
 mod migrations;
 mod schema;
+mod signal;
 
 use ahp_store_postgres::PgConnection;
 use ahp_store_postgres::testing::{DatabaseGuard, fresh_database};

@@ -39,6 +39,7 @@ fn introspection_reads_a_tables_columns_keys_and_indexes() {
         ("ended_at", column(ColumnType::Integer, false, None)),
         ("lease_micros", column(ColumnType::Integer, false, None)),
         ("host_held", column(ColumnType::Integer, true, Some("0"))),
+        ("host_id", column(ColumnType::Text, false, None)),
     ]
     .into_iter()
     .map(|(n, c)| (n.to_owned(), c))
@@ -58,14 +59,24 @@ fn introspection_reads_a_tables_columns_keys_and_indexes() {
     );
     assert_eq!(
         endpoints.indexes,
-        BTreeMap::from([(
-            "agent_endpoints_one_attached".to_owned(),
-            Index {
-                columns: names(&["agent_id"]),
-                unique: true,
-                predicate: Some("state = 'attached'".into()),
-            }
-        )])
+        BTreeMap::from([
+            (
+                "agent_endpoints_one_attached".to_owned(),
+                Index {
+                    columns: names(&["agent_id"]),
+                    unique: true,
+                    predicate: Some("state = 'attached'".into()),
+                }
+            ),
+            (
+                "agent_endpoints_by_host".to_owned(),
+                Index {
+                    columns: names(&["host_id", "state"]),
+                    unique: false,
+                    predicate: None,
+                }
+            ),
+        ])
     );
     // An identity column, a text default, a two-condition partial index.
     assert!(schema.tables["deliveries"].columns["delivery_order"].identity);

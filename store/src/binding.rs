@@ -171,6 +171,7 @@ impl Store {
     ///
     /// [`Error::InvalidInput`] for a malformed transfer id or a lease outside
     /// [`MIN_ENDPOINT_LEASE`]..=[`MAX_ENDPOINT_LEASE`]; [`Error::TransferNotFound`];
+    /// [`Error::CarriedElsewhere`] when another host carries the transfer;
     /// [`Error::InvalidTransition`] (operation `bind_agent`, naming the status) unless the
     /// transfer is `active`; [`Error::Conversation`] with
     /// [`ConversationError::LimitReached`] when the store already holds
@@ -178,13 +179,13 @@ impl Store {
     pub fn bind_transfer_agent(&mut self, transfer: &str, lease: Duration) -> Result<AgentBinding> {
         transfer::check_id(transfer)?;
         bounds::lease("lease", lease, MIN_ENDPOINT_LEASE, MAX_ENDPOINT_LEASE)?;
-        let clock = self.clock.clone();
-        self.write(|tx| {
-            // Read once the write lock is held, as every conversation operation does: the
-            // replaced endpoint's lease is judged, and the new one starts, at the commit's moment.
-            let now = clock.now();
+        let host = self.host_id.clone();
+        // The time is read once the write lock is held, as every conversation operation does:
+        // the replaced endpoint's lease is judged, and the new one starts, at the commit's moment.
+        self.write_at(|tx, now| {
             let t = transfer::load(tx, transfer)?;
             check(&t, Operation::BindAgent)?;
+            crate::hosts::check_carries(tx, transfer, &host)?;
             let owner: TransferOwner = t.owner()?;
             let principal = CommunicationPrincipal::from_subject(&owner.subject())?;
             let agent = match t.agent_id.as_deref() {
@@ -206,6 +207,13 @@ impl Store {
                 }
             };
             let endpoint = endpoint::attach(tx, &principal, &agent, lease, CallerKind::Host, now)?;
+            tx.prepare_cached("UPDATE agent_endpoints SET host_id = ?2 WHERE id = ?1")?
+                .execute((&endpoint.id, &host))?;
+            tx.prepare_cached("UPDATE transfers SET host_id = ?2 WHERE id = ?1")?
+                .execute((transfer, &host))?;
+            // A move handed over is complete once the agent is bound again.
+            tx.prepare_cached("DELETE FROM agent_moves WHERE transfer_id = ?1 AND handed_over_at IS NOT NULL")?
+                .execute([transfer])?;
             let agent = owned_agent(tx, &principal, &t, &agent.id)?;
             let detail = json!({
                 "agentId": agent.id,
@@ -265,7 +273,8 @@ impl Store {
     /// for their agent, or no agent at all (a binding that failed, or a process that died
     /// between `complete_activation` and the bind) — as `(transfer id, agent id if bound)`
     /// ordered by transfer id after the exclusive cursor `after`, at most `limit`: what a host
-    /// binds on its periodic repair and at takeover. A transfer whose component takes no turns
+    /// binds on its periodic repair and at takeover. Only the transfers this store's host
+    /// carries, or that no host carries yet, are listed. A transfer whose component takes no turns
     /// (built for `ahp:agent@0.1.0`) never gets a wake-capable endpoint, so it is listed while
     /// it is active; the host tells it apart.
     ///
@@ -283,15 +292,16 @@ impl Store {
         if let Some(a) = after {
             transfer::check_id(a)?;
         }
+        let me = self.host_id.clone();
         let tx = self.autocommit();
         let mut stmt = tx.prepare_cached(
             "SELECT t.id, t.agent_id FROM transfers t
-             WHERE t.status = 'active' AND t.id > ?1
+             WHERE t.status = 'active' AND t.id > ?1 AND (t.host_id IS NULL OR t.host_id = ?3)
                AND NOT EXISTS (SELECT 1 FROM agent_endpoints e
                                WHERE e.agent_id = t.agent_id AND e.state = 'attached' AND e.wake_capable = 1)
              ORDER BY t.id LIMIT ?2",
         )?;
-        let rows = stmt.query_map((after.unwrap_or(""), limit as i64), |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let rows = stmt.query_map((after.unwrap_or(""), limit as i64, &me), |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 }

@@ -26,7 +26,8 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] if the transfer has no tier yet or `state` is larger than its
-    /// tier's `checkpoint_bytes`; [`Error::TransferNotFound`].
+    /// tier's `checkpoint_bytes`; [`Error::TransferNotFound`]; [`Error::CarriedElsewhere`] when
+    /// another host carries the transfer's agent now (this one lost it to a takeover or a move).
     pub fn save_checkpoint(&mut self, transfer: &str, state: &[u8]) -> Result<()> {
         let t = self.transfer(transfer)?;
         let tier = t
@@ -39,8 +40,9 @@ impl Store {
                 format!("is {} bytes; the {tier} tier allows {max}", state.len()),
             ));
         }
-        let now = self.now();
-        self.write(|tx| {
+        let host = self.host_id.clone();
+        self.write_at(|tx, now| {
+            crate::hosts::check_carries(tx, transfer, &host)?;
             tx.prepare_cached(
                 "INSERT INTO checkpoints (transfer_id, state, saved_at) VALUES (?1, ?2, ?3)
                  ON CONFLICT (transfer_id) DO UPDATE SET state = ?2, saved_at = ?3",

@@ -90,6 +90,38 @@ impl Clock for SystemClock {
     }
 }
 
+/// The operating system's wall clock corrected by an offset towards another clock's — the
+/// database's, on a backend shared by several hosts, so their leases are judged by one clock
+/// ([`Store::sync_database_clock`](crate::Store::sync_database_clock) measures the offset).
+#[derive(Debug, Default)]
+pub struct OffsetClock {
+    offset_micros: AtomicI64,
+}
+
+impl OffsetClock {
+    /// A clock with no offset yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The current offset from the system clock, in microseconds.
+    pub fn offset_micros(&self) -> i64 {
+        self.offset_micros.load(Ordering::Relaxed)
+    }
+
+    /// Sets the offset from the system clock.
+    pub fn set_offset_micros(&self, offset: i64) {
+        self.offset_micros.store(offset, Ordering::Relaxed);
+    }
+}
+
+impl Clock for OffsetClock {
+    fn now(&self) -> Timestamp {
+        let system = SystemClock.now().0;
+        Timestamp(system.saturating_add(self.offset_micros()))
+    }
+}
+
 /// A clock that only moves when told to; clones share the same time.
 ///
 /// ```

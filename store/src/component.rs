@@ -33,6 +33,12 @@ pub struct ComponentRecord {
     pub registered_at: Timestamp,
 }
 
+/// `sha256:` and the lowercase hex SHA-256 of `bytes`: a component's content address.
+pub fn digest_of(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
 fn is_digest(s: &str) -> bool {
     s.strip_prefix("sha256:")
         .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
@@ -89,6 +95,64 @@ impl Store {
                 reason: format!("{digest} vanished inside its own transaction"),
             })
         })
+    }
+
+    /// Keeps the bytes of the registered component `digest` in the database, so every host
+    /// sharing it can load the component ([`component_bytes`](Self::component_bytes)); a host's
+    /// own files are then only a cache. Storing them again is a no-op.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] when `bytes` are empty, larger than [`MAX_COMPONENT_BYTES`] or
+    /// not what `digest` names, or when no component `digest` is registered.
+    pub fn store_component_bytes(&mut self, digest: &str, bytes: &[u8]) -> Result<()> {
+        if bytes.is_empty() || bytes.len() as u64 > MAX_COMPONENT_BYTES {
+            return Err(Error::invalid(
+                "component",
+                format!("must be 1 to {MAX_COMPONENT_BYTES} bytes"),
+            ));
+        }
+        if digest_of(bytes) != digest {
+            return Err(Error::invalid("digest", "is not the SHA-256 of the bytes"));
+        }
+        self.write(|tx| {
+            if load(tx, digest)?.is_none() {
+                return Err(Error::invalid("digest", format!("{digest} is not registered")));
+            }
+            tx.execute(
+                "INSERT INTO component_bytes (digest, bytes) VALUES (?1, ?2) ON CONFLICT (digest) DO NOTHING",
+                (digest, bytes),
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The bytes of component `digest` the database keeps, if it keeps them (a component
+    /// registered before the database kept bytes has only its host's file).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for a malformed digest; [`Error::CorruptRow`] when the stored
+    /// bytes are not what their digest names (never handed to a host to run).
+    pub fn component_bytes(&mut self, digest: &str) -> Result<Option<Vec<u8>>> {
+        if !is_digest(digest) {
+            return Err(Error::invalid(
+                "digest",
+                "must be sha256: followed by 64 lowercase hex digits",
+            ));
+        }
+        let bytes: Option<Vec<u8>> = self
+            .autocommit()
+            .prepare_cached("SELECT bytes FROM component_bytes WHERE digest = ?1")?
+            .query_row([digest], |r| r.get(0))
+            .optional()?;
+        match bytes {
+            Some(b) if digest_of(&b) != digest => Err(Error::corrupt(
+                "component_bytes",
+                format!("the bytes stored as {digest} have another digest"),
+            )),
+            other => Ok(other),
+        }
     }
 
     /// The registered component a digest or a name refers to, if any.
@@ -167,5 +231,46 @@ mod tests {
             ));
         }
         assert!(s.register_component(D1, None, MAX_COMPONENT_BYTES).is_ok());
+    }
+
+    #[test]
+    fn bytes_are_kept_by_digest_and_checked_both_ways() {
+        let mut s = crate::testing::store().unwrap();
+        let bytes = b"\0asm component bytes".to_vec();
+        let digest = super::digest_of(&bytes);
+        assert!(
+            matches!(
+                s.store_component_bytes(&digest, &bytes),
+                Err(Error::InvalidInput { .. })
+            ),
+            "unregistered"
+        );
+        s.register_component(&digest, None, bytes.len() as u64).unwrap();
+        assert!(
+            matches!(s.store_component_bytes(D1, &bytes), Err(Error::InvalidInput { .. })),
+            "wrong digest"
+        );
+        assert!(matches!(
+            s.store_component_bytes(&digest, &[]),
+            Err(Error::InvalidInput { .. })
+        ));
+        let too_big = vec![0u8; MAX_COMPONENT_BYTES as usize + 1];
+        assert!(matches!(
+            s.store_component_bytes(&digest, &too_big),
+            Err(Error::InvalidInput { .. })
+        ));
+        assert_eq!(s.component_bytes(&digest).unwrap(), None);
+        s.store_component_bytes(&digest, &bytes).unwrap();
+        s.store_component_bytes(&digest, &bytes).unwrap();
+        assert_eq!(s.component_bytes(&digest).unwrap(), Some(bytes));
+        // A row whose bytes are not its digest's is never handed out.
+        s.autocommit()
+            .execute("UPDATE component_bytes SET bytes = ?1", [b"tampered".as_slice()])
+            .unwrap();
+        assert!(matches!(s.component_bytes(&digest), Err(Error::CorruptRow { .. })));
+        assert!(matches!(
+            s.component_bytes("forecaster"),
+            Err(Error::InvalidInput { .. })
+        ));
     }
 }

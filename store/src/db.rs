@@ -65,6 +65,10 @@ pub struct Store {
     pub(crate) token_key: Option<TokenKey>,
     /// Faults a test armed ([`crate::fault`]); `None` unless one did.
     pub(crate) faults: Option<Arc<crate::fault::FaultPlan>>,
+    /// The host this store acts as ([`crate::hosts`]).
+    pub(crate) host_id: String,
+    /// The clock [`Store::sync_database_clock`] keeps in step with the database's, if any.
+    database_clock: Option<Arc<crate::clock::OffsetClock>>,
     /// Whatever must live exactly as long as this store's connection (a test database).
     keep_alive: Option<Box<dyn std::any::Any + Send>>,
 }
@@ -145,6 +149,8 @@ impl Store {
             clock: Arc::new(SystemClock),
             token_key: None,
             faults: None,
+            host_id: crate::hosts::DEFAULT_HOST_ID.to_owned(),
+            database_clock: None,
             keep_alive: None,
         };
         store.migrate()?;
@@ -176,6 +182,47 @@ impl Store {
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
+    }
+
+    /// Follows the database's clock from now on (the system clock corrected by the offset
+    /// [`sync_database_clock`](Self::sync_database_clock) measures; measured once here): hosts
+    /// sharing one database then judge leases by one clock. On SQLite, whose database lives on
+    /// this machine, the offset stays zero.
+    ///
+    /// # Errors
+    ///
+    /// The database's failure to tell its time.
+    pub fn with_database_clock(mut self) -> Result<Self> {
+        let clock = Arc::new(crate::clock::OffsetClock::new());
+        self.clock = clock.clone();
+        self.database_clock = Some(clock);
+        self.sync_database_clock()?;
+        Ok(self)
+    }
+
+    /// Measures the database's clock again and returns the offset of the system clock from it
+    /// (zero on SQLite, or when the store does not follow the database's clock).
+    ///
+    /// # Errors
+    ///
+    /// The database's failure to tell its time.
+    pub fn sync_database_clock(&mut self) -> Result<Duration> {
+        let Some(clock) = self.database_clock.clone() else {
+            return Ok(Duration::ZERO);
+        };
+        if self.dialect() != Dialect::Postgres {
+            return Ok(Duration::ZERO);
+        }
+        let before = SystemClock.now().as_micros();
+        let database: i64 = self.autocommit().query_row(
+            "SELECT CAST(floor(extract(epoch FROM clock_timestamp()) * 1000000) AS BIGINT)",
+            [],
+            |r| r.get(0),
+        )?;
+        let after = SystemClock.now().as_micros();
+        let offset = database - (before + (after - before) / 2);
+        clock.set_offset_micros(offset);
+        Ok(Duration::from_micros(offset.unsigned_abs()))
     }
 
     /// Verifies transfer tokens with `key` (needed by `provision_runtime` and `begin_activation`).
@@ -275,6 +322,17 @@ impl Store {
         self.retrying(|s| {
             let (tx, _) = s.begin(Begin::Write)?;
             let value = body(&tx)?;
+            tx.commit()?;
+            Ok(value)
+        })
+    }
+
+    /// [`write`](Self::write), handing the body the transaction's time (read once the write
+    /// lock is held).
+    pub(crate) fn write_at<T>(&mut self, mut body: impl FnMut(&Tx<'_>, Timestamp) -> Result<T>) -> Result<T> {
+        self.retrying(|s| {
+            let (tx, now) = s.begin(Begin::Write)?;
+            let value = body(&tx, now)?;
             tx.commit()?;
             Ok(value)
         })

@@ -109,6 +109,27 @@ pub enum Error {
         attempts: u32,
     },
 
+    /// This process no longer holds its host lease: it ran out, another host claimed this
+    /// host's agents, the host stopped, or a newer incarnation of it joined. The process must
+    /// stop every sandbox it runs (another host may run its agents now).
+    #[error("host {host} lost its lease: {why}")]
+    HostLeaseLost {
+        /// The host id.
+        host: String,
+        /// Why.
+        why: String,
+    },
+
+    /// The transfer's agent is carried by another host (after a takeover or a move): this host
+    /// may not write its state.
+    #[error("transfer {transfer} is carried by host {host}, not this one")]
+    CarriedElsewhere {
+        /// The transfer.
+        transfer: String,
+        /// The host that carries it.
+        host: String,
+    },
+
     /// A conversation-domain step of a transfer operation (binding a transfer's agent) was
     /// refused, e.g. [`ConversationError::LimitReached`] at the store's agent ceiling or an
     /// endpoint refusal. Bad input, database failures and corrupt rows of that domain are
@@ -142,6 +163,14 @@ impl Error {
             Self::Busy { .. } => true,
             Self::Database(e) => e.is_transient(),
             _ => false,
+        }
+    }
+
+    /// An [`Error::CorruptRow`] in `table`.
+    pub(crate) fn corrupt(table: &'static str, reason: impl Into<String>) -> Self {
+        Self::CorruptRow {
+            table,
+            reason: reason.into(),
         }
     }
 

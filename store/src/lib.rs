@@ -62,10 +62,12 @@ pub mod error;
 pub mod event;
 #[doc(hidden)]
 pub mod fault;
+pub mod hosts;
 pub mod id;
 pub mod lifecycle;
 mod migrations;
 pub mod model_call;
+pub mod moves;
 pub mod overview;
 pub mod owner;
 pub mod principal;
@@ -86,12 +88,13 @@ pub use ahp_store_sql as sql;
 pub use binding::AgentBinding;
 pub use budget::{Budget, MAX_BUDGET_MICRO_USD, MAX_USAGE_REPORT_MICRO_USD};
 pub use checkpoint::Checkpoint;
-pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
-pub use component::{ComponentRecord, MAX_COMPONENT_BYTES};
+pub use clock::{Clock, ManualClock, OffsetClock, SystemClock, Timestamp};
+pub use component::{ComponentRecord, MAX_COMPONENT_BYTES, digest_of};
 pub use conversation::OPERATOR_SUBJECT;
 pub use db::{MAX_WRITE_ATTEMPTS, Store};
 pub use error::{Error, Result};
 pub use event::{DEFAULT_EVENT_PAGE_LIMIT, Event, EventKind, EventPage, EventsPage, MAX_EVENT_PAGE_LIMIT};
+pub use hosts::{Host, HostClaim, HostLease, HostState};
 pub use lifecycle::{
     COMPUTE_USAGE_KIND, DEFAULT_USAGE_KIND, HOST_METERED_USAGE_KINDS, HOST_RESERVED_USAGE_KINDS,
     MODEL_TOKENS_USAGE_KIND, TOOL_CALLS_USAGE_KIND, UsageReport,

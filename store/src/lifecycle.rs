@@ -240,10 +240,14 @@ impl Store {
     /// (a checksum binding that does not match is
     /// [`TokenRefusal::Binding`](crate::TokenRefusal::Binding)).
     pub fn begin_activation(&mut self, transfer: &str, token: &str) -> Result<Transfer> {
+        let host = self.host_id.clone();
         self.step(transfer, Operation::BeginActivation, |key, tx, t, to, now| {
             let requested = Requested::Activate { checksum: &t.checksum };
             token::verify_and_consume(tx, key, token, transfer, requested, now)?;
             move_to(tx, t, to, now)?;
+            // The host running the activation carries the agent it becomes.
+            tx.prepare_cached("UPDATE transfers SET host_id = ?2 WHERE id = ?1")?
+                .execute((transfer, &host))?;
             event::append(
                 tx,
                 transfer,
@@ -394,25 +398,7 @@ impl Store {
     /// or a row is corrupt (nothing is then changed).
     pub fn fail_interrupted_activations(&mut self, reason: &str) -> Result<Vec<String>> {
         validate_reason(reason)?;
-        let now = self.now();
-        let sql = format!(
-            "SELECT {} FROM transfers WHERE status = 'pushed' AND activation_started_at IS NOT NULL ORDER BY id",
-            transfer::TRANSFER_COLUMNS
-        );
-        self.write(|tx| {
-            let stuck = {
-                let mut stmt = tx.prepare_cached(&sql)?;
-                let rows = stmt.query_map([], |r| Ok(transfer::from_row(r)))?;
-                rows.map(|r| r?).collect::<Result<Vec<_>>>()?
-            };
-            for t in &stuck {
-                let to = check(t, Operation::FailActivation)?;
-                move_to(tx, t, to, now)?;
-                let detail = json!({ "reason": reason, "interrupted": true });
-                event::append(tx, &t.id, EventKind::ActivationFailed, now, detail)?;
-            }
-            Ok(stuck.into_iter().map(|t| t.id).collect())
-        })
+        self.write_at(|tx, now| fail_interrupted_in(tx, None, reason, now))
     }
 
     /// Tears a transfer down for `reason`. A library function and a CLI command — never an MCP
@@ -621,4 +607,30 @@ pub fn validate_component(component: &str) -> Result<()> {
             format!("must be a sha256: digest or a name of 1 to {MAX_COMPONENT_NAME_BYTES} of a-z, 0-9, '.', '_', '-'"),
         ))
     }
+}
+/// Fails every activation in progress (of the transfers host `host` carries, or all with
+/// `None`) as interrupted with `reason`, inside `tx`; returns their ids.
+pub(crate) fn fail_interrupted_in(
+    tx: &Tx<'_>,
+    host: Option<&str>,
+    reason: &str,
+    now: Timestamp,
+) -> Result<Vec<String>> {
+    let sql = format!(
+        "SELECT {} FROM transfers WHERE status = 'pushed' AND activation_started_at IS NOT NULL
+           AND (?1 IS NULL OR host_id = ?1) ORDER BY id",
+        transfer::TRANSFER_COLUMNS
+    );
+    let stuck = {
+        let mut stmt = tx.prepare_cached(&sql)?;
+        let rows = stmt.query_map([host], |r| Ok(transfer::from_row(r)))?;
+        rows.map(|r| r?).collect::<Result<Vec<_>>>()?
+    };
+    for t in &stuck {
+        let to = check(t, Operation::FailActivation)?;
+        move_to(tx, t, to, now)?;
+        let detail = json!({ "reason": reason, "interrupted": true });
+        event::append(tx, &t.id, EventKind::ActivationFailed, now, detail)?;
+    }
+    Ok(stuck.into_iter().map(|t| t.id).collect())
 }

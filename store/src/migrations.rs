@@ -16,4 +16,5 @@ pub(crate) const SQLITE: &[&str] = &[
     include_str!("../sql/0009_model_calls.sql"),
     include_str!("../sql/0010_delegation.sql"),
     include_str!("../sql/0011_insertion_order.sql"),
+    include_str!("../sql/0012_hosts.sql"),
 ];

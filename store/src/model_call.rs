@@ -582,22 +582,7 @@ impl Store {
     ///
     /// Only if SQLite fails or a row is corrupt (nothing is then changed).
     pub fn settle_interrupted_model_calls(&mut self) -> Result<Vec<String>> {
-        let now = self.now();
-        let sql = format!("SELECT {CALL_COLUMNS} FROM model_calls WHERE status = 'reserved' ORDER BY reserved_at, id");
-        self.write(|tx| {
-            let open = {
-                let mut stmt = tx.prepare_cached(&sql)?;
-                let rows = stmt.query_map([], call_from_row)?;
-                rows.collect::<ahp_store_sql::SqlResult<Vec<_>>>()?
-            };
-            for (call, prices) in &open {
-                let latency = Duration::from_micros(
-                    u64::try_from(now.as_micros().saturating_sub(call.reserved_at.as_micros())).unwrap_or(0),
-                );
-                settle(tx, call, prices, CallOutcome::Unknown, "interrupted", latency, now)?;
-            }
-            Ok(open.into_iter().map(|(c, _)| c.id).collect())
-        })
+        self.write_at(|tx, now| settle_interrupted_in(tx, None, now))
     }
 
     /// The newest `limit` (at most [`MAX_MODEL_CALL_LIST`]) model calls of `transfer`, oldest
@@ -623,6 +608,29 @@ impl Store {
             .map(|r| r.map(|(c, _)| c))
             .collect::<ahp_store_sql::SqlResult<Vec<_>>>()?)
     }
+}
+
+/// Charges every model call in flight (of the transfers host `host` carries, or all with
+/// `None`) its reservation, as interrupted, inside `tx`; returns their ids.
+pub(crate) fn settle_interrupted_in(tx: &Tx<'_>, host: Option<&str>, now: Timestamp) -> Result<Vec<String>> {
+    let sql = format!(
+        "SELECT {CALL_COLUMNS} FROM model_calls
+         WHERE status = 'reserved'
+           AND (?1 IS NULL OR transfer_id IN (SELECT id FROM transfers WHERE host_id = ?1))
+         ORDER BY reserved_at, id"
+    );
+    let open = {
+        let mut stmt = tx.prepare_cached(&sql)?;
+        let rows = stmt.query_map([host], call_from_row)?;
+        rows.collect::<ahp_store_sql::SqlResult<Vec<_>>>()?
+    };
+    for (call, prices) in &open {
+        let latency = Duration::from_micros(
+            u64::try_from(now.as_micros().saturating_sub(call.reserved_at.as_micros())).unwrap_or(0),
+        );
+        settle(tx, call, prices, CallOutcome::Unknown, "interrupted", latency, now)?;
+    }
+    Ok(open.into_iter().map(|(c, _)| c.id).collect())
 }
 
 #[cfg(test)]

@@ -38,6 +38,17 @@ impl Agents {
             let Some(carrier) = self.carrier(agent) else {
                 break;
             };
+            if self.is_leaving(agent) {
+                // Between turns: no turn of it runs here now.
+                self.hand_over(&carrier);
+                break;
+            }
+            if !self.lease_fresh() {
+                // Another host may claim this one's agents any moment: no turn may start.
+                tracing::warn!(%agent, "the host lease is not fresh; dropping the carrier");
+                self.release_carrier(&carrier);
+                break;
+            }
             match self.turn(&carrier, &mut drive) {
                 Ok(Next::Again) => {}
                 Ok(Next::Idle) => break,

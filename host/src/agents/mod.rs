@@ -38,6 +38,7 @@
 //! ([`Agents::sweep`]).
 
 mod dispatch;
+pub mod hosting;
 mod queue;
 pub mod recovery;
 pub mod run;
@@ -139,6 +140,12 @@ pub struct Agents {
     unsettled: Mutex<HashSet<String>>,
     /// Transfers this process is activating: the repair leaves them to their activation's bind.
     activating: Mutex<HashSet<String>>,
+    /// The host lease this process holds, once it joined ([`hosting`]).
+    hosting: Mutex<Option<hosting::Hosting>>,
+    /// Agents being moved to another host: handed over instead of claimed ([`hosting`]).
+    leaving: Mutex<HashSet<String>>,
+    /// Where signals for other hosts go, on a shared database ([`Agents::signal_with`]).
+    signals: Mutex<Option<std::sync::mpsc::Sender<String>>>,
 }
 
 /// Marks a transfer as being activated by this process until dropped ([`Agents::activating`]).
@@ -172,7 +179,12 @@ impl Carriers for Agents {
 
     fn schedule_woken(&self, agents: &[String]) {
         for agent in agents {
-            self.schedule(agent);
+            if self.carriers.locked().contains_key(agent) {
+                self.schedule(agent);
+            } else {
+                // Perhaps another host's: tell it (a no-op without a shared database).
+                self.signal(format!("wake {agent}"));
+            }
         }
     }
 }
@@ -191,6 +203,9 @@ impl Agents {
             retries: Mutex::new(HashMap::new()),
             unsettled: Mutex::new(HashSet::new()),
             activating: Mutex::new(HashSet::new()),
+            hosting: Mutex::new(None),
+            leaving: Mutex::new(HashSet::new()),
+            signals: Mutex::new(None),
         }
     }
 
@@ -255,9 +270,10 @@ impl Agents {
         }
     }
 
-    /// Schedules one dispatch opportunity for `agent` if this process holds its carrier.
+    /// Schedules one dispatch opportunity for `agent` if this process holds its carrier (and
+    /// is not moving it away).
     pub fn schedule(&self, agent: &str) {
-        if !self.carriers.locked().contains_key(agent) {
+        if !self.carriers.locked().contains_key(agent) || self.is_leaving(agent) {
             return;
         }
         if self.queue.locked().push(agent) {

@@ -70,7 +70,9 @@ impl Failure {
     /// or budget).
     pub fn of_store(e: &ahp_store::Error) -> Self {
         match e {
-            ahp_store::Error::TransferNotFound(_) => Self::Gone(e.to_string()),
+            ahp_store::Error::TransferNotFound(_) | ahp_store::Error::CarriedElsewhere { .. } => {
+                Self::Gone(e.to_string())
+            }
             ahp_store::Error::Conversation(c) => Self::of(c),
             e if e.is_transient() => Self::Transient(e.to_string()),
             e => Self::Refused(e.to_string()),

@@ -1,5 +1,6 @@
 //! The data directory: where the database, the token key, the vault, the operator's policy and
-//! the component cache live.
+//! the component cache live — and, when several hosts share a PostgreSQL database
+//! (`--database`), which database and which host this process is (`--host-id`).
 
 use std::path::{Path, PathBuf};
 
@@ -17,20 +18,91 @@ pub(crate) const DATABASE_FILE: &str = "ahp.db";
 /// The lock file `ahp serve` holds an exclusive lock on while it runs.
 pub(crate) const SERVE_LOCK_FILE: &str = "serve.lock";
 
-/// A resolved, existing data directory.
+/// Environment variable naming the shared database when `--database` is not given.
+pub(crate) const DATABASE_ENV: &str = "AHP_DATABASE_URL";
+/// Environment variable naming this host when `--host-id` is not given.
+pub(crate) const HOST_ID_ENV: &str = "AHP_HOST_ID";
+
+/// A resolved, existing data directory, and the database and host id it serves.
 #[derive(Debug, Clone)]
-pub(crate) struct DataDir(PathBuf);
+pub(crate) struct DataDir(PathBuf, Database);
+
+/// Which database a data directory's commands use.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Database {
+    /// A PostgreSQL URL shared by several hosts; the embedded SQLite file when `None`.
+    url: Option<String>,
+    /// This host's id.
+    host_id: Option<String>,
+}
+
+impl Database {
+    /// `--database`, else `$AHP_DATABASE_URL` (a `postgres://` or `postgresql://` URL), and
+    /// `--host-id`, else `$AHP_HOST_ID`, else this machine's host name.
+    pub(crate) fn resolve(url: Option<String>, host_id: Option<String>) -> anyhow::Result<Self> {
+        let url = url.or_else(|| std::env::var(DATABASE_ENV).ok().filter(|u| !u.is_empty()));
+        if let Some(u) = &url {
+            anyhow::ensure!(
+                u.starts_with("postgres://") || u.starts_with("postgresql://"),
+                "--database must be a postgres:// URL (without it, ahp uses the SQLite file in its data directory)"
+            );
+        }
+        let host_id = host_id.or_else(|| std::env::var(HOST_ID_ENV).ok().filter(|h| !h.is_empty()));
+        if let Some(h) = &host_id {
+            ahp_store::hosts::validate_host_id(h).context("--host-id")?;
+        }
+        Ok(Self { url, host_id })
+    }
+
+    /// The host id: the one given, else this machine's host name (made a valid id), else
+    /// `local`.
+    pub(crate) fn host_id(&self) -> String {
+        if let Some(h) = &self.host_id {
+            return h.clone();
+        }
+        let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+            .unwrap_or_default();
+        let id: String = name
+            .trim()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .take(ahp_store::hosts::MAX_HOST_ID_CHARS)
+            .collect();
+        if ahp_store::hosts::validate_host_id(&id).is_ok() {
+            id
+        } else {
+            ahp_store::hosts::DEFAULT_HOST_ID.to_owned()
+        }
+    }
+}
 
 impl DataDir {
     /// `--data-dir`, else `$AHP_DATA_DIR`, else the platform data directory; created if missing.
-    pub(crate) fn resolve(flag: Option<PathBuf>) -> anyhow::Result<Self> {
+    pub(crate) fn resolve(flag: Option<PathBuf>, database: Database) -> anyhow::Result<Self> {
         let path = match flag.or_else(|| std::env::var_os(DATA_DIR_ENV).map(PathBuf::from)) {
             Some(p) => p,
             None => dirs::data_dir()
                 .context("no platform data directory; pass --data-dir or set AHP_DATA_DIR")?
                 .join("ahp"),
         };
-        Self::at(path)
+        Ok(Self::at(path)?.on(database))
+    }
+
+    /// The same directory serving `database`.
+    pub(crate) fn on(self, database: Database) -> Self {
+        Self(self.0, database)
+    }
+
+    /// Whether several hosts may share its database (PostgreSQL).
+    pub(crate) fn is_shared(&self) -> bool {
+        self.1.url.is_some()
     }
 
     /// Uses `path`, creating it (mode 0700 on Unix) if it does not exist.
@@ -42,7 +114,7 @@ impl DataDir {
         builder
             .create(&path)
             .with_context(|| format!("creating data directory {}", path.display()))?;
-        Ok(Self(path))
+        Ok(Self(path, Database::default()))
     }
 
     /// The directory.
@@ -57,9 +129,17 @@ impl DataDir {
 
     /// Opens (and migrates) the database, with the token key configured.
     pub(crate) fn open_store(&self) -> anyhow::Result<Store> {
-        let path = self.0.join(DATABASE_FILE);
-        let store = Store::open(&path).with_context(|| format!("opening {}", path.display()))?;
-        Ok(store.with_token_key(self.token_key()?))
+        let store = match &self.1.url {
+            Some(url) => {
+                let conn = ahp_store_postgres::open(url).context("opening the PostgreSQL database")?;
+                Store::over(Box::new(conn))?.with_database_clock()?
+            }
+            None => {
+                let path = self.0.join(DATABASE_FILE);
+                Store::open(&path).with_context(|| format!("opening {}", path.display()))?
+            }
+        };
+        Ok(store.with_host_id(&self.1.host_id())?.with_token_key(self.token_key()?))
     }
 
     /// Takes the data directory's serve guard: an exclusive lock on [`SERVE_LOCK_FILE`], held
@@ -96,9 +176,23 @@ impl DataDir {
     /// The host over this directory: the store, the sandboxes (engine, compile cache, the
     /// vault in [`VAULT_DIR`], the policy) and the agents' controller.
     pub(crate) fn open_host(&self) -> anyhow::Result<Host> {
-        HostBuilder::new(self.open_store()?, &self.0)
-            .policy(self.policy()?)
-            .build()
-            .context("starting the sandbox engine")
+        self.open_host_with_vault(None)
+    }
+
+    /// [`open_host`](Self::open_host) with the vault in `vault` instead of [`VAULT_DIR`] (a
+    /// directory every host of a shared database can read).
+    pub(crate) fn open_host_with_vault(&self, vault: Option<&Path>) -> anyhow::Result<Host> {
+        let mut builder = HostBuilder::new(self.open_store()?, &self.0).policy(self.policy()?);
+        if let Some(dir) = vault {
+            let v =
+                ahp_host::vault::DirVault::open(dir).with_context(|| format!("opening the vault {}", dir.display()))?;
+            builder = builder.vault(std::sync::Arc::new(v));
+        }
+        builder.build().context("starting the sandbox engine")
+    }
+
+    /// The shared database's URL, if it is one.
+    pub(crate) fn database_url(&self) -> Option<&str> {
+        self.1.url.as_deref()
     }
 }

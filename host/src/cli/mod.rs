@@ -7,6 +7,7 @@ mod conversation;
 mod data_dir;
 mod demo;
 mod goal;
+mod host;
 mod policy;
 mod principal;
 mod reap;
@@ -33,6 +34,16 @@ pub(crate) struct Cli {
     /// e.g. ~/.local/share/ahp].
     #[arg(long, global = true, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+
+    /// A PostgreSQL database several hosts share (`postgres://user@host/db`); default
+    /// `$AHP_DATABASE_URL`, else the SQLite file in the data directory.
+    #[arg(long, global = true, value_name = "URL")]
+    database: Option<String>,
+
+    /// This host's id among the hosts of a shared database (letters, digits, '.', '_', '-');
+    /// default `$AHP_HOST_ID`, else this machine's host name.
+    #[arg(long, global = true, value_name = "ID")]
+    host_id: Option<String>,
 
     #[command(subcommand)]
     command: Command,
@@ -63,6 +74,9 @@ enum Command {
     /// Inspect conversations and their transcripts (as the operator).
     #[command(subcommand)]
     Conversation(conversation::ConversationCommand),
+    /// The hosts of the database (several share a PostgreSQL one).
+    #[command(subcommand)]
+    Host(host::HostCommand),
     /// Inspect agent tasks and their attempts (as the operator).
     #[command(subcommand)]
     Task(task::TaskCommand),
@@ -85,7 +99,8 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Agent(agent::AgentCommand::New(args)) => agent_new::run(args),
         Command::Run(args) => run::run(cli.data_dir, args),
         command => {
-            let dir = DataDir::resolve(cli.data_dir)?;
+            let database = data_dir::Database::resolve(cli.database, cli.host_id)?;
+            let dir = DataDir::resolve(cli.data_dir, database)?;
             match command {
                 Command::Token(c) => token::run(&dir, c),
                 Command::Component(c) => component::run(&dir, c),
@@ -94,6 +109,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
                 Command::Policy(c) => policy::run(&dir, c),
                 Command::Agent(c) => agent::run(&dir, c),
                 Command::Conversation(c) => conversation::run(&dir, c),
+                Command::Host(c) => host::run(&dir, c),
                 Command::Task(c) => task::run(&dir, c),
                 Command::Goal(c) => goal::run(&dir, c),
                 Command::Reap(args) => reap::run(&dir, args),

@@ -17,10 +17,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ahp_host::agents::Agents;
+use ahp_host::agents::hosting::JoinReport;
 use ahp_host::mcp::http::{self, Auth};
 use ahp_host::mcp::listener::{self, Limits};
 use ahp_host::mcp::{ConversationTools, TransferTools, serve_stdio};
 use ahp_store::Store;
+use anyhow::Context;
 use clap::{Args, ValueEnum};
 
 use super::DataDir;
@@ -50,6 +52,18 @@ pub(crate) struct ServeArgs {
     /// Insolvent transfers are terminated after this grace period.
     #[arg(long, default_value = "15m", value_parser = super::parse_duration)]
     grace: Duration,
+    /// How long this host's lease lasts unless renewed (renewed every third of it). On a shared
+    /// database, a dead host's agents answer again from a survivor within about this long.
+    #[arg(long, default_value = "15s", value_parser = super::parse_duration)]
+    host_lease: Duration,
+    /// On a shared database: how often to look for wakes, moves and lapsed hosts that no signal
+    /// announced (signals make it faster; correctness never waits for them).
+    #[arg(long, default_value = "1s", value_parser = super::parse_duration)]
+    poll_every: Duration,
+    /// The vault directory (credential reference `x` is the file `DIR/x`); one every host can
+    /// read when several share a database [default: the data directory's `vault`].
+    #[arg(long, value_name = "DIR")]
+    vault_dir: Option<std::path::PathBuf>,
     #[command(flatten)]
     http_limits: HttpLimitArgs,
 }
@@ -124,28 +138,31 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
         _ => Auth::Keys,
     };
     let limits = args.http_limits.limits()?;
-    // One serving process per data directory: only the holder may decide that an activation
-    // in progress was interrupted, since an activation belongs to the process running its guest.
-    let _guard = dir.lock_for_serve()?;
-    let host = dir.open_host()?;
+    anyhow::ensure!(!args.poll_every.is_zero(), "--poll-every must be longer than zero");
+    // One serving process per data directory on SQLite: only the holder may decide that an
+    // activation in progress was interrupted, since an activation belongs to the process
+    // running its guest. On a shared database the host lease decides instead.
+    let shared = dir.is_shared();
+    let _guard = if shared { None } else { Some(dir.lock_for_serve()?) };
+    let host = dir.open_host_with_vault(args.vault_dir.as_deref())?;
     let store = host.store().clone();
     let agents = host.agents().clone();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    // Takeover reconciliation, only now that this process holds the guard (a fresh sandbox
-    // needs the runtime to resume a guest later, not to bind).
-    let takeover = agents.take_over(INTERRUPTED_REASON)?;
-    for id in &takeover.interrupted {
-        tracing::warn!(transfer = %id, "failed an activation a previous ahp serve left in progress");
+    // Joining runs the takeover of what a previous process left (a fresh sandbox needs the
+    // runtime to resume a guest later, not to bind).
+    let address = args.http.map(|a| format!("http://{a}"));
+    let joined = agents.join(args.host_lease, address.as_deref(), shared, INTERRUPTED_REASON)?;
+    report_join(&joined);
+    if shared {
+        signal_between_hosts(dir, &agents)?;
     }
-    tracing::info!(
-        released = takeover.reconciled.released_claims,
-        unknown = takeover.reconciled.marked_unknown,
-        rebound = takeover.rebound,
-        repaired = takeover.repaired.len(),
-        "takeover reconciled"
-    );
     runtime.block_on(async {
         let workers = tokio::spawn(agents.clone().run_workers());
+        let hosting = tokio::spawn(host_forever(
+            agents.clone(),
+            shared,
+            args.poll_every.min(args.host_lease / 3),
+        ));
         // Deliveries may already wait for the re-bound agents (a store read: off the workers).
         let scheduling = agents.clone();
         tokio::task::spawn_blocking(move || scheduling.schedule_all()).await?;
@@ -192,10 +209,96 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
             (false, None) => unreachable!("clap requires --stdio or --http"),
         };
         reaper.abort();
+        hosting.abort();
         workers.abort();
         result
     })?;
+    agents.leave();
     Ok(())
+}
+
+fn report_join(joined: &JoinReport) {
+    if let Some(takeover) = &joined.takeover {
+        for id in &takeover.interrupted {
+            tracing::warn!(transfer = %id, "failed an activation a previous ahp serve left in progress");
+        }
+        tracing::info!(
+            released = takeover.reconciled.released_claims,
+            unknown = takeover.reconciled.marked_unknown,
+            rebound = takeover.rebound,
+            repaired = takeover.repaired.len(),
+            "takeover reconciled"
+        );
+    }
+    let reclaimed = joined.own.as_ref().map_or(0, |c| c.transfers.len());
+    tracing::info!(
+        incarnation = joined.incarnation,
+        reclaimed,
+        claimed_hosts = joined.claimed.len(),
+        "joined as a host"
+    );
+}
+
+/// On a shared database: a thread that sends this host's signals (`NOTIFY`) and one that
+/// listens for the others', each on a connection of its own. Signals are opportunities: a
+/// lost one is covered by [`host_forever`]'s polling.
+fn signal_between_hosts(dir: &DataDir, agents: &Arc<Agents>) -> anyhow::Result<()> {
+    let url = dir.database_url().context("a shared database has a URL")?.to_owned();
+    let mut signaller = ahp_store_postgres::Signaller::connect(&url)?;
+    let mut listener = ahp_store_postgres::Listener::connect(&url)?;
+    let (send, receive) = std::sync::mpsc::channel::<String>();
+    agents.signal_with(send);
+    std::thread::Builder::new().name("ahp-signal".into()).spawn(move || {
+        for payload in receive {
+            if let Err(e) = signaller.send(&payload) {
+                tracing::debug!(error = %e, "a signal was not sent; the other host's poll covers it");
+            }
+        }
+    })?;
+    let listening = agents.clone();
+    std::thread::Builder::new().name("ahp-listen".into()).spawn(move || {
+        loop {
+            match listener.wait(Duration::from_secs(1)) {
+                Ok(signals) => {
+                    for s in signals {
+                        listening.on_signal(&s);
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "listening for signals failed; retrying");
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            }
+        }
+    })?;
+    Ok(())
+}
+
+/// Every `every`: keeps the host lease; on a shared database also claims lapsed hosts, hands
+/// over the agents being moved away, binds what was handed here and schedules the agents with
+/// wakes other hosts committed (the polling behind every signal).
+async fn host_forever(agents: Arc<Agents>, shared: bool, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let a = agents.clone();
+        let ran = tokio::task::spawn_blocking(move || {
+            a.keep_lease();
+            if shared {
+                a.claim_lapsed();
+                a.hand_over_moves();
+                if let Err(e) = a.repair_bindings() {
+                    tracing::warn!(error = %e, "binding repair failed");
+                }
+                a.schedule_all();
+            }
+        })
+        .await;
+        if let Err(e) = ran {
+            tracing::error!(error = %e, "the host tick failed");
+        }
+    }
 }
 
 async fn shutdown_signal() {

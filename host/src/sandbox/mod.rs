@@ -238,10 +238,26 @@ impl Sandboxes {
             ahp_store::lifecycle::validate_component(n)?;
         }
         let digest = self.cache.add(bytes)?;
-        Ok(self
-            .store
-            .locked()
-            .register_component(&digest, name, bytes.len() as u64)?)
+        let mut db = self.store.locked();
+        let record = db.register_component(&digest, name, bytes.len() as u64)?;
+        // The database keeps the bytes: another host sharing it loads the component from there.
+        db.store_component_bytes(&digest, bytes)?;
+        Ok(record)
+    }
+
+    /// The ready form of component `digest`: from this host's cache, else from the bytes the
+    /// database keeps (registered on another host), added to the cache first.
+    pub(crate) fn prepared(&self, digest: &str) -> Result<cache::Prepared, Error> {
+        match self.cache.prepared(digest) {
+            Err(Error::UnknownComponent(_)) => {
+                let bytes = self.store.locked().component_bytes(digest)?;
+                let bytes = bytes.ok_or_else(|| Error::UnknownComponent(digest.to_owned()))?;
+                tracing::info!(%digest, "loading a component registered on another host");
+                self.cache.add(&bytes)?;
+                self.cache.prepared(digest)
+            }
+            other => other,
+        }
     }
 
     /// [`register_component`](Self::register_component) for a file.
@@ -290,7 +306,7 @@ impl Sandboxes {
             .locked()
             .component(component)?
             .ok_or_else(|| Error::UnknownComponent(component.to_owned()))?;
-        Ok(self.cache.prepared(&record.digest)?.pre.takes_turns())
+        Ok(self.prepared(&record.digest)?.pre.takes_turns())
     }
 
     /// Forgets every in-memory `InstancePre` (the on-disk cache stays).

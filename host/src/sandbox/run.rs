@@ -167,7 +167,7 @@ impl Sandboxes {
             (db.snapshot(&t.id)?, db.component(component)?)
         };
         let record = record.ok_or_else(|| Error::UnknownComponent(component.to_owned()))?;
-        let Prepared { pre, counts } = self.cache.prepared(&record.digest)?;
+        let Prepared { pre, counts } = self.prepared(&record.digest)?;
         let limits = tier.limits();
         let ceilings = self.cap.tighten(limits);
         let grants = Arc::new(self.policy().grants(&snapshot.mcp_config));

@@ -1,0 +1,262 @@
+//! Hosts on one database, through two stores (two connections, two host ids) over the same
+//! database on a shared manual clock: joining, renewing, the lease bounds, claims of lapsed and
+//! stopped hosts, and the fencing of a host that lost its agents.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::conversation::{Caller, EndpointState};
+use crate::hosts::{HostState, MAX_HOST_ID_CHARS, MAX_HOST_LEASE, MIN_HOST_LEASE, validate_host_id};
+use crate::testing::TestDb;
+use crate::*;
+
+const START: Timestamp = Timestamp::from_micros(1_796_039_139_000_000);
+const HOST_LEASE: Duration = Duration::from_secs(10);
+const ENDPOINT_LEASE: Duration = Duration::from_secs(3600);
+
+struct Two {
+    _db: TestDb,
+    a: Store,
+    b: Store,
+    key: TokenKey,
+    clock: ManualClock,
+}
+
+fn two() -> Two {
+    let db = TestDb::new();
+    let key = TokenKey::random();
+    let clock = ManualClock::new(START);
+    let open = |host: &str| {
+        db.open()
+            .unwrap()
+            .with_clock(Arc::new(clock.clone()))
+            .with_token_key(key.clone())
+            .with_host_id(host)
+            .unwrap()
+    };
+    let (a, b) = (open("host-a"), open("host-b"));
+    Two {
+        _db: db,
+        a,
+        b,
+        key,
+        clock,
+    }
+}
+
+fn snapshot() -> SnapshotInput {
+    SnapshotInput {
+        source_host: "laptop".into(),
+        system_prompt: "p".into(),
+        message_history: vec![],
+        tool_state: json!({}),
+        mcp_config: vec![],
+    }
+}
+
+impl Two {
+    fn token(&self, t: &str, scope: TokenScope) -> String {
+        issue_transfer_token(&self.key, t, scope, self.clock.now(), DEFAULT_TOKEN_TTL).unwrap()
+    }
+
+    /// A transfer pushed and with its activation begun by host A.
+    fn activating_on_a(&mut self) -> String {
+        let t = self.a.snapshot_state(&snapshot()).unwrap().id;
+        let tok = self.token(&t, TokenScope::ProvisionRuntime);
+        self.a.provision_runtime(&t, Tier::Nano, 1_000, "c", &tok).unwrap();
+        self.a.push_state(&t, None).unwrap();
+        let tok = self.token(&t, TokenScope::Activate);
+        self.a.begin_activation(&t, &tok).unwrap();
+        t
+    }
+
+    /// A transfer active on host A with its agent bound and carried there.
+    fn carried_by_a(&mut self) -> (String, AgentBinding) {
+        let t = self.activating_on_a();
+        self.a.complete_activation(&t).unwrap();
+        let b = self.a.bind_transfer_agent(&t, ENDPOINT_LEASE).unwrap();
+        self.a
+            .register_wake_carrier(&b.agent.id, &b.endpoint.id, b.endpoint.generation)
+            .unwrap();
+        (t, b)
+    }
+}
+
+fn lost(e: Error) -> String {
+    match e {
+        Error::HostLeaseLost { why, .. } => why,
+        other => panic!("expected HostLeaseLost, got {other:?}"),
+    }
+}
+
+#[test]
+fn host_ids_and_leases_are_bounded() {
+    assert!(validate_host_id("a").is_ok());
+    assert!(validate_host_id(&"h".repeat(MAX_HOST_ID_CHARS)).is_ok());
+    for bad in [
+        String::new(),
+        "h".repeat(MAX_HOST_ID_CHARS + 1),
+        "-lead".into(),
+        "a b".into(),
+        "a/b".into(),
+        "hôte".into(),
+    ] {
+        assert!(
+            matches!(validate_host_id(&bad), Err(Error::InvalidInput { .. })),
+            "{bad:?}"
+        );
+    }
+    let mut t = two();
+    for lease in [
+        MIN_HOST_LEASE - Duration::from_millis(1),
+        MAX_HOST_LEASE + Duration::from_secs(1),
+    ] {
+        assert!(matches!(t.a.join_host(lease, None), Err(Error::InvalidInput { .. })));
+    }
+    assert!(matches!(
+        t.a.join_host(HOST_LEASE, Some(&"x".repeat(257))),
+        Err(Error::InvalidInput { .. })
+    ));
+    assert!(t.a.hosts().unwrap().is_empty(), "a refused join records nothing");
+    t.a.join_host(MIN_HOST_LEASE, None).unwrap();
+    t.b.join_host(MAX_HOST_LEASE, Some("http://127.0.0.1:7070")).unwrap();
+    let hosts = t.a.hosts().unwrap();
+    assert_eq!(
+        hosts.iter().map(|h| (h.id.as_str(), h.state)).collect::<Vec<_>>(),
+        [("host-a", HostState::Live), ("host-b", HostState::Live)]
+    );
+    assert_eq!(hosts[1].address.as_deref(), Some("http://127.0.0.1:7070"));
+}
+
+#[test]
+fn a_rejoin_is_the_next_incarnation_and_fences_the_previous_one() {
+    let mut t = two();
+    let first = t.a.join_host(HOST_LEASE, None).unwrap();
+    assert_eq!(first.incarnation, 1);
+    assert_eq!(t.a.claim_own_leftovers(&first).unwrap().transfers.len(), 0);
+    t.clock.advance(Duration::from_secs(3));
+    let renewed = t.a.renew_host_lease(&first, HOST_LEASE).unwrap();
+    assert_eq!(renewed.expires_at, START.saturating_add(Duration::from_secs(13)));
+    let second = t.a.join_host(HOST_LEASE, None).unwrap();
+    assert_eq!(second.incarnation, 2);
+    let why = lost(t.a.renew_host_lease(&first, HOST_LEASE).unwrap_err());
+    assert!(why.contains("incarnation 2"), "{why}");
+    t.a.renew_host_lease(&second, HOST_LEASE).unwrap();
+}
+
+#[test]
+fn a_lapsed_lease_cannot_be_renewed() {
+    let mut t = two();
+    let lease = t.a.join_host(HOST_LEASE, None).unwrap();
+    t.clock.advance(HOST_LEASE);
+    let why = lost(t.a.renew_host_lease(&lease, HOST_LEASE).unwrap_err());
+    assert!(why.contains("ran out"), "{why}");
+}
+
+#[test]
+fn a_live_host_is_not_claimed_and_a_lapsed_one_is_claimed_once() {
+    let mut t = two();
+    let la = t.a.join_host(HOST_LEASE, None).unwrap();
+    let lb = t.b.join_host(HOST_LEASE * 3, None).unwrap();
+    let (transfer, binding) = t.carried_by_a();
+    assert_eq!(t.b.claim_lapsed_hosts(&lb).unwrap(), vec![], "A's lease still holds");
+
+    t.clock.advance(HOST_LEASE + Duration::from_millis(1));
+    let claims = t.b.claim_lapsed_hosts(&lb).unwrap();
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0].host, "host-a");
+    assert_eq!(claims[0].transfers, vec![transfer.clone()]);
+    assert_eq!(claims[0].retired_endpoints, 1);
+    assert_eq!(t.b.claim_lapsed_hosts(&lb).unwrap(), vec![], "claimed once");
+
+    let a = t.b.hosts().unwrap().into_iter().find(|h| h.id == "host-a").unwrap();
+    assert_eq!((a.state, a.claimed_by.as_deref()), (HostState::Expired, Some("host-b")));
+    assert_eq!(t.b.transfer(&transfer).unwrap().status, TransferStatus::Active);
+    let operator: Caller = TransferOwner::Operator.caller().unwrap();
+    let old =
+        t.b.get_endpoint(&operator, &binding.agent.id, &binding.endpoint.id)
+            .unwrap();
+    assert_eq!((old.state, old.wake_capable), (EndpointState::Expired, false));
+
+    // B binds the agent again at the next generation; A is fenced out everywhere.
+    let rebound = t.b.bind_transfer_agent(&transfer, ENDPOINT_LEASE).unwrap();
+    assert_eq!(rebound.endpoint.generation, binding.endpoint.generation + 1);
+    assert!(lost(t.a.renew_host_lease(&la, HOST_LEASE).unwrap_err()).contains("claimed by host-b"));
+    assert!(matches!(
+        t.a.save_checkpoint(&transfer, b"stale"),
+        Err(Error::CarriedElsewhere { host, .. }) if host == "host-b"
+    ));
+    assert!(matches!(
+        t.a.bind_transfer_agent(&transfer, ENDPOINT_LEASE),
+        Err(Error::CarriedElsewhere { .. })
+    ));
+    assert!(
+        t.a.register_wake_carrier(&binding.agent.id, &binding.endpoint.id, binding.endpoint.generation)
+            .is_err(),
+        "the old endpoint takes no carrier"
+    );
+    assert!(matches!(t.a.claim_lapsed_hosts(&la), Err(Error::HostLeaseLost { .. })));
+    t.b.save_checkpoint(&transfer, b"fresh").unwrap();
+    assert_eq!(t.a.carried_transfers(None, 10).unwrap(), Vec::<String>::new());
+    assert_eq!(t.b.carried_transfers(None, 10).unwrap(), vec![transfer]);
+}
+
+#[test]
+fn claiming_a_host_fails_the_activations_it_had_begun() {
+    let mut t = two();
+    t.a.join_host(HOST_LEASE, None).unwrap();
+    let lb = t.b.join_host(HOST_LEASE * 3, None).unwrap();
+    let transfer = t.activating_on_a();
+    t.clock.advance(HOST_LEASE);
+    let claims = t.b.claim_lapsed_hosts(&lb).unwrap();
+    assert_eq!(claims[0].interrupted, vec![transfer.clone()]);
+    let status = t.b.get_status(&transfer).unwrap();
+    assert_eq!(status.transfer.status, TransferStatus::Pushed);
+    assert_eq!(status.events.last().unwrap().kind, EventKind::ActivationFailed);
+}
+
+#[test]
+fn a_stopped_host_is_claimable_at_once_and_a_host_without_a_lease_claims_nothing() {
+    let mut t = two();
+    let la = t.a.join_host(HOST_LEASE, None).unwrap();
+    let lb = t.b.join_host(HOST_LEASE, None).unwrap();
+    let (transfer, _) = t.carried_by_a();
+    t.a.leave_host(&la).unwrap();
+    t.a.leave_host(&la).unwrap();
+    // B's own lease has lapsed: it claims nothing, and nothing changes.
+    t.clock.advance(HOST_LEASE);
+    let before = crate::testing::dump(&mut t.b);
+    assert!(matches!(t.b.claim_lapsed_hosts(&lb), Err(Error::HostLeaseLost { .. })));
+    assert_eq!(crate::testing::dump(&mut t.b), before);
+    let lb = t.b.join_host(HOST_LEASE, None).unwrap();
+    let claims = t.b.claim_lapsed_hosts(&lb).unwrap();
+    assert_eq!(claims[0].transfers, vec![transfer]);
+}
+
+#[test]
+fn a_rejoining_host_retires_its_previous_endpoints_and_keeps_its_transfers() {
+    let mut t = two();
+    t.a.join_host(HOST_LEASE, None).unwrap();
+    let (transfer, binding) = t.carried_by_a();
+    let again = t.a.join_host(HOST_LEASE, None).unwrap();
+    let claim = t.a.claim_own_leftovers(&again).unwrap();
+    assert_eq!((claim.transfers, claim.retired_endpoints), (vec![transfer.clone()], 1));
+    assert_eq!(t.a.carried_transfers(None, 10).unwrap(), vec![transfer.clone()]);
+    let rebound = t.a.bind_transfer_agent(&transfer, ENDPOINT_LEASE).unwrap();
+    assert_eq!(rebound.endpoint.generation, binding.endpoint.generation + 1);
+}
+
+#[test]
+fn adopting_every_host_takes_each_agent_for_the_one_serving_process() {
+    let mut t = two();
+    t.a.join_host(HOST_LEASE, None).unwrap();
+    let (transfer, _) = t.carried_by_a();
+    t.b.join_host(HOST_LEASE, None).unwrap();
+    assert_eq!(t.b.adopt_all_hosts().unwrap(), 1);
+    assert_eq!(t.b.carried_transfers(None, 10).unwrap(), vec![transfer.clone()]);
+    t.b.bind_transfer_agent(&transfer, ENDPOINT_LEASE).unwrap();
+    let a = t.b.hosts().unwrap().into_iter().find(|h| h.id == "host-a").unwrap();
+    assert_eq!(a.state, HostState::Expired);
+}
