@@ -370,6 +370,22 @@ impl Store {
     }
 }
 
+/// The refusal of unique index `index` to a row that a concurrent transaction inserted after
+/// this one read (PostgreSQL), as the conflict it is: [`SqlError::Busy`], so the write path
+/// runs the whole transaction again, which then sees that row (and coalesces into it, or takes
+/// the next number). For an insert whose transaction first read that the row was absent (the
+/// agent's open wake, the conversation's next seq). PostgreSQL reports such a race as a unique
+/// violation rather than a serialization failure unless the read went through that same index
+/// (its documentation advises retrying `23505` in serializable transactions for this reason).
+/// Under SQLite's write lock the read is authoritative, so there the error is left as it is
+/// (its message names the columns, not the index).
+pub(crate) fn raced_insert(index: &'static str) -> impl Fn(SqlError) -> SqlError {
+    move |e| match e {
+        SqlError::Constraint(m) if m.strip_prefix(index).is_some_and(|rest| rest.starts_with(':')) => SqlError::Busy(m),
+        e => e,
+    }
+}
+
 fn read_version(tx: &Tx<'_>, dialect: Dialect) -> std::result::Result<i64, SqlError> {
     match dialect {
         Dialect::Sqlite => tx.query_row("PRAGMA user_version", (), |r| r.get(0)),
@@ -503,6 +519,29 @@ mod tests {
         ahp_store_postgres::set_schema_version(&mut conn, 999).unwrap();
         let err = Store::over(Box::new(conn)).unwrap_err();
         assert!(matches!(err, Error::SchemaTooNew { found: 999, .. }), "{err}");
+    }
+
+    #[test]
+    fn only_the_named_unique_index_reads_as_a_race() {
+        let raced = raced_insert("wakes_one_open");
+        let pg = |m: &str| {
+            SqlError::Constraint(format!(
+                "{m}: duplicate key value violates unique constraint [SQLSTATE 23505]"
+            ))
+        };
+        assert!(matches!(raced(pg("wakes_one_open")), SqlError::Busy(m) if m.contains("23505")));
+        assert!(matches!(raced(pg("wakes_one_open_by_agent")), SqlError::Constraint(_)));
+        assert!(matches!(
+            raced(pg("deliveries_message_id_recipient_agent_id_key")),
+            SqlError::Constraint(_)
+        ));
+        // SQLite's message names the columns: left as it is.
+        let sqlite = SqlError::Constraint("UNIQUE constraint failed: wakes.agent_id".into());
+        assert!(matches!(raced(sqlite), SqlError::Constraint(_)));
+        assert!(matches!(
+            raced(SqlError::Backend("wakes_one_open: lost".into())),
+            SqlError::Backend(_)
+        ));
     }
 
     #[test]

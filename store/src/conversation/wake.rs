@@ -29,6 +29,7 @@ use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::principal::{Caller, Scope};
 use crate::clock::Timestamp;
 use crate::db::Store;
+use crate::db::raced_insert;
 use crate::id::new_id;
 
 /// Prefix of every wake id.
@@ -223,6 +224,9 @@ pub(crate) fn load_wake(conn: &Tx<'_>, wake: &str) -> Result<Wake> {
         .unwrap_or_else(|| Err(Error::WakeNotFound(wake.to_owned())))
 }
 
+/// The unique index that keeps an agent to one open wake (see [`raced_insert`]).
+const ONE_OPEN_WAKE: &str = "wakes_one_open";
+
 /// Coalesces the delivery `order` into `agent`'s open wake, or creates a pending one.
 ///
 /// Every wake of the agent not known to be past the fence is read and parsed, so a wake in a
@@ -250,7 +254,8 @@ pub(crate) fn coalesce(tx: &Tx<'_>, agent: &str, order: u64, now: Timestamp) -> 
             "INSERT INTO wakes (id, agent_id, state, delivery_count, first_delivery_order, high_water_order, created_at, updated_at, seq)
              VALUES (?1, ?2, 'pending', 1, ?3, ?3, ?4, ?4, (SELECT coalesce(max(seq), 0) + 1 FROM wakes WHERE agent_id = ?2))",
         )?
-        .execute((&id, agent, order as i64, now.as_micros()))?;
+        .execute((&id, agent, order as i64, now.as_micros()))
+        .map_err(raced_insert(ONE_OPEN_WAKE))?;
         audit::record(
             tx,
             AuditKind::WakeCreated,
@@ -289,7 +294,8 @@ pub(crate) fn coalesce_cause(tx: &Tx<'_>, agent: &str, origin: &WakeOrigin, now:
             "INSERT INTO wakes (id, agent_id, state, origin, origin_id, delivery_count, first_delivery_order, high_water_order, created_at, updated_at, seq)
              VALUES (?1, ?2, 'pending', ?3, ?4, 0, 0, 0, ?5, ?5, (SELECT coalesce(max(seq), 0) + 1 FROM wakes WHERE agent_id = ?2))",
         )?
-        .execute((&id, agent, origin.kind(), subject, now.as_micros()))?;
+        .execute((&id, agent, origin.kind(), subject, now.as_micros()))
+        .map_err(raced_insert(ONE_OPEN_WAKE))?;
         audit::record(
             tx,
             AuditKind::WakeCreated,
