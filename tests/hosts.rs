@@ -329,8 +329,17 @@ fn two_hosts_answer_for_each_other_and_a_killed_host_s_agents_answer_from_the_su
         .get(0);
     assert_eq!(author, xa);
     // B vouches for A's agent: it is ready, though B does not run it.
-    let listing = rt.block_on(call(&format!("{}/conversations", b.url()), "list_agent_identities", json!({})));
-    let a_agent = listing["agents"].as_array().unwrap().iter().find(|x| x["agentId"] == xa.as_str()).cloned();
+    let listing = rt.block_on(call(
+        &format!("{}/conversations", b.url()),
+        "list_agent_identities",
+        json!({}),
+    ));
+    let a_agent = listing["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["agentId"] == xa.as_str())
+        .cloned();
     assert_eq!(a_agent.unwrap()["productionAutoResumeAvailable"], true, "{listing}");
 
     // Load on A's agent (posted at B), then kill -9 A.

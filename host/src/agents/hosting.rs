@@ -16,7 +16,7 @@
 //! - **Claims** ([`Agents::claim_lapsed`]): the transfers of a lapsed host are bound here at
 //!   the next generation and resume from their checkpoints at their next wake.
 //! - **Moves** ([`Agents::hand_over_moves`]): an agent an operator moves stops being claimed
-//!   here; its worker hands it over between turns ([`Agents::hand_over`]); the receiving host
+//!   here; its worker hands it over between turns (`Agents::hand_over`); the receiving host
 //!   binds it on its next repair (signalled at once, polled in any case).
 //! - **Signals.** A post for an agent another host carries is signalled to it
 //!   ([`Agents::signal_with`]); correctness never depends on the signal.
@@ -115,7 +115,7 @@ impl Agents {
     }
 
     /// Whether this process may run turns: it has not joined (a controller of its own, for
-    /// tests and `ahp run`), or its lease was renewed within [`FRESH_FRACTION`] of its length.
+    /// tests and `ahp run`), or its lease was renewed within 80 % of its length.
     pub fn lease_fresh(&self) -> bool {
         self.hosting
             .locked()
@@ -310,7 +310,11 @@ impl Agents {
         let now = db.now();
         match db.hosts() {
             Ok(hosts) => {
-                *self.peers.locked() = hosts.into_iter().filter(|h| h.id != me && h.is_live(now)).map(|h| h.id).collect();
+                *self.peers.locked() = hosts
+                    .into_iter()
+                    .filter(|h| h.id != me && h.is_live(now))
+                    .map(|h| h.id)
+                    .collect();
             }
             Err(e) => tracing::debug!(error = %e, "cannot list the hosts"),
         }

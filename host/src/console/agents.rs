@@ -40,10 +40,7 @@ pub struct AgentCardView {
 impl AgentCardView {
     /// The card for `listing`, asking `carriers` about its current endpoint.
     pub fn new(listing: AgentListing, carriers: &dyn Carriers) -> Self {
-        let ready = listing
-            .current_endpoint
-            .as_ref()
-            .is_some_and(|e| carriers.holds(e));
+        let ready = listing.current_endpoint.as_ref().is_some_and(|e| carriers.holds(e));
         Self { listing, ready }
     }
 }

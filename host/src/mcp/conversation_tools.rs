@@ -290,10 +290,7 @@ impl ConversationTools {
             let agents: Vec<AgentListingView> = listings
                 .iter()
                 .map(|l| {
-                    let held = l
-                        .current_endpoint
-                        .as_ref()
-                        .is_some_and(|e| this.carrier_held(e));
+                    let held = l.current_endpoint.as_ref().is_some_and(|e| this.carrier_held(e));
                     AgentListingView::new(l, held)
                 })
                 .collect();
@@ -413,8 +410,7 @@ impl ConversationTools {
                 agent_id: b.agent.id.clone(),
                 endpoint_id: b.endpoint.id.clone(),
                 controller_generation: b.endpoint.generation,
-                production_auto_resume_available: b.endpoint.wake_capable
-                    && this.carrier_held(&b.endpoint),
+                production_auto_resume_available: b.endpoint.wake_capable && this.carrier_held(&b.endpoint),
                 agent: (&b.agent).into(),
                 endpoint: (&b.endpoint).into(),
                 conversation: b.conversation.as_ref().map(Into::into),
