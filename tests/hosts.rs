@@ -342,15 +342,28 @@ fn two_hosts_answer_for_each_other_and_a_killed_host_s_agents_answer_from_the_su
         .cloned();
     assert_eq!(a_agent.unwrap()["productionAutoResumeAvailable"], true, "{listing}");
 
-    // Load on A's agent (posted at B), then kill -9 A.
-    let mut acknowledged = vec![qa, qb];
-    for i in 0..5 {
-        acknowledged.push(rt.block_on(post(&b.url(), &cva, &format!("before the kill {i}"))));
-    }
+    // A steady load on both agents (posted at B, every 20 ms), and kill -9 A under it.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let (url, cvs, stop) = (b.url(), [cva.clone(), cvb.clone()], stop.clone());
+        rt.spawn(async move {
+            let mut sent = Vec::new();
+            for i in 0.. {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                sent.push(post(&url, &cvs[i % 2], &format!("load {i}")).await);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            sent
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
     let killed = Instant::now();
     let Host { mut server, .. } = a;
     server.child.kill().unwrap();
     server.child.wait().unwrap();
+    let mut acknowledged = vec![qa, qb];
     let mut after = Vec::new();
     for i in 0..5 {
         after.push(rt.block_on(post(&b.url(), &cva, &format!("after the kill {i}"))));
@@ -359,9 +372,13 @@ fn two_hosts_answer_for_each_other_and_a_killed_host_s_agents_answer_from_the_su
     let recovery = first.duration_since(killed);
     eprintln!("host killed → its agent answered again from the survivor in {recovery:?}");
     assert!(recovery < LEASE + TAKEOVER_MARGIN, "took {recovery:?}");
-    for q in &after {
-        answered(&c, q, Duration::from_secs(20));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let loaded = rt.block_on(load).unwrap();
+    assert!(loaded.len() > 20, "the load ran: {} posts", loaded.len());
+    for q in after.iter().chain(&loaded) {
+        answered(&c, q, Duration::from_secs(30));
     }
+    acknowledged.extend(loaded);
     assert_eq!(carrier(&mut db, &ta).as_deref(), Some("host-b"));
     acknowledged.extend(after);
     check_invariants(&mut db, &acknowledged);
@@ -417,6 +434,8 @@ fn an_agent_moved_live_answers_every_message_once() {
     let rt = runtime();
     let (a, b) = (c.start(0, "host-a"), c.start(1, "host-b"));
     let (ta, xa) = rt.block_on(activate(&a.url()));
+    // B already runs an agent of the same component (compiled there): the pause is the move's.
+    rt.block_on(activate(&b.url()));
     let cv = rt.block_on(open(&a.url(), &xa));
     let mut sent = Vec::new();
     for i in 0..5 {

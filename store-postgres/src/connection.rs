@@ -77,8 +77,25 @@ impl std::fmt::Debug for PgConnection {
 /// The SQLSTATE (feature not supported) of "cached plan must not change result type".
 const STALE_PLAN: &str = "0A000";
 
+/// How long the server lets a session sit inside a transaction without a statement before it
+/// ends the session: a host stopped mid-transaction (a `SIGSTOP`, a partition) cannot hold its
+/// row locks — and so stall the host taking over its agents — for longer. The store's
+/// transactions never wait on anything but their own statements.
+pub const IDLE_IN_TRANSACTION_TIMEOUT: &str = "5s";
+
+/// The longest a statement waits for a lock another session holds before its transaction is
+/// retried as busy (`55P03`), so no host stalls behind a stopped one either.
+pub const LOCK_TIMEOUT: &str = "2s";
+
 fn open(url: &str) -> SqlResult<Client> {
-    Client::connect(url, NoTls).map_err(|e| SqlError::Backend(format!("connecting to PostgreSQL: {e}")))
+    let mut client =
+        Client::connect(url, NoTls).map_err(|e| SqlError::Backend(format!("connecting to PostgreSQL: {e}")))?;
+    client
+        .batch_execute(&format!(
+            "SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_TIMEOUT}'; SET lock_timeout = '{LOCK_TIMEOUT}'"
+        ))
+        .map_err(|e| classify(&e))?;
+    Ok(client)
 }
 
 /// The SQLSTATEs of "could not determine data type of parameter $N": `42P18`

@@ -121,7 +121,23 @@ pub const MIGRATION_LOCK: i64 = 0x6168_705f_6d69_6772;
 /// As [`migrate`]; [`SqlError::Backend`] when the database is already past `target` or
 /// `target` is no migration's number.
 pub fn migrate_to(conn: &mut dyn Connection, target: i64) -> SqlResult<i64> {
-    conn.execute("SELECT pg_advisory_lock(?1)", &[ValueRef::Integer(MIGRATION_LOCK)])?;
+    // Polled rather than waited for, so the session's `lock_timeout` (which bounds every other
+    // wait) does not cut a long migration of another host short.
+    loop {
+        let mut locked = false;
+        conn.query(
+            "SELECT pg_try_advisory_lock(?1)",
+            &[ValueRef::Integer(MIGRATION_LOCK)],
+            &mut |r| {
+                locked = r.get::<_, bool>(0)?;
+                Ok(false)
+            },
+        )?;
+        if locked {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let result = migrate_locked(conn, target);
     let unlocked = conn.execute("SELECT pg_advisory_unlock(?1)", &[ValueRef::Integer(MIGRATION_LOCK)]);
     let version = result?;
