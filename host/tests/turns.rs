@@ -286,3 +286,37 @@ mod spin {
         );
     }
 }
+
+/// A host of a shared database whose lease went stale (it could not renew in time) runs no
+/// turn and drops its carriers — another host may claim its agents any moment — and, once it
+/// renews (nobody claimed it) or joins again (somebody did), binds what it still carries at the
+/// next generation.
+mod stale_lease {
+    use super::*;
+
+    #[test]
+    fn a_stale_lease_stops_turns_and_a_renewal_binds_the_agents_again() {
+        let h = host_with(CeilingCap::default());
+        let agents = h.host.agents();
+        agents.join(Duration::from_secs(1), None, true, "interrupted").unwrap();
+        assert!(agents.lease_fresh());
+        let (_, agent) = h.prober();
+        let before = agents.carrier(&agent).unwrap().actor.generation;
+        let cv = h.conversation(&[&agent]);
+        h.post(&cv, "hello");
+        std::thread::sleep(Duration::from_millis(850));
+        assert!(!agents.lease_fresh());
+        let drive = agents.drive(&agent).unwrap();
+        assert_eq!(drive.consumed, 0, "no turn starts on a stale lease: {drive:?}");
+        assert!(agents.carrier(&agent).is_none(), "its carrier is dropped");
+        assert!(h.transcript(&cv).len() == 1, "nothing answered");
+
+        agents.keep_lease();
+        assert!(agents.lease_fresh());
+        let after = agents.carrier(&agent).expect("bound again").actor.generation;
+        assert!(after > before, "generation {before} → {after}");
+        let drive = agents.drive(&agent).unwrap();
+        assert_eq!(drive.consumed, 1, "{drive:?}");
+        assert_eq!(h.transcript(&cv).len(), 2, "answered once");
+    }
+}

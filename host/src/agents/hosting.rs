@@ -115,12 +115,13 @@ impl Agents {
     }
 
     /// Whether this process may run turns: it has not joined (a controller of its own, for
-    /// tests and `ahp run`), or its lease was renewed within 80 % of its length.
+    /// tests and `ahp run`), it is the only host its database can have (SQLite: no other host
+    /// can take its agents), or its lease was renewed within 80 % of its length.
     pub fn lease_fresh(&self) -> bool {
         self.hosting
             .locked()
             .as_ref()
-            .is_none_or(|h| h.renewed.elapsed() < h.length.mul_f64(FRESH_FRACTION))
+            .is_none_or(|h| !h.shared || h.renewed.elapsed() < h.length.mul_f64(FRESH_FRACTION))
     }
 
     /// Renews the lease once a third of it has passed (and follows the database's clock
@@ -154,9 +155,9 @@ impl Agents {
                     ..h
                 });
                 if fresh_again {
-                    // Carriers were dropped while the lease was stale: bind what this host
-                    // still carries.
-                    let _ = self.repair_bindings();
+                    // Carriers were dropped while the lease was stale, and nobody claimed this
+                    // host meanwhile: bind again what it still carries.
+                    self.rebind_carried();
                 }
             }
             Err(StoreError::HostLeaseLost { why, .. }) => {
@@ -197,6 +198,32 @@ impl Agents {
             self.bind_claimed(claim);
         }
         claims
+    }
+
+    /// Binds again, at the next generation, every transfer this host carries but holds no
+    /// carrier for (its carriers were dropped while its lease was not fresh).
+    fn rebind_carried(&self) {
+        let mut after: Option<String> = None;
+        loop {
+            let page = match self.store.locked().carried_transfers(after.as_deref(), super::PAGE) {
+                Ok(page) => page,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot list the transfers this host carries");
+                    return;
+                }
+            };
+            let held: std::collections::HashSet<String> =
+                self.carriers.locked().values().map(|c| c.transfer.clone()).collect();
+            let missing: Vec<String> = page.iter().filter(|t| !held.contains(*t)).cloned().collect();
+            self.bind_claimed(&HostClaim {
+                transfers: missing,
+                ..HostClaim::default()
+            });
+            match page.last() {
+                Some(last) if page.len() == super::PAGE => after = Some(last.clone()),
+                _ => break,
+            }
+        }
     }
 
     /// Binds the active transfers of `claim` here (one that fails is left to the repair).
