@@ -52,6 +52,17 @@ impl TestDb {
             }
         }
     }
+
+    /// A new connection acting as host `host`, on `clock`, verifying tokens with `key` (the
+    /// several-hosts tests: one such store per host).
+    pub(crate) fn open_as(&self, host: &str, clock: &crate::ManualClock, key: &crate::TokenKey) -> Store {
+        self.open()
+            .unwrap()
+            .with_clock(Arc::new(clock.clone()))
+            .with_token_key(key.clone())
+            .with_host_id(host)
+            .unwrap()
+    }
 }
 
 /// A private test store: in-memory SQLite, or a fresh PostgreSQL database of its own.

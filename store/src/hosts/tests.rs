@@ -2,7 +2,6 @@
 //! database on a shared manual clock: joining, renewing, the lease bounds, claims of lapsed and
 //! stopped hosts, and the fencing of a host that lost its agents.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -28,15 +27,7 @@ fn two() -> Two {
     let db = TestDb::new();
     let key = TokenKey::random();
     let clock = ManualClock::new(START);
-    let open = |host: &str| {
-        db.open()
-            .unwrap()
-            .with_clock(Arc::new(clock.clone()))
-            .with_token_key(key.clone())
-            .with_host_id(host)
-            .unwrap()
-    };
-    let (a, b) = (open("host-a"), open("host-b"));
+    let (a, b) = (db.open_as("host-a", &clock, &key), db.open_as("host-b", &clock, &key));
     Two {
         _db: db,
         a,

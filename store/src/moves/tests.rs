@@ -1,7 +1,6 @@
 //! Live moves through two stores over one database: the request's refusals, the hand-over
 //! fenced by endpoint and generation, and the receiving host's bind completing the move.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -14,21 +13,12 @@ const START: Timestamp = Timestamp::from_micros(1_796_039_139_000_000);
 const HOST_LEASE: Duration = Duration::from_secs(10);
 const ENDPOINT_LEASE: Duration = Duration::from_secs(3600);
 
-fn store(db: &TestDb, key: &TokenKey, clock: &ManualClock, host: &str) -> Store {
-    db.open()
-        .unwrap()
-        .with_clock(Arc::new(clock.clone()))
-        .with_token_key(key.clone())
-        .with_host_id(host)
-        .unwrap()
-}
-
 /// Host A carries a bound agent; host B is live.
 fn setup() -> (TestDb, Store, Store, String, AgentBinding) {
     let db = TestDb::new();
     let key = TokenKey::random();
     let clock = ManualClock::new(START);
-    let (mut a, mut b) = (store(&db, &key, &clock, "host-a"), store(&db, &key, &clock, "host-b"));
+    let (mut a, mut b) = (db.open_as("host-a", &clock, &key), db.open_as("host-b", &clock, &key));
     a.join_host(HOST_LEASE, None).unwrap();
     b.join_host(HOST_LEASE, None).unwrap();
     let snapshot = SnapshotInput {
