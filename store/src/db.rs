@@ -106,15 +106,20 @@ impl Store {
     /// [`Error::SchemaTooNew`] if the file was written by a newer ahp; [`Error::Database`] if it
     /// cannot be opened or is not a database.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
-        let conn = rusqlite::Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(crate::sqlite::classify)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(crate::sqlite::classify)?;
-        conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))
+        Self::setup_sqlite(open_wal_file(path.as_ref())?)
+    }
+
+    /// Opens the SQLite database at `path` as one of the connections whose commits `group`
+    /// makes durable (`synchronous=NORMAL`, the group's fsync before each commit returns; see
+    /// [`crate::group_commit`]). [`StorePool::open`](crate::StorePool::open) is the way in.
+    pub(crate) fn open_grouped(path: &Path, group: Arc<crate::group_commit::GroupCommit>) -> Result<Self> {
+        let conn = open_wal_file(path)?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+        conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(crate::sqlite::classify)?;
-        Self::setup_sqlite(conn)
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(crate::sqlite::classify)?;
+        Self::over(Box::new(SqliteConnection::grouped(conn, group)))
     }
 
     /// A fresh private in-memory SQLite database, for tests.
@@ -368,6 +373,20 @@ impl Store {
             Ok(())
         })
     }
+}
+
+/// A connection to the SQLite file at `path` (created if missing) in WAL mode, with the store's
+/// busy timeout.
+fn open_wal_file(path: &Path) -> Result<rusqlite::Connection> {
+    let conn = rusqlite::Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(crate::sqlite::classify)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(crate::sqlite::classify)?;
+    conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))
+        .map_err(crate::sqlite::classify)?;
+    Ok(conn)
 }
 
 /// The refusal of unique index `index` to a row that a concurrent transaction inserted after

@@ -62,6 +62,7 @@ pub mod error;
 pub mod event;
 #[doc(hidden)]
 pub mod fault;
+pub mod group_commit;
 pub mod hosts;
 pub mod id;
 pub mod input;
@@ -71,6 +72,7 @@ pub mod model_call;
 pub mod moves;
 pub mod overview;
 pub mod owner;
+pub mod pool;
 pub mod principal;
 pub mod reap;
 pub mod snapshot;
@@ -97,6 +99,7 @@ pub use conversation::OPERATOR_SUBJECT;
 pub use db::{MAX_WRITE_ATTEMPTS, Store};
 pub use error::{Error, Result};
 pub use event::{DEFAULT_EVENT_PAGE_LIMIT, Event, EventKind, EventPage, EventsPage, MAX_EVENT_PAGE_LIMIT};
+pub use group_commit::{GroupCommit, GroupCommitStats};
 pub use hosts::{Host, HostClaim, HostLease, HostState};
 pub use lifecycle::{
     COMPUTE_USAGE_KIND, DEFAULT_USAGE_KIND, HOST_METERED_USAGE_KINDS, HOST_RESERVED_USAGE_KINDS,
@@ -108,6 +111,7 @@ pub use model_call::{
 };
 pub use overview::{SnapshotSummary, TransferSummary};
 pub use owner::{API_KEY_SUBJECT_PREFIX, TransferOwner};
+pub use pool::{DEFAULT_POOL_CONNECTIONS, MAX_POOL_CONNECTIONS, PooledStore, StorePool};
 pub use principal::{ApiScope, Principal};
 pub use reap::{DEFAULT_GRACE_PERIOD, DEFAULT_TRANSFER_TTL};
 pub use snapshot::{McpServer, Message, SnapshotInput};

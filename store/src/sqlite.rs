@@ -4,22 +4,77 @@
 //! instead of failing on upgrade), reads `DEFERRED`. Every statement goes through rusqlite's
 //! prepared-statement cache. SQLite's busy and locked results become
 //! [`SqlError::Busy`]; constraint failures [`SqlError::Constraint`].
+//!
+//! A connection of a [`StorePool`](crate::StorePool) belongs to a [`GroupCommit`]: it takes the
+//! group's write lock around each write, commits without an fsync, and returns from `COMMIT`
+//! (and from the end of each read) only once the group has made the WAL durable past it (see
+//! [`crate::group_commit`]).
 
 use std::any::Any;
+use std::sync::Arc;
 
 use ahp_store_sql::{Begin, Connection, Dialect, Row, SqlError, SqlResult, Value, ValueRef};
 use rusqlite::types::{ToSqlOutput, ValueRef as SqliteRef};
+
+use crate::group_commit::GroupCommit;
 
 /// One SQLite connection as a store backend.
 #[derive(Debug)]
 pub struct SqliteConnection {
     conn: rusqlite::Connection,
+    /// The group this connection commits through, if it is one of a pool's.
+    group: Option<Arc<GroupCommit>>,
+    /// The group's write lock is held, with SQLite's change count when it was taken.
+    writing: Option<u64>,
 }
 
 impl SqliteConnection {
     /// Wraps an open connection (pragmas already applied).
     pub(crate) fn new(conn: rusqlite::Connection) -> Self {
-        Self { conn }
+        Self {
+            conn,
+            group: None,
+            writing: None,
+        }
+    }
+
+    /// Wraps an open connection whose commits `group` makes durable (`synchronous=NORMAL`
+    /// already applied).
+    pub(crate) fn grouped(conn: rusqlite::Connection, group: Arc<GroupCommit>) -> Self {
+        Self {
+            conn,
+            group: Some(group),
+            writing: None,
+        }
+    }
+
+    /// Takes the group's write lock (if in one) before a write.
+    fn start_writing(&mut self) {
+        if let Some(group) = &self.group {
+            group.lock_writer();
+            self.writing = Some(self.conn.total_changes());
+        }
+    }
+
+    /// Releases the group's write lock after a write ended, and waits until what it committed
+    /// (if anything) is durable.
+    fn end_writing(&mut self, committed: bool) -> SqlResult<()> {
+        let (Some(group), Some(changes_before)) = (&self.group, self.writing.take()) else {
+            return Ok(());
+        };
+        let changed = committed && self.conn.total_changes() != changes_before;
+        match group.unlock_writer(changed) {
+            Some(number) => group.wait_durable(number),
+            None => Ok(()),
+        }
+    }
+
+    /// After a read: waits until everything it could have seen is durable.
+    fn end_reading(&self) -> SqlResult<()> {
+        match &self.group {
+            Some(group) => group.wait_all_durable(),
+            None => Ok(()),
+        }
     }
 
     /// The driver's connection: for the SQLite-only test seams.
@@ -77,29 +132,69 @@ impl Connection for SqliteConnection {
 
     fn begin(&mut self, begin: Begin) -> SqlResult<()> {
         let sql = match begin {
-            Begin::Write => "BEGIN IMMEDIATE",
+            Begin::Write => {
+                self.start_writing();
+                "BEGIN IMMEDIATE"
+            }
             Begin::Read => "BEGIN DEFERRED",
         };
-        self.conn.execute_batch(sql).map_err(classify)
+        let begun = self.conn.execute_batch(sql).map_err(classify);
+        if begun.is_err() {
+            self.end_writing(false)?;
+        }
+        begun
     }
 
     fn commit(&mut self) -> SqlResult<()> {
-        self.conn.execute_batch("COMMIT").map_err(classify)
+        let committed = self.conn.execute_batch("COMMIT").map_err(classify);
+        if committed.is_err() && !self.conn.is_autocommit() {
+            // Still open: the caller rolls it back, which releases the write lock.
+            return committed;
+        }
+        if self.writing.is_some() {
+            self.end_writing(committed.is_ok())?;
+        } else {
+            self.end_reading()?;
+        }
+        committed
     }
 
     fn rollback(&mut self) -> SqlResult<()> {
-        if self.conn.is_autocommit() {
-            return Ok(());
+        let rolled_back = if self.conn.is_autocommit() {
+            Ok(())
+        } else {
+            self.conn.execute_batch("ROLLBACK").map_err(classify)
+        };
+        if self.writing.is_some() {
+            self.end_writing(false)?;
+        } else {
+            // A read ends by being rolled back: it too waits for what it could have seen.
+            self.end_reading()?;
         }
-        self.conn.execute_batch("ROLLBACK").map_err(classify)
+        rolled_back
     }
 
     fn execute(&mut self, sql: &str, params: &[ValueRef<'_>]) -> SqlResult<u64> {
+        // A write outside any transaction commits on its own: through the group, like a
+        // transaction's.
+        let alone = self.group.is_some() && self.writing.is_none() && self.conn.is_autocommit();
+        let stmt = self.conn.prepare_cached(sql).map_err(classify)?;
+        let alone_write = alone && !stmt.readonly();
+        drop(stmt);
+        if alone_write {
+            self.start_writing();
+        }
         let mut stmt = self.conn.prepare_cached(sql).map_err(classify)?;
         let n = stmt
             .execute(rusqlite::params_from_iter(params.iter().map(|v| Bind(*v))))
-            .map_err(classify)?;
-        Ok(n as u64)
+            .map_err(classify);
+        drop(stmt);
+        if alone_write {
+            self.end_writing(n.is_ok())?;
+        } else if alone {
+            self.end_reading()?;
+        }
+        Ok(n? as u64)
     }
 
     fn query(
@@ -118,11 +213,25 @@ impl Connection for SqliteConnection {
                 break;
             }
         }
+        drop(rows);
+        drop(stmt);
+        if self.conn.is_autocommit() {
+            self.end_reading()?;
+        }
         Ok(())
     }
 
     fn execute_batch(&mut self, sql: &str) -> SqlResult<()> {
-        self.conn.execute_batch(sql).map_err(classify)
+        // Outside a transaction the batch may write and commits on its own: through the group.
+        let alone = self.group.is_some() && self.writing.is_none() && self.conn.is_autocommit();
+        if alone {
+            self.start_writing();
+        }
+        let ran = self.conn.execute_batch(sql).map_err(classify);
+        if alone {
+            self.end_writing(ran.is_ok() && self.conn.is_autocommit())?;
+        }
+        ran
     }
 
     fn as_any_mut(&mut self) -> &mut dyn Any {
