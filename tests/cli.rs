@@ -517,3 +517,27 @@ fn component_add_takes_a_component_at_the_size_limit_and_refuses_one_byte_more()
     assert!(db.component("past-limit").unwrap().is_none());
     assert_eq!(std::fs::read_dir(dir.path().join("components")).unwrap().count(), 1);
 }
+
+#[test]
+fn serve_refuses_parking_flags_out_of_bounds_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], &str); 5] = [
+        (&["--park-after", "0s"], "longer than zero"),
+        (&["--park-after", "soon"], "--park-after"),
+        (&["--max-live", "0"], "--max-live"),
+        (&["--max-live", "50001"], "--max-live"),
+        (&["--max-live", "many"], "--max-live"),
+    ];
+    for (flags, needle) in cases {
+        let mut args = vec!["serve", "--http", "127.0.0.1:0", "--auth", "none"];
+        args.extend_from_slice(flags);
+        let o = ahp(dir.path(), &args);
+        assert!(!o.status.success(), "{flags:?} succeeded");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(needle), "{flags:?}: {err}");
+    }
+    assert!(
+        !dir.path().join("ahp.db").exists(),
+        "a refused serve opened no database"
+    );
+}

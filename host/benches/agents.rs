@@ -9,6 +9,9 @@
 //! - `agents/drive_warm` (criterion): one dispatch opportunity in this process — claim, fence,
 //!   the warm turn, outcome, consume — after a post made outside the timing: what the HTTP
 //!   figure contains besides the transport and the post.
+//! - `agents/drive_parked` (criterion): the same opportunity for a parked agent (its sandbox
+//!   dropped before each post): the turn runs in a fresh sandbox instantiated from the compiled
+//!   component. Target: ≤ 5 ms over `drive_warm`.
 //! - `agents/turn_alone` (criterion): the guest's `turn` in its warm sandbox with nothing
 //!   queued (the instance call and one inbox read), without any of the controller's commits.
 //! - `agents/single_commit` (criterion): one `post_message` commit on the same disk — the price
@@ -16,7 +19,9 @@
 //! - `agents/thousand` (printed): 1,000 active agents (nano, `turn-prober`) each sent one
 //!   message at once; time until all 1,000 replies are committed, and the host's RSS.
 //!
-//! Run: `cargo bench -p ahp-host --bench agents` (`AHP_AGENTS_N` overrides the 1,000).
+//! The host's database is a `StorePool` on a file, as `ahp serve` opens it (connections sharing
+//! one group commit). Run: `cargo bench -p ahp-host --bench agents` (`AHP_AGENTS_N` overrides
+//! the 1,000).
 
 mod common;
 
@@ -30,7 +35,7 @@ use ahp_host::interfaces::TurnCtx;
 use ahp_host::sandbox::Call;
 use ahp_host::shared_store::StoreLock;
 use ahp_host::store::conversation::{Acting, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT};
-use ahp_host::store::{Store, Tier, TokenKey};
+use ahp_host::store::{DEFAULT_POOL_CONNECTIONS, StorePool, Tier, TokenKey};
 use ahp_host::testing;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
@@ -199,13 +204,18 @@ fn conversing_agent(host: &Host, key: &TokenKey, tier: Tier, budget: u64, title:
     (t, agent, cv)
 }
 
+/// The host's database as `ahp serve` opens it: a pool of connections sharing one group commit.
+fn pool(dir: &Path, key: &TokenKey) -> StorePool {
+    StorePool::open(dir.join("ahp.db"), DEFAULT_POOL_CONNECTIONS, |s| {
+        Ok(s.with_token_key(key.clone()))
+    })
+    .unwrap()
+}
+
 fn in_process(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let key = TokenKey::random();
-    let db = Store::open(dir.path().join("ahp.db"))
-        .unwrap()
-        .with_token_key(key.clone());
-    let host = HostBuilder::new(db, dir.path())
+    let host = HostBuilder::new(pool(dir.path(), &key), dir.path())
         .policy(testing::policy())
         .build()
         .unwrap();
@@ -222,6 +232,27 @@ fn in_process(c: &mut Criterion) {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 i += 1;
+                host.store()
+                    .locked()
+                    .post_message(&operator, &message(&cv, &format!("echo {i}"), &format!("d{i}")))
+                    .unwrap();
+                let started = Instant::now();
+                let d = agents.drive(&agent).unwrap();
+                total += started.elapsed();
+                assert_eq!(d.consumed, 1);
+            }
+            total
+        });
+    });
+    // The same opportunity for a parked agent: its sandbox dropped before each post, so the
+    // turn instantiates a fresh one from the compiled component (no `resume`).
+    g.bench_function("drive_parked", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                i += 1;
+                let parked = host.sandboxes().park_idle(Instant::now() + Duration::from_secs(86_400));
+                assert_eq!(parked.len(), 1);
                 host.store()
                     .locked()
                     .post_message(&operator, &message(&cv, &format!("echo {i}"), &format!("d{i}")))
@@ -276,10 +307,7 @@ fn thousand() {
         .unwrap_or(1000);
     let dir = tempfile::tempdir().unwrap();
     let key = TokenKey::random();
-    let db = Store::open(dir.path().join("ahp.db"))
-        .unwrap()
-        .with_token_key(key.clone());
-    let host = HostBuilder::new(db, dir.path())
+    let host = HostBuilder::new(pool(dir.path(), &key), dir.path())
         .policy(testing::policy())
         .engine(|e| {
             e.max_live_sandboxes = n as u32 + 16;

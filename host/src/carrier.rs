@@ -22,6 +22,33 @@ pub trait Carriers: Send + Sync + 'static {
     /// store (it runs on whatever thread posted, possibly with the store locked). Nothing by
     /// default.
     fn schedule_woken(&self, _agents: &[String]) {}
+
+    /// For an agent this process carries through `endpoint` (at its generation): whether its
+    /// sandbox is live here or parked (see [`crate::sandbox::park`]). `None` for one it does
+    /// not carry. `None` by default.
+    fn residency(&self, _endpoint: &Endpoint) -> Option<Residency> {
+        None
+    }
+}
+
+/// Where a carried agent's sandbox is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Residency {
+    /// Its sandbox is kept here (or running a turn).
+    Live,
+    /// No sandbox: its state is its checkpoint, and its next turn starts a fresh sandbox.
+    Parked,
+}
+
+impl Residency {
+    /// `live` or `parked`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Live => "live",
+            Self::Parked => "parked",
+        }
+    }
 }
 
 /// A process that holds no carriers (the CLI, a surface without a controller, tests).

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ahp_store::{Store, Transfer};
+use ahp_store::{StorePool, Transfer};
 
 use crate::Error;
 use crate::activation;
@@ -26,18 +26,19 @@ pub struct Host {
 
 /// Builds a [`Host`].
 pub struct HostBuilder {
-    store: Store,
+    store: StorePool,
     sandbox: SandboxConfig,
     vault: Option<Arc<dyn Vault>>,
     agents: AgentsConfig,
 }
 
 impl HostBuilder {
-    /// A host over `store` whose data directory (`components/`, `compiled/`, and the vault
-    /// unless [`vault`](Self::vault) says otherwise) is `data_dir`; empty policy, no cap.
-    pub fn new(store: Store, data_dir: impl Into<PathBuf>) -> Self {
+    /// A host over `store` (a pool, or one [`Store`](ahp_store::Store) as a pool of one) whose
+    /// data directory (`components/`, `compiled/`, and the vault unless [`vault`](Self::vault)
+    /// says otherwise) is `data_dir`; empty policy, no cap.
+    pub fn new(store: impl Into<StorePool>, data_dir: impl Into<PathBuf>) -> Self {
         Self {
-            store,
+            store: store.into(),
             sandbox: SandboxConfig::new(data_dir),
             vault: None,
             agents: AgentsConfig::default(),
@@ -62,6 +63,13 @@ impl HostBuilder {
     #[must_use]
     pub fn engine(mut self, configure: impl FnOnce(&mut EngineConfig)) -> Self {
         configure(&mut self.sandbox.engine);
+        self
+    }
+
+    /// When idle agents' sandboxes are parked (see [`sandbox::park`]).
+    #[must_use]
+    pub fn parking(mut self, parking: sandbox::Parking) -> Self {
+        self.sandbox.parking = parking;
         self
     }
 

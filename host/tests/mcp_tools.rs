@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ahp_host::policy::Policy;
+use ahp_host::shared_store::StoreLock;
 use ahp_host::store::{EventKind, McpServer, Store, Tier, TokenKey};
 use ahp_host::testing;
 use ahp_host::tools::inventory_server::{InventoryServer, Mode};
@@ -87,7 +88,7 @@ impl World {
     }
 
     fn events(&self, kind: EventKind) -> Vec<serde_json::Value> {
-        let mut db = self.db.lock().unwrap();
+        let mut db = self.db.locked();
         db.get_status(&self.transfer)
             .unwrap()
             .events
@@ -377,13 +378,7 @@ mod client {
         let e = tb.call(&w.db, "inventory", "{}").await.unwrap_err();
         assert!(matches!(e, Error::Refused(_)), "{e:?}");
         assert_eq!(s.methods().iter().filter(|m| *m == "tools/call").count(), 1);
-        let spent =
-            w.db.lock()
-                .unwrap()
-                .budget(&w.transfer)
-                .unwrap()
-                .unwrap()
-                .spent_micro_usd;
+        let spent = w.db.locked().budget(&w.transfer).unwrap().unwrap().spent_micro_usd;
         assert_eq!(spent, 6, "spend never passes the allocation");
     }
 

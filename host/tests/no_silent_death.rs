@@ -96,7 +96,7 @@ fn world() -> World {
 
 impl World {
     /// The host's database.
-    fn db(&self) -> std::sync::MutexGuard<'_, Store> {
+    fn db(&self) -> ahp_store::PooledStore<'_> {
         self.host.store().locked()
     }
 
@@ -303,8 +303,8 @@ fn fence() {
     w.assert_carried(&a);
     assert_eq!(
         w.wakes(&a),
-        [("pending".to_owned(), vec!["released".to_owned()])],
-        "the claim is given back at once: the wake is pending again"
+        [("pending".to_owned(), vec![])],
+        "claim and fence are one commit: the failed fence leaves the wake pending, unclaimed"
     );
     w.assert_answers_the_next_message(&a, "two");
     assert_eq!(w.replies(&a), ["echo: echo one", "echo: echo two"]);

@@ -86,7 +86,7 @@ fn host() -> Host {
 
 impl Host {
     /// The host's database.
-    fn db(&self) -> std::sync::MutexGuard<'_, Store> {
+    fn db(&self) -> ahp_store::PooledStore<'_> {
         self.host.store().locked()
     }
 
@@ -1075,7 +1075,11 @@ fn stress_rss_bound(hostile: u64) -> u64 {
 fn stress_probe() {
     let dir = tempfile::tempdir().unwrap();
     let key = TokenKey::random();
-    let db = Store::open_in_memory().unwrap().with_token_key(key.clone());
+    // The database as `ahp serve` opens it: a file, a pool of connections, one group commit.
+    let db = ahp_store::StorePool::open(dir.path().join("ahp.db"), ahp_store::DEFAULT_POOL_CONNECTIONS, |s| {
+        Ok(s.with_token_key(key.clone()))
+    })
+    .unwrap();
     let vault = DirVault::open(dir.path().join("vault")).unwrap();
     std::fs::write(dir.path().join("vault/inventory-api"), SECRET).unwrap();
     let host = HostBuilder::new(db, PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandbox-cache"))

@@ -4,7 +4,9 @@
 //!   path), so one agent answers another without waiting for the reaper's tick;
 //! - `bounds`: the per-turn bounds of `checkpoint.load`, `metering.budget` and
 //!   `conversations.consume`, at the limit and one past it, as the guest sees them;
-//! - `spin`: a call-free loop stopped by the wall clock is charged the fuel it burnt.
+//! - `spin`: a call-free loop stopped by the wall clock is charged the fuel it burnt;
+//! - `parking`: an idle agent's sandbox is parked and its next turn starts a fresh one, the
+//!   least recently used are parked to make room, and a resume-only sandbox is never parked.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,11 +40,16 @@ fn host_with(cap: CeilingCap) -> Host {
 
 /// A host whose controller runs `workers` turns at once.
 fn host_with_workers(cap: CeilingCap, workers: usize) -> Host {
+    host_configured(|b| b.cap(cap), workers)
+}
+
+/// A host built through `configure`, whose controller runs `workers` turns at once.
+fn host_configured(configure: impl FnOnce(HostBuilder) -> HostBuilder, workers: usize) -> Host {
     let dir = tempfile::tempdir().unwrap();
     let key = TokenKey::random();
     let db = Store::open_in_memory().unwrap().with_token_key(key.clone());
-    let host = HostBuilder::new(db, PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandbox-cache"))
-        .cap(cap)
+    let builder = HostBuilder::new(db, PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandbox-cache"));
+    let host = configure(builder)
         .agents(AgentsConfig {
             workers,
             ..AgentsConfig::default()
@@ -66,7 +73,7 @@ fn host_with_workers(cap: CeilingCap, workers: usize) -> Host {
 
 impl Host {
     /// The host's database.
-    fn db(&self) -> std::sync::MutexGuard<'_, Store> {
+    fn db(&self) -> ahp_store::PooledStore<'_> {
         self.host.store().locked()
     }
 
@@ -318,5 +325,100 @@ mod stale_lease {
         let drive = agents.drive(&agent).unwrap();
         assert_eq!(drive.consumed, 1, "{drive:?}");
         assert_eq!(h.transcript(&cv).len(), 2, "answered once");
+    }
+}
+
+mod parking {
+    use ahp_host::carrier::{Carriers, Residency};
+    use ahp_host::sandbox::Parking;
+
+    use super::*;
+
+    /// A host that parks after `idle_after` and keeps at most `max_live` sandboxes.
+    fn parking_host(idle_after: Option<Duration>, max_live: usize) -> Host {
+        let parking = Parking { idle_after, max_live };
+        host_configured(|b| b.parking(parking), 1)
+    }
+
+    /// Where `agent`'s sandbox is, as `list_agent_identities` and the console see it.
+    fn residency(h: &Host, agent: &str) -> Option<Residency> {
+        let listing = h.db().list_agent_listings(&h.operator, None, 100).unwrap();
+        let l = listing.iter().find(|l| l.agent.id == agent).unwrap();
+        let endpoint = l.current_endpoint.as_ref().unwrap();
+        let agents = h.host.agents();
+        assert!(agents.holds(endpoint), "a parked agent stays ready");
+        agents.residency(endpoint)
+    }
+
+    #[test]
+    fn an_idle_agent_is_parked_and_its_next_turn_runs_in_a_fresh_sandbox() {
+        let idle = Duration::from_secs(60);
+        let h = parking_host(Some(idle), usize::MAX);
+        let (transfer, agent) = h.prober();
+        let cv = h.conversation(&[&agent]);
+        assert_eq!(h.ask(&agent, &cv, "echo one").unwrap(), "echo: echo one");
+        let sandboxes = h.host.sandboxes();
+        assert_eq!(residency(&h, &agent), Some(Residency::Live));
+        // Not idle long enough: kept.
+        assert!(sandboxes.park_idle(Instant::now()).is_empty());
+        assert!(sandboxes.is_live(&transfer));
+        // Idle past the setting: parked, and still ready.
+        assert_eq!(sandboxes.park_idle(Instant::now() + idle), [transfer.clone()]);
+        assert!(!sandboxes.is_live(&transfer));
+        assert_eq!(sandboxes.live_count(), 0);
+        assert_eq!(sandboxes.parks(), 1);
+        assert_eq!(residency(&h, &agent), Some(Residency::Parked));
+        // The next message is answered from a fresh sandbox (a turn, no resume), charged.
+        let spent = h.db().budget(&transfer).unwrap().unwrap().spent_micro_usd;
+        assert_eq!(h.ask(&agent, &cv, "echo two").unwrap(), "echo: echo two");
+        assert_eq!(residency(&h, &agent), Some(Residency::Live));
+        assert!(
+            h.db().budget(&transfer).unwrap().unwrap().spent_micro_usd > spent,
+            "the turn is charged"
+        );
+        assert_eq!(h.db().transfer(&transfer).unwrap().status, TransferStatus::Active);
+    }
+
+    #[test]
+    fn beyond_the_live_cap_the_least_recently_used_agent_is_parked() {
+        let h = parking_host(None, 2);
+        let agents: Vec<(String, String)> = (0..3).map(|_| h.prober()).collect();
+        // Each activation set up a sandbox; the third made room by parking the first.
+        let sandboxes = h.host.sandboxes();
+        assert_eq!(sandboxes.live_count(), 2);
+        assert!(!sandboxes.is_live(&agents[0].0));
+        assert_eq!(sandboxes.parks(), 1);
+        let cvs: Vec<String> = agents.iter().map(|(_, a)| h.conversation(&[a])).collect();
+        for round in 0..2 {
+            for (i, ((transfer, agent), cv)) in agents.iter().zip(&cvs).enumerate() {
+                let body = format!("echo {round}-{i}");
+                assert_eq!(h.ask(agent, cv, &body).unwrap(), format!("echo: {body}"));
+                assert!(sandboxes.is_live(transfer), "the agent that just answered is live");
+                assert!(sandboxes.live_count() <= 2, "never more than the cap");
+            }
+        }
+        // Every answer after the activations needed room: round robin over three agents with
+        // room for two parks one agent per turn.
+        assert_eq!(sandboxes.parks(), 7);
+        for (transfer, _) in &agents {
+            assert_eq!(h.db().transfer(transfer).unwrap().status, TransferStatus::Active);
+        }
+    }
+
+    #[test]
+    fn a_resume_only_sandbox_is_never_parked() {
+        // Idle past the setting, and in the way of the only slot.
+        let h = parking_host(Some(Duration::from_secs(1)), 1);
+        let (transfer, report) = h.activated("legacy-agent", Tier::Nano);
+        assert_eq!(report.outcome, RunOutcome::Returned);
+        let sandboxes = h.host.sandboxes();
+        assert!(sandboxes.is_live(&transfer));
+        assert!(
+            sandboxes
+                .park_idle(Instant::now() + Duration::from_secs(3600))
+                .is_empty()
+        );
+        assert!(sandboxes.make_room("tr_other").is_empty());
+        assert!(sandboxes.is_live(&transfer), "dropping it would end its agent");
     }
 }

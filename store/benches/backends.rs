@@ -23,11 +23,12 @@
 //! - `post_reply` — a human post to a transfer's agent and the agent's whole turn, as the
 //!   host's controller (`host/src/agents/dispatch.rs`) and the echo guest's host calls
 //!   (`host/src/interfaces/conversations.rs`, the meter) make it: the post; `transfer`,
-//!   `budget`; `claim_wake`; `prepare_dispatch` (the fence); the meter's `budget`;
-//!   `read_inbox`; the reply `post_message` (wake-reply idempotency); `consume_delivery`; the
-//!   guest SDK's second `read_inbox` page (empty); the compute settlement `report_usage`;
-//!   `finish_turn` (accepted: the exact consume); then the next opportunity's `transfer`,
-//!   `budget` and `claim_wake` finding nothing. Seven commits and seven reads; no sandbox.
+//!   `budget`; `claim_and_dispatch` (the claim and the fence, one commit); the meter's
+//!   `budget`; `read_inbox`; the reply `post_message` (wake-reply idempotency);
+//!   `consume_delivery`; the guest SDK's second `read_inbox` page (empty); the compute
+//!   settlement `report_usage`; `finish_turn` (accepted: the exact consume); then the next
+//!   opportunity's `transfer`, `budget` and `claim_and_dispatch` finding nothing. Six commits
+//!   and seven reads; no sandbox.
 //!
 //! Two parts, one command:
 //!
@@ -527,8 +528,7 @@ fn post_reply(store: &mut Store, c: &mut Carried, give_ups: &AtomicU64) {
     let t = persist(give_ups, || store.transfer(&c.transfer));
     assert_eq!(t.status, TransferStatus::Active);
     persist(give_ups, || store.budget(&c.transfer));
-    let claim = persist(give_ups, || store.claim_wake(host, actor, CLAIM_LEASE)).expect("the question's wake");
-    let ticket = persist(give_ups, || store.prepare_dispatch(host, actor, &claim.attempt.id));
+    let ticket = persist(give_ups, || store.claim_and_dispatch(host, actor, CLAIM_LEASE)).expect("the question's wake");
     // The echo guest's turn: the meter reads the budget; the guest pages its inbox, replies
     // to and consumes each delivery; the meter settles the compute spent.
     persist(give_ups, || store.budget(&c.transfer));
@@ -559,7 +559,7 @@ fn post_reply(store: &mut Store, c: &mut Carried, give_ups: &AtomicU64) {
     // The next turn of the same opportunity finds nothing to claim.
     persist(give_ups, || store.transfer(&c.transfer));
     persist(give_ups, || store.budget(&c.transfer));
-    let next = persist(give_ups, || store.claim_wake(host, actor, CLAIM_LEASE));
+    let next = persist(give_ups, || store.claim_and_dispatch(host, actor, CLAIM_LEASE));
     assert!(next.is_none(), "nothing else waits");
 }
 

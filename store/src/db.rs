@@ -197,8 +197,18 @@ impl Store {
     /// # Errors
     ///
     /// The database's failure to tell its time.
-    pub fn with_database_clock(mut self) -> Result<Self> {
-        let clock = Arc::new(crate::clock::OffsetClock::new());
+    pub fn with_database_clock(self) -> Result<Self> {
+        self.following_database_clock(Arc::new(crate::clock::OffsetClock::new()))
+    }
+
+    /// [`with_database_clock`](Self::with_database_clock) through `clock`, which other stores
+    /// of the same host (a pool's sessions) follow as well: whichever of them measures the
+    /// database's clock again corrects all of them.
+    ///
+    /// # Errors
+    ///
+    /// The database's failure to tell its time.
+    pub fn following_database_clock(mut self, clock: Arc<crate::clock::OffsetClock>) -> Result<Self> {
         self.clock = clock.clone();
         self.database_clock = Some(clock);
         self.sync_database_clock()?;

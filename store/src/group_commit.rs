@@ -127,6 +127,12 @@ impl GroupCommit {
         }
     }
 
+    /// Whether every commit so far is on disk (or none can be any more: an fsync failed).
+    pub(crate) fn is_durable(&self) -> bool {
+        let d = relock(&self.durability);
+        d.failed.is_none() && d.durable >= d.committed
+    }
+
     /// Takes the in-process write lock, waiting while another connection of the pool holds it.
     pub(crate) fn lock_writer(&self) {
         let mut writing = relock(&self.writing);

@@ -86,6 +86,7 @@ mod tests;
 pub mod tier;
 pub mod token;
 pub mod transfer;
+pub mod write_turns;
 
 /// The SQL seam the store runs on (values, rows, the backend trait).
 pub use ahp_store_sql as sql;
@@ -123,3 +124,4 @@ pub use token::{
     issue_transfer_token,
 };
 pub use transfer::{Transfer, TransferStatusPage, TransferStatusReport};
+pub use write_turns::WriteTurns;

@@ -414,6 +414,29 @@ impl Store {
         })
     }
 
+    /// [`terminate`](Self::terminate) if the transfer is still `active`, else nothing: the check
+    /// and the teardown are one transaction, so a concurrent writer that ended the transfer or
+    /// made it `insolvent` meanwhile is not overridden. Returns the transfer as it then stands.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for an empty or over-long reason; [`Error::TransferNotFound`]
+    /// for an unknown transfer.
+    pub fn terminate_if_active(&mut self, transfer: &str, reason: &str) -> Result<Transfer> {
+        validate_reason(reason)?;
+        transfer::check_id(transfer)?;
+        let now = self.now();
+        self.write(|tx| {
+            let t = transfer::load(tx, transfer)?;
+            if t.status != TransferStatus::Active {
+                return Ok(t);
+            }
+            let to = check(&t, Operation::Terminate)?;
+            end(tx, &t, to, now, EventKind::Terminated, reason)?;
+            transfer::load(tx, transfer)
+        })
+    }
+
     /// Runs one operation on one transfer as the operator: [`step_as`](Self::step_as) with
     /// [`TransferOwner::Operator`]. The operations a token authorizes (provision, activate) need
     /// no owner: the operator minted the token for this transfer.

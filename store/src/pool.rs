@@ -93,6 +93,20 @@ impl StorePool {
         }
     }
 
+    /// A store at once, or `None` when every one is lent out or (on SQLite) a commit is still
+    /// on its way to disk, which the borrower's read would wait for: for a caller that would
+    /// rather not block (an async task that can move the work to a blocking thread).
+    pub fn try_get(&self) -> Option<PooledStore<'_>> {
+        if self.group.as_ref().is_some_and(|g| !g.is_durable()) {
+            return None;
+        }
+        let store = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop()?;
+        Some(PooledStore {
+            pool: self,
+            store: Some(store),
+        })
+    }
+
     /// How many stores the pool has.
     pub fn size(&self) -> usize {
         self.size
@@ -101,6 +115,13 @@ impl StorePool {
     /// The group its SQLite connections commit through (`None` for other pools).
     pub fn group(&self) -> Option<&GroupCommit> {
         self.group.as_deref()
+    }
+}
+
+impl From<Store> for StorePool {
+    /// [`StorePool::single`].
+    fn from(store: Store) -> Self {
+        Self::single(store)
     }
 }
 

@@ -93,9 +93,11 @@ impl Agents {
             .map_or(Duration::from_secs(30), |tier| tier.limits().wall_clock_per_turn)
             .saturating_add(Duration::from_secs(30))
             .min(ahp_store::conversation::bounds::MAX_CLAIM_LEASE);
-        let claimed = self.store.locked().claim_wake(caller, actor, lease);
-        let claim = match claimed {
-            Ok(Some(claim)) => claim,
+        // Claim and the durable dispatch fence in one commit: from here on this wake is never
+        // dispatched again. A failure leaves it pending, unclaimed.
+        let dispatched = self.store.locked().claim_and_dispatch(caller, actor, lease);
+        let ticket = match dispatched {
+            Ok(Some(ticket)) => ticket,
             Ok(None) => return Ok(Next::Idle),
             // An unresolved dispatch of this endpoint is in the way, and no turn of it runs
             // (this is the agent's only opportunity): an earlier turn's end was never recorded.
@@ -109,20 +111,6 @@ impl Agents {
                 };
             }
             Err(e) => return Err(Failure::of(&e)),
-        };
-        // The durable dispatch fence: from here on this wake is never dispatched again.
-        let fenced = self.store.locked().prepare_dispatch(caller, actor, &claim.attempt.id);
-        let ticket = match fenced {
-            Ok(ticket) => ticket,
-            // The claim lapsed; the wake is pending again.
-            Err(ConversationError::ClaimExpired(_)) => return Ok(Next::Again),
-            Err(e) => {
-                let failure = Failure::of(&e);
-                if !failure.is_gone() {
-                    self.give_back(c, &claim.attempt.id);
-                }
-                return Err(failure);
-            }
         };
         let ctx = TurnCtx {
             caller: caller.clone(),
@@ -216,14 +204,6 @@ impl Agents {
             tracing::info!(agent = %c.actor.agent, wake = %a.wake_id, "settled an unrecorded turn as delivery unknown");
         }
         Ok(!settled.is_empty())
-    }
-
-    /// Gives a claim back before the fence (best effort: a claim that cannot be given back
-    /// lapses by its lease).
-    fn give_back(&self, c: &Carrier, attempt: &str) {
-        if let Err(e) = retry(|| self.store.locked().release_claim(&c.caller, &c.actor, attempt)) {
-            tracing::info!(agent = %c.actor.agent, %attempt, error = %e, "cannot give the claim back; it lapses with its lease");
-        }
     }
 
     /// Schedules `agent` again after a transient failure, later by the backoff of

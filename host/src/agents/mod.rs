@@ -11,13 +11,13 @@
 //! and an activation each *schedule* a dispatch opportunity for an agent ([`Agents::schedule`]):
 //! a bounded, deduplicated queue (`queue`), no polling loop. A worker takes the agent and
 //! [`drives`](Agents::drive) it: claims its pending wake through the exact endpoint and
-//! generation (`claim_wake`), crosses the durable dispatch fence
-//! (`prepare_dispatch`), runs one `turn` in the sandbox under the tier's fuel and wall clock
-//! ([`run`]), records the outcome (`finish_dispatch`), and only after the turn returned `ok`
-//! exact-consumes the wake — that consume is what proves the turn ran. The budget is read
-//! before anything is claimed, and the end of a turn (outcome and consume) is one store
-//! transaction (`finish_turn`). A failure before the fence gives the claim back (the wake is
-//! pending again); an `err`, a trap or a ceiling after it is `delivery_unknown`, never
+//! generation and crosses the durable dispatch fence in one commit (`claim_and_dispatch`),
+//! runs one `turn` in the sandbox under the tier's fuel and wall clock ([`run`]), and records
+//! the outcome; only after the turn returned `ok` it exact-consumes the wake — that consume is
+//! what proves the turn ran. The budget is read before anything is claimed, and the end of a
+//! turn (outcome and consume) is one store transaction (`finish_turn`). A failure before the
+//! fence changes nothing (the wake stays pending); an `err`, a trap or a ceiling after it is
+//! `delivery_unknown`, never
 //! redispatched. At most one turn per agent runs at a time; posts that arrive meanwhile
 //! coalesce into the agent's one pending wake and one more opportunity.
 //!
@@ -53,7 +53,7 @@ use ahp_store::conversation::{AgentActor, Caller};
 use ahp_store::{AgentBinding, Timestamp, Transfer};
 
 use self::queue::DispatchQueue;
-use crate::carrier::Carriers;
+use crate::carrier::{Carriers, Residency};
 use crate::sandbox::Sandboxes;
 use crate::shared_store::{SharedStore, StoreLock};
 
@@ -86,7 +86,9 @@ pub struct Carrier {
 pub struct AgentsConfig {
     /// Most agents the dispatch queue holds (queued or running).
     pub capacity: usize,
-    /// Workers running turns at once (each turn occupies one blocking thread).
+    /// Workers running turns at once (each turn occupies one blocking thread). Default: two
+    /// per core, at least four — a turn spends much of its time waiting for a commit to reach
+    /// the disk, and turns waiting together share the fsync.
     pub workers: usize,
 }
 
@@ -94,7 +96,10 @@ impl Default for AgentsConfig {
     fn default() -> Self {
         Self {
             capacity: 100_000,
-            workers: std::thread::available_parallelism().map_or(2, |n| n.get()).max(2),
+            workers: std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .saturating_mul(2)
+                .max(4),
         }
     }
 }
@@ -173,16 +178,21 @@ impl std::fmt::Debug for Agents {
 
 impl Carriers for Agents {
     fn holds(&self, endpoint: &ahp_store::conversation::Endpoint) -> bool {
-        let here = self
-            .carriers
-            .locked()
-            .values()
-            .any(|c| c.actor.endpoint == endpoint.id && c.actor.generation == endpoint.generation);
+        let here = self.carried(endpoint).is_some();
         here || (endpoint.wake_capable
             && endpoint
                 .host_id
                 .as_deref()
                 .is_some_and(|h| self.peers.locked().contains(h)))
+    }
+
+    fn residency(&self, endpoint: &ahp_store::conversation::Endpoint) -> Option<Residency> {
+        let transfer = self.carried(endpoint)?;
+        Some(if self.sandboxes.is_live(&transfer) {
+            Residency::Live
+        } else {
+            Residency::Parked
+        })
     }
 
     fn schedule_woken(&self, agents: &[String]) {
@@ -198,6 +208,14 @@ impl Carriers for Agents {
 }
 
 impl Agents {
+    /// The transfer of this process's carrier for exactly `endpoint` (its agent, id and
+    /// generation), if it holds one.
+    fn carried(&self, endpoint: &ahp_store::conversation::Endpoint) -> Option<String> {
+        let carriers = self.carriers.locked();
+        let c = carriers.get(&endpoint.agent_id)?;
+        (c.actor.endpoint == endpoint.id && c.actor.generation == endpoint.generation).then(|| c.transfer.clone())
+    }
+
     /// A controller over `store` that runs its agents in `sandboxes` (workers start with
     /// [`run_workers`](Self::run_workers)).
     pub fn new(store: SharedStore, sandboxes: Arc<Sandboxes>, config: AgentsConfig) -> Self {

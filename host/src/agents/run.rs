@@ -13,13 +13,13 @@
 //!   the sandbox is dropped and the transfer, if still `active`, is terminated with the reason
 //!   `sandbox stopped: <what happened>`. A transfer that already left `active` is left as it is
 //!   (`insolvent` when the turn spent the last of the budget; the reaper ends it after its
-//!   grace). The check and the `terminate` happen under the database lock.
+//!   grace). The check and the `terminate` are one transaction.
 //!
 //! A sandbox released while its turn ran ([`Sandboxes::drop_sandbox`], e.g. by the carrier
 //! sweep or a release of its agent) is dropped when the turn ends rather than kept: see
 //! [`Sandboxes::keep`].
 
-use ahp_store::{Transfer, TransferStatus};
+use ahp_store::Transfer;
 
 use super::Agents;
 use crate::interfaces::TurnCtx;
@@ -120,18 +120,9 @@ impl Agents {
     /// After a turn dropped the sandbox of `transfer`: terminates the transfer with
     /// `sandbox stopped: <reason>` if it is still `active`, and returns it as it then stands.
     fn end_with_sandbox(&self, transfer: &str, reason: &str) -> Result<Transfer, sandbox::Error> {
-        // One lock over the read and the terminate: no other writer of this host can make the
-        // transfer insolvent (or end it) in between.
-        let mut db = self.store.locked();
-        let t = db.transfer(transfer)?;
-        if t.status != TransferStatus::Active {
-            return Ok(t);
-        }
-        match db.terminate(transfer, &bounded(&format!("sandbox stopped: {reason}"))) {
-            Ok(t) => Ok(t),
-            // Another process (`ahp transfer terminate`) ended it meanwhile.
-            Err(ahp_store::Error::InvalidTransition { .. }) => Ok(db.transfer(transfer)?),
-            Err(e) => Err(e.into()),
-        }
+        // One transaction over the check and the terminate: a writer that made the transfer
+        // insolvent (or ended it) meanwhile is left alone.
+        let reason = bounded(&format!("sandbox stopped: {reason}"));
+        Ok(self.store.locked().terminate_if_active(transfer, &reason)?)
     }
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use ahp_host::host::{Host, HostBuilder};
 use ahp_host::policy::Policy;
-use ahp_store::{Store, TokenKey};
+use ahp_store::{DEFAULT_POOL_CONNECTIONS, Store, StorePool, TokenKey, WriteTurns};
 use anyhow::Context;
 
 /// Environment variable naming the data directory when `--data-dir` is not given.
@@ -127,18 +127,54 @@ impl DataDir {
         Ok(TokenKey::from_env_or_file(&self.0)?)
     }
 
-    /// Opens (and migrates) the database, with the token key configured.
+    /// Opens (and migrates) the database as one connection, with the token key configured: for
+    /// a command that makes a few store calls and exits.
     pub(crate) fn open_store(&self) -> anyhow::Result<Store> {
         let store = match &self.1.url {
-            Some(url) => {
-                let conn = ahp_store_postgres::open(url).context("opening the PostgreSQL database")?;
-                Store::over(Box::new(conn))?.with_database_clock()?
-            }
+            Some(url) => Store::over(Box::new(self.open_session(url)?))?.with_database_clock()?,
             None => {
                 let path = self.0.join(DATABASE_FILE);
                 Store::open(&path).with_context(|| format!("opening {}", path.display()))?
             }
         };
+        self.configure(store)
+    }
+
+    /// Opens (and migrates) the database as a host's pool of `connections`: on SQLite, that
+    /// many connections committing through one group commit (concurrent writers share their
+    /// fsyncs); on PostgreSQL, that many sessions following one measure of the database's
+    /// clock and taking turns to write ([`WriteTurns`]).
+    pub(crate) fn open_pool(&self, connections: usize) -> anyhow::Result<StorePool> {
+        match &self.1.url {
+            Some(url) => {
+                let clock = std::sync::Arc::new(ahp_store::OffsetClock::new());
+                let sessions = (0..connections)
+                    .map(|_| Ok(Box::new(self.open_session(url)?) as Box<dyn ahp_store::sql::Connection>))
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                // This host's sessions write one at a time: they would only conflict.
+                let stores = WriteTurns::share(sessions)
+                    .into_iter()
+                    .map(|session| self.configure(Store::over(session)?.following_database_clock(clock.clone())?))
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                Ok(StorePool::of(stores)?)
+            }
+            None => {
+                let path = self.0.join(DATABASE_FILE);
+                let (host_id, key) = (self.1.host_id(), self.token_key()?);
+                StorePool::open(&path, connections, |s| {
+                    Ok(s.with_host_id(&host_id)?.with_token_key(key.clone()))
+                })
+                .with_context(|| format!("opening {}", path.display()))
+            }
+        }
+    }
+
+    fn open_session(&self, url: &str) -> anyhow::Result<ahp_store_postgres::PgConnection> {
+        ahp_store_postgres::open(url).context("opening the PostgreSQL database")
+    }
+
+    /// The host id and the token key every store of this directory acts with.
+    fn configure(&self, store: Store) -> anyhow::Result<Store> {
         Ok(store.with_host_id(&self.1.host_id())?.with_token_key(self.token_key()?))
     }
 
@@ -176,13 +212,19 @@ impl DataDir {
     /// The host over this directory: the store, the sandboxes (engine, compile cache, the
     /// vault in [`VAULT_DIR`], the policy) and the agents' controller.
     pub(crate) fn open_host(&self) -> anyhow::Result<Host> {
-        self.open_host_with_vault(None)
+        self.open_host_with(None, |b| b)
     }
 
     /// [`open_host`](Self::open_host) with the vault in `vault` instead of [`VAULT_DIR`] (a
-    /// directory every host of a shared database can read).
-    pub(crate) fn open_host_with_vault(&self, vault: Option<&Path>) -> anyhow::Result<Host> {
-        let mut builder = HostBuilder::new(self.open_store()?, &self.0).policy(self.policy()?);
+    /// directory every host of a shared database can read), and the builder passed through
+    /// `configure` (how `ahp serve` sizes its sandboxes).
+    pub(crate) fn open_host_with(
+        &self,
+        vault: Option<&Path>,
+        configure: impl FnOnce(HostBuilder) -> HostBuilder,
+    ) -> anyhow::Result<Host> {
+        let pool = self.open_pool(DEFAULT_POOL_CONNECTIONS)?;
+        let mut builder = configure(HostBuilder::new(pool, &self.0).policy(self.policy()?));
         if let Some(dir) = vault {
             let v =
                 ahp_host::vault::DirVault::open(dir).with_context(|| format!("opening the vault {}", dir.display()))?;

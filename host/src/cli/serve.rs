@@ -8,12 +8,13 @@
 //! every activation a previous process left in progress — a crash or `kill -9` mid-activation —
 //! so the orchestrator can retry with a new token. The HTTP listener's timeouts and connection
 //! limit are flags (`--header-read-timeout`, `--request-timeout`, `--idle-timeout`,
-//! `--max-connections`).
+//! `--max-connections`). Idle agents are parked after `--park-after`, and at most `--max-live`
+//! sandboxes are kept (see `ahp_host::sandbox::park`); the kernel setting that many needs is
+//! reported at start.
 
-use ahp_host::shared_store::StoreLock;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ahp_host::agents::Agents;
@@ -21,7 +22,9 @@ use ahp_host::agents::hosting::JoinReport;
 use ahp_host::mcp::http::{self, Auth};
 use ahp_host::mcp::listener::{self, Limits};
 use ahp_host::mcp::{ConversationTools, TransferTools, serve_stdio};
-use ahp_store::Store;
+use ahp_host::sandbox::Parking;
+use ahp_host::shared_store::{SharedStore, StoreLock};
+
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
@@ -64,8 +67,36 @@ pub(crate) struct ServeArgs {
     /// read when several share a database [default: the data directory's `vault`].
     #[arg(long, value_name = "DIR")]
     vault_dir: Option<std::path::PathBuf>,
+    /// Park an agent's sandbox after it has been idle this long: the agent stays ready, and its
+    /// next turn starts a fresh sandbox from its checkpoint (`never`: only to make room).
+    #[arg(long, default_value = "15m", value_parser = parse_park_after)]
+    park_after: ParkAfter,
+    /// Most sandboxes this host keeps at once (the engine's pool slots); beyond it the least
+    /// recently used agents are parked. Each takes about four memory mappings: past about
+    /// 16,000 the kernel's `vm.max_map_count` must be raised (reported at start).
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..=MAX_LIVE_LIMIT as i64))]
+    max_live: u32,
     #[command(flatten)]
     http_limits: HttpLimitArgs,
+}
+
+/// The largest `--max-live`: pool slots reserve address space (2 GiB and a guard each by
+/// default), and 100,000 of them is already most of what x86-64 gives a process.
+const MAX_LIVE_LIMIT: u32 = 50_000;
+
+/// `--park-after`: a duration, or never.
+#[derive(Debug, Clone, Copy)]
+struct ParkAfter(Option<Duration>);
+
+fn parse_park_after(s: &str) -> Result<ParkAfter, String> {
+    if s == "never" {
+        return Ok(ParkAfter(None));
+    }
+    let d = super::parse_duration(s)?;
+    if d.is_zero() {
+        return Err("must be longer than zero (or `never`)".into());
+    }
+    Ok(ParkAfter(Some(d)))
 }
 
 /// The HTTP listener's bounds (see `ahp_host::mcp::listener::Limits` for why each default).
@@ -102,6 +133,40 @@ impl HttpLimitArgs {
             max_connections: self.max_connections as usize,
             ..Limits::default()
         })
+    }
+}
+
+/// Memory mappings one live sandbox takes (its pool slot's memory, guard and tables; measured
+/// by `host/benches/density.rs`).
+const MAPPINGS_PER_SANDBOX: u64 = 4;
+
+/// Mappings the rest of the process takes, with room to spare.
+const OTHER_MAPPINGS: u64 = 4_096;
+
+/// Says at start how many sandboxes this host keeps and whether the kernel's
+/// `vm.max_map_count` lets it (the default, 65,530, stops near 16,000 sandboxes): a host that
+/// runs out of mappings fails to set up a sandbox, so the operator is told the setting to use.
+fn report_map_count(max_live: u32) {
+    let needed = u64::from(max_live) * MAPPINGS_PER_SANDBOX + OTHER_MAPPINGS;
+    let limit = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    match limit {
+        Some(limit) if limit < needed => tracing::warn!(
+            max_live,
+            max_map_count = limit,
+            "--max-live {max_live} needs about {needed} memory mappings but vm.max_map_count is {limit}: \
+             run `sysctl -w vm.max_map_count={needed}` (or lower --max-live)"
+        ),
+        Some(limit) => tracing::info!(
+            max_live,
+            max_map_count = limit,
+            "keeping up to {max_live} live sandboxes"
+        ),
+        None => tracing::info!(
+            max_live,
+            "keeping up to {max_live} live sandboxes (vm.max_map_count unreadable)"
+        ),
     }
 }
 
@@ -144,7 +209,14 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
     // running its guest. On a shared database the host lease decides instead.
     let shared = dir.is_shared();
     let _guard = if shared { None } else { Some(dir.lock_for_serve()?) };
-    let host = dir.open_host_with_vault(args.vault_dir.as_deref())?;
+    let parking = Parking {
+        idle_after: args.park_after.0,
+        max_live: args.max_live as usize,
+    };
+    report_map_count(args.max_live);
+    let host = dir.open_host_with(args.vault_dir.as_deref(), |b| {
+        b.engine(|e| e.max_live_sandboxes = args.max_live).parking(parking)
+    })?;
     let store = host.store().clone();
     let agents = host.agents().clone();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -325,7 +397,7 @@ async fn shutdown_signal() {
 /// schedules the agents with a wake to claim (the safety net for posts another process
 /// committed, and for agents whose retries ran out). Errors are logged, not fatal: the next
 /// tick tries again.
-async fn reap_forever(store: Arc<Mutex<Store>>, agents: Arc<Agents>, every: Duration, ttl: Duration, grace: Duration) {
+async fn reap_forever(store: SharedStore, agents: Arc<Agents>, every: Duration, ttl: Duration, grace: Duration) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -372,6 +444,10 @@ async fn reap_forever(store: Arc<Mutex<Store>>, agents: Arc<Agents>, every: Dura
             }
             Ok(Err(e)) => tracing::error!("sandbox sweep failed: {e}"),
             Err(e) => tracing::error!("sandbox sweep task failed: {e}"),
+        }
+        let parked = agents.sandboxes().park_idle(std::time::Instant::now());
+        if !parked.is_empty() {
+            tracing::info!(parked = parked.len(), "parked idle agents' sandboxes");
         }
         match swept {
             Ok(Ok((terminated, expired))) => {

@@ -5,7 +5,9 @@
 //!
 //! An agent is *ready* when it has a current, live endpoint and this process holds that
 //! endpoint's wake carrier at its controller generation ([`Carriers::holds`]): only then does a
-//! message to it wake a turn without anyone reattaching it.
+//! message to it wake a turn without anyone reattaching it. A ready agent's card also says
+//! whether its sandbox is *live* here or *parked* ([`Carriers::residency`]): a parked agent is
+//! still ready, and its next turn starts a fresh sandbox.
 
 use std::sync::Arc;
 
@@ -21,7 +23,7 @@ use serde::Deserialize;
 use super::Console;
 use super::communication::{Cursor, Refusal, form_key, not_found, person, poster, refused, talk};
 use super::pages::{age, layout};
-use crate::carrier::Carriers;
+use crate::carrier::{Carriers, Residency};
 
 /// Most agents one page lists (a principal owns at most
 /// [`MAX_AGENTS_PER_PRINCIPAL`](ahp_store::conversation::bounds::MAX_AGENTS_PER_PRINCIPAL));
@@ -35,13 +37,21 @@ pub struct AgentCardView {
     pub listing: AgentListing,
     /// Its current endpoint is live and this process holds that endpoint's wake carrier.
     pub ready: bool,
+    /// For an agent this host carries: its sandbox is live here, or parked.
+    pub sandbox: Option<Residency>,
 }
 
 impl AgentCardView {
     /// The card for `listing`, asking `carriers` about its current endpoint.
     pub fn new(listing: AgentListing, carriers: &dyn Carriers) -> Self {
-        let ready = listing.current_endpoint.as_ref().is_some_and(|e| carriers.holds(e));
-        Self { listing, ready }
+        let endpoint = listing.current_endpoint.as_ref();
+        let ready = endpoint.is_some_and(|e| carriers.holds(e));
+        let sandbox = endpoint.and_then(|e| carriers.residency(e));
+        Self {
+            listing,
+            ready,
+            sandbox,
+        }
     }
 }
 
@@ -171,6 +181,14 @@ fn agent_card(csrf: &str, card: &AgentCardView, form: bool, now: Timestamp) -> M
                     span.badge.ready { "ready — this host holds its carrier" }
                 } @else {
                     span.badge.not-ready { "not ready" }
+                }
+                @if let Some(r) = card.sandbox {
+                    span.badge.residency data-sandbox=(r.as_str()) {
+                        @match r {
+                            Residency::Live => "live — its sandbox is kept here",
+                            Residency::Parked => "parked — its next turn starts a fresh sandbox",
+                        }
+                    }
                 }
             }
             @if !a.card.description.is_empty() { p.description { (a.card.description) } }

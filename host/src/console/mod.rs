@@ -34,9 +34,9 @@ pub mod delegation;
 pub mod pages;
 pub mod session;
 
-use crate::shared_store::StoreLock;
+use crate::shared_store::{SharedStore, StoreLock};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ahp_store::principal::{API_KEY_PREFIX, MAX_API_KEY_LEN};
 use ahp_store::{ApiScope, Principal, Store, TransferOwner, TransferStatus};
@@ -78,7 +78,7 @@ const JS: &str = include_str!("assets/console.js");
 
 /// The console's shared state.
 struct Console {
-    store: Arc<Mutex<Store>>,
+    store: SharedStore,
     sessions: Sessions,
     hosts: Vec<String>,
     origins: Vec<String>,
@@ -88,7 +88,7 @@ struct Console {
 /// The `/console` router over `store`, for a server listening on `local`; `carriers` says which
 /// agents' wake carriers this process holds (the agent cards' readiness flag), and is told of
 /// every message the console commits (a dispatch opportunity).
-pub fn router(store: Arc<Mutex<Store>>, local: SocketAddr, carriers: Arc<dyn Carriers>) -> axum::Router {
+pub fn router(store: SharedStore, local: SocketAddr, carriers: Arc<dyn Carriers>) -> axum::Router {
     let port = local.port();
     let ip = match local.ip() {
         std::net::IpAddr::V6(v6) => format!("[{v6}]"),

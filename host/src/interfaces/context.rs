@@ -37,11 +37,57 @@ pub const MAX_BUDGET_CALLS_PER_TURN: u32 = 256;
 /// has something to do is a durable write; deliveries a turn cannot consume stay queued.
 pub const MAX_CONSUMES_PER_TURN: u32 = 256;
 
-/// The queue guests take the database lock through, one guest at a time (see
-/// [`AgentCtx::db`]); the host's other clients (tools, console, controller) take the lock
-/// directly and so compete with at most one guest. Process-wide: guests of every host in the
-/// process queue together, which only serializes them more.
-static GUEST_GATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// Guests that may be in the database at once through a host's default pool
+/// ([`ahp_store::DEFAULT_POOL_CONNECTIONS`]; see [`guest_seats`]).
+pub const GUEST_SEATS: usize = guest_seats(ahp_store::DEFAULT_POOL_CONNECTIONS);
+
+/// Guests that may be in the database at once through a pool of `connections` (see
+/// [`AgentCtx::db`]): half of them, at least one, so the host's other clients (tools, console,
+/// controller) always find connections guests cannot take, while several guests' commits still
+/// share an fsync. A host on one connection lets one guest at a time at it.
+pub const fn guest_seats(connections: usize) -> usize {
+    if connections < 2 { 1 } else { connections / 2 }
+}
+
+/// The seats guests take the database through (see [`AgentCtx::db`]). Process-wide: guests of
+/// every host in the process share them, which only serializes them more.
+static GUEST_GATE: GuestGate = GuestGate {
+    taken: std::sync::Mutex::new(0),
+    freed: std::sync::Condvar::new(),
+};
+
+/// A counting gate: how many guests are in the database.
+struct GuestGate {
+    taken: std::sync::Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+impl GuestGate {
+    /// A seat among `seats`, waiting while that many are taken; given back when the guard
+    /// drops.
+    fn seat(&self, seats: usize) -> GuestSeat<'_> {
+        let mut taken = self.taken.locked();
+        while *taken >= seats {
+            taken = self
+                .freed
+                .wait(taken)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        *taken += 1;
+        GuestSeat(self)
+    }
+}
+
+/// One guest's seat at the [`GuestGate`].
+struct GuestSeat<'a>(&'a GuestGate);
+
+impl Drop for GuestSeat<'_> {
+    fn drop(&mut self) {
+        *self.0.taken.locked() -= 1;
+        // Every waiter: one whose host allows fewer seats may not be the one that fits.
+        self.0.freed.notify_all();
+    }
+}
 
 /// Database calls a turn makes before each further one pauses as long as it held the lock
 /// (see [`AgentCtx::db`]): more than an honest turn makes — 64 replies, their consumes, a few
@@ -134,21 +180,21 @@ impl AgentCtx {
     /// the lock, adding the time spent (lock wait and that pause included) to
     /// [`store_time`](Self::store_time).
     ///
-    /// This is the guests' fair share of the one database lock. The lock is not FIFO: a guest
-    /// looping on a host call releases it and takes it straight back (or another looping guest
-    /// does) before the thread it woke runs, starving every other client — measured: one
-    /// `get_status` waiting 0.3 to 0.9 s behind sixteen guests looping on `inbox` and the like.
-    /// So guests queue for the lock one at a time (`GUEST_GATE`): whoever else waits competes
-    /// with one guest, not all of them; and each guest then pauses as long as it held the lock,
-    /// so it holds it at most half of its time in host calls and a woken waiter gets it
-    /// meanwhile. The pause counts against the turn's wall clock like any host work. A turn's
+    /// This is the guests' fair share of the database. Its locks are not FIFO: a guest looping
+    /// on a host call gives its connection back and takes it straight back (or another looping
+    /// guest does) before the thread it woke runs, starving every other client — measured with
+    /// one shared connection: one `get_status` waiting 0.3 to 0.9 s behind sixteen guests
+    /// looping on `inbox` and the like. So guests take one of [`guest_seats`] seats first
+    /// (`GUEST_GATE`): the rest of the pool stays free for everyone else; and each guest then
+    /// pauses as long as it held its connection, so it holds one at most half of its time in
+    /// host calls and a woken waiter gets it meanwhile. The pause counts against the turn's wall clock like any host work. A turn's
     /// first [`UNPACED_STORE_CALLS_PER_TURN`] calls do not pause, so an honest turn (a burst of
     /// 64 replies and their consumes) runs at full speed; only a guest looping past that is
     /// paced.
     pub fn db<R>(&self, f: impl FnOnce(&mut ahp_store::Store) -> R) -> R {
         let started = Instant::now();
         let (result, held) = {
-            let _turn = GUEST_GATE.locked();
+            let _seat = GUEST_GATE.seat(guest_seats(self.db.size()));
             let mut db = self.db.locked();
             let acquired = Instant::now();
             let result = f(&mut db);
@@ -267,5 +313,45 @@ pub(crate) mod test_support {
             ),
         };
         (state, dir)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[test]
+    fn no_more_guests_than_seats_are_in_the_database_at_once() {
+        let gate = GuestGate {
+            taken: std::sync::Mutex::new(0),
+            freed: std::sync::Condvar::new(),
+        };
+        let (inside, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        std::thread::scope(|s| {
+            for _ in 0..4 * GUEST_SEATS {
+                s.spawn(|| {
+                    for _ in 0..20 {
+                        let _seat = gate.seat(GUEST_SEATS);
+                        let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(n, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_micros(200));
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        assert!(most.load(Ordering::SeqCst) <= GUEST_SEATS);
+        assert!(most.load(Ordering::SeqCst) > 1, "guests share the database");
+        assert_eq!(*gate.taken.locked(), 0, "every seat was given back");
+    }
+
+    #[test]
+    fn a_host_on_one_connection_lets_one_guest_at_a_time_at_it() {
+        assert_eq!(guest_seats(1), 1);
+        assert_eq!(guest_seats(0), 1);
+        assert_eq!(guest_seats(8), 4);
+        assert_eq!(GUEST_SEATS, 4);
     }
 }

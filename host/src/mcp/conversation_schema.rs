@@ -13,6 +13,8 @@ use ahp_store::conversation::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::carrier::Residency;
+
 /// The exact agent identity an agent-acting call is made under.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -326,6 +328,11 @@ pub struct AgentListingView {
     /// server process holds a carrier for that exact agent and generation. Not presence, not
     /// idleness, not a promise of when a turn runs. False until a carrier exists.
     pub production_auto_resume_available: bool,
+    /// For an agent this server carries: `live` while its sandbox is kept here, `parked` when
+    /// it was dropped for idleness or room (its next turn starts a fresh one from its
+    /// checkpoint; it stays ready). Absent for an agent this server does not carry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<Residency>,
 }
 
 /// What `list_agent_identities` returns.
@@ -339,7 +346,7 @@ pub struct AgentListResult {
 }
 
 impl AgentListingView {
-    pub(crate) fn new(l: &AgentListing, carrier_held: bool) -> Self {
+    pub(crate) fn new(l: &AgentListing, carrier_held: bool, sandbox: Option<Residency>) -> Self {
         let live = l.current_endpoint.as_ref();
         Self {
             agent_id: l.agent.id.clone(),
@@ -349,6 +356,7 @@ impl AgentListingView {
             endpoint_id: live.map(|e| e.id.clone()),
             queued_count: l.queued_count,
             production_auto_resume_available: live.is_some_and(|e| e.wake_capable) && carrier_held,
+            sandbox,
         }
     }
 }

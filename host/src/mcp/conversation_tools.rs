@@ -19,8 +19,8 @@
 //! renews the acting endpoint's lease ([`Store::touch_endpoint`]), so renewal is never a chore
 //! for the model.
 
-use crate::shared_store::StoreLock;
-use std::sync::{Arc, Mutex};
+use crate::shared_store::{SharedStore, StoreLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ahp_store::conversation::{
@@ -141,7 +141,7 @@ impl IntoCallToolResult for ToolError {
 /// The conversation MCP server over the shared store.
 #[derive(Clone)]
 pub struct ConversationTools {
-    store: Arc<Mutex<Store>>,
+    store: SharedStore,
     /// Whether a call without an authenticated principal is the local operator (stdio, or HTTP
     /// with `--auth none`); otherwise it is refused.
     operator_fallback: bool,
@@ -159,7 +159,7 @@ impl std::fmt::Debug for ConversationTools {
 impl ConversationTools {
     /// Tools over `store`. With `operator_fallback`, a call that carries no authenticated
     /// principal acts as the local operator; without it, such a call is refused.
-    pub fn new(store: Arc<Mutex<Store>>, operator_fallback: bool) -> Self {
+    pub fn new(store: SharedStore, operator_fallback: bool) -> Self {
         Self {
             store,
             operator_fallback,
@@ -290,8 +290,9 @@ impl ConversationTools {
             let agents: Vec<AgentListingView> = listings
                 .iter()
                 .map(|l| {
-                    let held = l.current_endpoint.as_ref().is_some_and(|e| this.carrier_held(e));
-                    AgentListingView::new(l, held)
+                    let endpoint = l.current_endpoint.as_ref();
+                    let held = endpoint.is_some_and(|e| this.carrier_held(e));
+                    AgentListingView::new(l, held, endpoint.and_then(|e| this.carriers.residency(e)))
                 })
                 .collect();
             let next_after = (agents.len() == limit)
@@ -697,7 +698,7 @@ mod tests {
 
     #[test]
     fn read_tools_need_read_and_the_rest_manage() {
-        let tools = ConversationTools::new(Arc::new(Mutex::new(Store::open_in_memory().unwrap())), true);
+        let tools = ConversationTools::new(crate::shared_store::share(Store::open_in_memory().unwrap()), true);
         let names: Vec<String> = tools
             .tool_router
             .list_all()

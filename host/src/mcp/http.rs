@@ -29,13 +29,13 @@
 //! 2026-07-28 protocol, where the service factory runs once per request — all state lives in
 //! the shared [`TransferTools`].
 
-use crate::shared_store::StoreLock;
+use crate::shared_store::{SharedStore, StoreLock};
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use ahp_store::ApiScope;
 use ahp_store::principal::{API_KEY_PREFIX, MAX_API_KEY_LEN};
-use ahp_store::{ApiScope, Store};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -89,7 +89,7 @@ impl ToolSet {
 
 /// The authorization in front of one tool set.
 struct Gate {
-    store: Arc<Mutex<Store>>,
+    store: SharedStore,
     auth: Auth,
     tools: ToolSet,
 }
@@ -98,7 +98,7 @@ struct Gate {
 pub fn router(
     tools: TransferTools,
     carriers: Arc<dyn crate::carrier::Carriers>,
-    store: Arc<Mutex<Store>>,
+    store: SharedStore,
     auth: Auth,
     local: SocketAddr,
 ) -> axum::Router {
@@ -121,7 +121,7 @@ fn service<S: rmcp::ServerHandler + Clone>(
 }
 
 /// The two surfaces, each at exactly its path and behind a gate of its own tool set.
-fn routes<T, C>(transfers: T, conversations: C, store: Arc<Mutex<Store>>, auth: Auth) -> axum::Router
+fn routes<T, C>(transfers: T, conversations: C, store: SharedStore, auth: Auth) -> axum::Router
 where
     T: Service<Request, Error = Infallible> + Clone + Send + Sync + 'static,
     T::Response: IntoResponse,
@@ -300,12 +300,13 @@ mod tests {
 mod shape_tests {
     use std::time::Duration;
 
+    use ahp_store::Store;
     use axum::routing::post;
     use tower::ServiceExt;
 
     use super::*;
 
-    fn gated(store: Arc<Mutex<Store>>) -> axum::Router {
+    fn gated(store: SharedStore) -> axum::Router {
         axum::Router::new()
             .route("/mcp", post(|| async { "reached" }))
             .layer(middleware::from_fn_with_state(
@@ -329,13 +330,13 @@ mod shape_tests {
     #[allow(clippy::await_holding_lock)]
     #[tokio::test]
     async fn a_key_of_the_wrong_shape_is_refused_without_waiting_for_the_store() {
-        let store = Arc::new(Mutex::new(Store::open_in_memory().unwrap()));
+        let store = crate::shared_store::share(Store::open_in_memory().unwrap());
         let app = gated(store.clone());
         let hex_of = |n: usize| "a".repeat(n);
         let longest = format!("{API_KEY_PREFIX}{}", hex_of(MAX_API_KEY_LEN - API_KEY_PREFIX.len()));
         let one_past = format!("{longest}a");
         // A writer holds the store (an fsync, a long sweep): whatever must consult it waits.
-        let held = store.lock().unwrap();
+        let held = store.locked();
         for key in [
             one_past.as_str(),
             API_KEY_PREFIX,
@@ -363,6 +364,7 @@ mod shape_tests {
 
 #[cfg(test)]
 mod route_tests {
+    use ahp_store::Store;
     use axum::routing::any;
     use tower::ServiceExt;
 
@@ -396,7 +398,7 @@ mod route_tests {
     ];
 
     /// Which stub answered, by its body.
-    fn stubs(store: Arc<Mutex<Store>>) -> axum::Router {
+    fn stubs(store: SharedStore) -> axum::Router {
         routes(
             any(|| async { "transfers" }),
             any(|| async { "conversations" }),
@@ -423,7 +425,7 @@ mod route_tests {
                 (scope, store.add_principal(&name, &[scope]).unwrap().1)
             })
             .collect();
-        let app = stubs(Arc::new(Mutex::new(store)));
+        let app = stubs(crate::shared_store::share(store));
         let tools = [
             "get_status",
             "snapshot_state",

@@ -16,8 +16,7 @@
 //! which refuses another principal's transfer exactly as a missing one. `provision_runtime` and
 //! `activate` are authorized by the operator's token for the transfer instead.
 
-use crate::shared_store::StoreLock;
-use std::sync::{Arc, Mutex, TryLockError};
+use crate::shared_store::{SharedStore, StoreLock};
 
 use ahp_store::{ApiScope, DEFAULT_USAGE_KIND, Store, Transfer};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -43,7 +42,7 @@ pub fn required_scope(tool: &str) -> ApiScope {
 /// The transfer MCP server: the host whose sandboxes `activate` resumes guests in.
 #[derive(Clone)]
 pub struct TransferTools {
-    store: Arc<Mutex<Store>>,
+    store: SharedStore,
     host: Host,
     tool_router: ToolRouter<Self>,
 }
@@ -88,17 +87,16 @@ impl TransferTools {
         .await
     }
 
-    /// Runs the read `f` inline when the store is free — a point read costs tens of
-    /// microseconds, less than the hop to a blocking thread — and otherwise on a blocking
-    /// thread, queued behind the writer that holds it (which may be waiting on an fsync).
+    /// Runs the read `f` inline when a connection is free and no commit waits for its fsync —
+    /// a point read costs tens of microseconds, less than the hop to a blocking thread — and
+    /// otherwise on a blocking thread, queued for a connection (or for that fsync).
     async fn read_store<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Store) -> Result<T, String> + Send + 'static,
     ) -> Result<T, String> {
-        let inline = match self.store.try_lock() {
-            Ok(mut guard) => Ok(f(&mut guard)),
-            Err(TryLockError::WouldBlock) => Err(f),
-            Err(TryLockError::Poisoned(_)) => return Err("the store is unavailable after an earlier panic".to_owned()),
+        let inline = match self.store.try_get() {
+            Some(mut store) => Ok(f(&mut store)),
+            None => Err(f),
         };
         match inline {
             Ok(result) => result,

@@ -17,11 +17,9 @@
 //! so the host audits it (`ceiling_exceeded`, `egress_bytes`). Timeouts are capped by the
 //! tier's wall clock so a slow server cannot hold a turn past its ceiling.
 
-use crate::shared_store::StoreLock;
 use std::collections::BTreeSet;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -36,6 +34,7 @@ use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpH
 
 use super::pinned;
 use crate::policy::{CredentialRule, Grants, Origin};
+use crate::shared_store::{SharedStore, StoreLock};
 use crate::vault::Vault;
 
 /// The egress meter of one sandbox: bytes used over its life, against its ceiling.
@@ -86,7 +85,7 @@ impl EgressMeter {
 #[derive(Clone)]
 pub(crate) struct CredentialSource {
     pub(crate) vault: Arc<dyn Vault>,
-    pub(crate) db: Arc<Mutex<ahp_store::Store>>,
+    pub(crate) db: SharedStore,
     pub(crate) transfer: String,
 }
 

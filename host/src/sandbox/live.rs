@@ -1,8 +1,10 @@
 //! The live map: sandboxes kept between runs of their transfer, taken out for each run, and
-//! released (also mid-run: the map remembers, and the run's `keep` drops it instead).
+//! released (also mid-run: the map remembers, and the run's `keep` drops it instead). The map
+//! also remembers the order sandboxes were last kept in, for [parking](super::park).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::MutexGuard;
+use std::time::Instant;
 
 use super::Sandboxes;
 use super::run::Sandbox;
@@ -12,10 +14,47 @@ use crate::shared_store::StoreLock;
 #[derive(Default)]
 pub(super) struct Live {
     /// Sandboxes waiting for their transfer's next run, keyed by transfer id.
-    pub(super) idle: HashMap<String, Sandbox>,
+    pub(super) idle: HashMap<String, Kept>,
+    /// The same sandboxes by when they were last kept, least recently first (the key is a
+    /// counter: unique, and ordered as the keeps were).
+    pub(super) order: BTreeMap<u64, String>,
+    next: u64,
     /// Transfers whose sandbox is out for a run, and whether it was released meanwhile (then
     /// it is dropped when the run ends, not kept).
     pub(super) running: HashMap<String, bool>,
+}
+
+/// A sandbox in the live map, with when it was put there.
+pub(super) struct Kept {
+    pub(super) sandbox: Sandbox,
+    /// When its last run ended.
+    pub(super) since: Instant,
+    /// Its key in [`Live::order`].
+    order: u64,
+}
+
+impl Live {
+    /// Puts `sandbox` in the map as the most recently used (replacing any other of it).
+    fn insert(&mut self, transfer: String, sandbox: Sandbox) {
+        self.remove(&transfer);
+        let order = self.next;
+        self.next += 1;
+        self.order.insert(order, transfer.clone());
+        let since = Instant::now();
+        self.idle.insert(transfer, Kept { sandbox, since, order });
+    }
+
+    /// Takes the sandbox of `transfer` out of the map.
+    pub(super) fn remove(&mut self, transfer: &str) -> Option<Sandbox> {
+        let kept = self.idle.remove(transfer)?;
+        self.order.remove(&kept.order);
+        Some(kept.sandbox)
+    }
+
+    /// Sandboxes in the map and out for a run: what holds a slot of the engine's pool.
+    pub(super) fn holding_slots(&self) -> usize {
+        self.idle.len() + self.running.len()
+    }
 }
 
 impl Sandboxes {
@@ -23,6 +62,13 @@ impl Sandboxes {
     /// is not counted).
     pub fn live_count(&self) -> usize {
         self.live().idle.len()
+    }
+
+    /// Whether `transfer` has a sandbox on this host, kept or out for a run: an agent without
+    /// one is *parked* (its state is its checkpoint; its next turn starts a fresh sandbox).
+    pub fn is_live(&self, transfer: &str) -> bool {
+        let live = self.live();
+        live.idle.contains_key(transfer) || live.running.contains_key(transfer)
     }
 
     /// Keeps `sandbox` live for later runs of its transfer (replacing any other of it) —
@@ -37,7 +83,7 @@ impl Sandboxes {
             tracing::info!(%transfer, "not keeping a sandbox released during its turn");
             return false;
         }
-        live.idle.insert(transfer, sandbox);
+        live.insert(transfer, sandbox);
         true
     }
 
@@ -46,7 +92,7 @@ impl Sandboxes {
     /// [`end_run`](Self::end_run), a [`drop_sandbox`](Self::drop_sandbox) of it is remembered.
     pub fn take(&self, transfer: &str) -> Option<Sandbox> {
         let mut live = self.live();
-        let sandbox = live.idle.remove(transfer)?;
+        let sandbox = live.remove(transfer)?;
         live.running.insert(transfer.to_owned(), false);
         Some(sandbox)
     }
@@ -77,7 +123,7 @@ impl Sandboxes {
     /// run is dropped when its run ends instead of being kept. Returns whether there was one.
     pub fn drop_sandbox(&self, transfer: &str) -> bool {
         let mut live = self.live();
-        if live.idle.remove(transfer).is_some() {
+        if live.remove(transfer).is_some() {
             return true;
         }
         match live.running.get_mut(transfer) {
@@ -92,6 +138,6 @@ impl Sandboxes {
     /// What the live sandbox of `transfer` wrote to stdout and stderr (bounded by
     /// [`MAX_GUEST_LOG_BYTES`](super::MAX_GUEST_LOG_BYTES)).
     pub fn guest_log(&self, transfer: &str) -> Option<String> {
-        self.live().idle.get(transfer).map(Sandbox::guest_log)
+        self.live().idle.get(transfer).map(|k| k.sandbox.guest_log())
     }
 }

@@ -30,7 +30,9 @@
 //! release and the run's `keep` then drops it instead of putting it back — and by
 //! [`Sandboxes::drop_finished`] once its transfer left `active` by a path the sandbox did not
 //! see (`ahp transfer terminate`, the reaper, an MCP `report_usage`): `ahp serve` sweeps on
-//! every reaper tick.
+//! every reaper tick. A turn-taking agent's sandbox is also dropped when it has been idle long
+//! enough or its slot is wanted ([`park`]): the agent is then *parked*, and its next turn starts
+//! a fresh sandbox.
 
 mod audit;
 #[doc(hidden)]
@@ -44,12 +46,14 @@ mod instance;
 pub mod limits;
 mod live;
 pub(crate) mod meter;
+pub mod park;
 pub(crate) mod pinned;
 mod run;
 pub(crate) mod state;
 mod sweep;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 
 use ahp_store::Transfer;
@@ -64,6 +68,7 @@ use self::engine::{EngineConfig, EpochTicker, build_engine};
 pub use self::limits::{Ceiling, CeilingCap, Ceilings};
 use self::live::Live;
 pub use self::meter::{COMPUTE_KIND, FUEL_FLUSH_INTERVAL, METER_QUANTUM_FUEL};
+pub use self::park::Parking;
 pub use self::run::{
     Call, DIAGNOSIS_LOG_BYTES, Diagnosis, MAX_DIAGNOSIS_TRACE_BYTES, Run, RunOutcome, RunReport, Sandbox,
 };
@@ -129,6 +134,8 @@ pub struct SandboxConfig {
     /// The operator's credential and egress policy (empty by default: no server reachable,
     /// no credential usable). `ahp` reads it from the data directory.
     pub policy: Policy,
+    /// When idle agents' sandboxes are parked (see [`park`]).
+    pub parking: Parking,
 }
 
 impl SandboxConfig {
@@ -139,6 +146,7 @@ impl SandboxConfig {
             engine: EngineConfig::default(),
             cap: CeilingCap::default(),
             policy: Policy::default(),
+            parking: Parking::default(),
         }
     }
 }
@@ -154,6 +162,11 @@ pub struct Sandboxes {
     /// Whom a guest's reply schedules: set once by the host builder (see
     /// [`schedule_through`](Self::schedule_through)).
     carriers: OnceLock<Weak<dyn Carriers>>,
+    parking: Parking,
+    /// The engine's pool slots (unbounded without the pooling allocator).
+    slots: usize,
+    /// Sandboxes parked so far.
+    parked: AtomicU64,
     engine: Engine,
     _ticker: EpochTicker,
 }
@@ -189,6 +202,13 @@ impl Sandboxes {
             cap: config.cap,
             policy: RwLock::new(Arc::new(config.policy.clone())),
             carriers: OnceLock::new(),
+            parking: config.parking,
+            slots: if config.engine.pooling {
+                config.engine.max_live_sandboxes as usize
+            } else {
+                usize::MAX
+            },
+            parked: AtomicU64::new(0),
             engine,
             _ticker: ticker,
         })

@@ -168,6 +168,10 @@ impl Sandboxes {
         };
         let record = record.ok_or_else(|| Error::UnknownComponent(component.to_owned()))?;
         let Prepared { pre, counts } = self.prepared(&record.digest)?;
+        // A slot of the pool for this sandbox: park the least recently used if none is free.
+        for parked in self.make_room(&t.id) {
+            tracing::info!(transfer = %parked, "parked an agent's sandbox to make room");
+        }
         let limits = tier.limits();
         let ceilings = self.cap.tighten(limits);
         let grants = Arc::new(self.policy().grants(&snapshot.mcp_config));

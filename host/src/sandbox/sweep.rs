@@ -42,7 +42,7 @@ impl Sandboxes {
     fn drop_all(&self, ids: &[String]) {
         let mut live = self.live();
         for id in ids {
-            live.idle.remove(id);
+            live.remove(id);
         }
     }
 }

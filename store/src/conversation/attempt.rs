@@ -493,6 +493,100 @@ pub(super) fn load_attempt(conn: &Tx<'_>, attempt: &str) -> Result<WakeAttempt> 
         .unwrap_or_else(|| Err(Error::AttemptNotFound(attempt.to_owned())))
 }
 
+/// Claims the acting agent's pending wake through its admitted endpoint (see
+/// [`Store::claim_wake`]), in `tx`.
+fn claim_in(
+    tx: &Tx<'_>,
+    caller: &Caller,
+    actor: &AgentActor,
+    lease: Duration,
+    now: Timestamp,
+) -> Result<Option<WakeClaim>> {
+    let ep = endpoint::admit(tx, caller, actor, now)?;
+    if !ep.wake_capable {
+        return Err(Error::NotWakeCapable(ep.id));
+    }
+    release_expired(tx, Some(&actor.agent), now)?;
+    // Every wake not known to be past the fence, parsed: an unknown state fails closed.
+    let sql =
+        format!("SELECT {WAKE_COLUMNS} FROM wakes WHERE agent_id = ?1 AND state NOT IN ('dispatched', 'consumed')");
+    let open: Vec<Wake> = tx
+        .prepare_cached(&sql)?
+        .query_map([&actor.agent], |r| Ok(wake_from_row(r)))?
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .collect::<Result<_>>()?;
+    let Some(w) = open.into_iter().find(|w| w.state == WakeState::Pending) else {
+        return Ok(None);
+    };
+    check_unresolved(tx, &actor.agent, &ep.id)?;
+    let attempt = new_id(ATTEMPT_ID_PREFIX);
+    tx.prepare_cached(
+        "INSERT INTO wake_attempts (id, wake_id, agent_id, endpoint_id, generation, state, claim_expires_at, claimed_at, seq)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'claimed', ?6, ?7, (SELECT coalesce(max(seq), 0) + 1 FROM wake_attempts WHERE wake_id = ?2))",
+    )?
+    .execute((
+        &attempt,
+        &w.id,
+        &actor.agent,
+        &ep.id,
+        ep.generation as i64,
+        now.saturating_add(lease).as_micros(),
+        now.as_micros(),
+    ))?;
+    tx.prepare_cached("UPDATE wakes SET state = 'claimed', updated_at = ?2 WHERE id = ?1 AND state = 'pending'")?
+        .execute((&w.id, now.as_micros()))?;
+    let claim = WakeClaim {
+        wake: load_wake(tx, &w.id)?,
+        attempt: load_attempt(tx, &attempt)?,
+    };
+    audit::record(
+        tx,
+        AuditKind::WakeClaimed,
+        Some(&actor.agent),
+        None,
+        json!({ "wakeId": w.id, "attemptId": attempt, "endpointId": ep.id, "controllerGeneration": ep.generation }),
+        now,
+    )?;
+    Ok(Some(claim))
+}
+
+/// Takes the claimed attempt `a` (of the acting endpoint, its claim not expired) across the
+/// dispatch fence (see [`Store::prepare_dispatch`]), in `tx`.
+fn dispatch_in(tx: &Tx<'_>, actor: &AgentActor, a: WakeAttempt, now: Timestamp) -> Result<DispatchTicket> {
+    if a.state.after(AttemptEvent::Dispatch).is_none() {
+        return Err(Error::InvalidAttemptState {
+            attempt: a.id,
+            operation: "prepare dispatch of",
+            state: a.state,
+        });
+    }
+    let token = format!("{CONSUME_TOKEN_PREFIX}{}", hex::encode(random_bytes::<32>()));
+    tx.prepare_cached(
+        "UPDATE wake_attempts SET state = 'dispatched', consume_token_hash = ?2, dispatched_at = ?3
+         WHERE id = ?1 AND state = 'claimed'",
+    )?
+    .execute((&a.id, token_hash(&token), now.as_micros()))?;
+    tx.prepare_cached(
+        "UPDATE wakes SET state = 'dispatched', dispatched_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'claimed'",
+    )?
+    .execute((&a.wake_id, now.as_micros()))?;
+    let ticket = DispatchTicket {
+        wake: load_wake(tx, &a.wake_id)?,
+        attempt: load_attempt(tx, &a.id)?,
+        consume_token: token,
+    };
+    audit::record(
+        tx,
+        AuditKind::WakeDispatched,
+        Some(&actor.agent),
+        None,
+        json!({ "wakeId": a.wake_id, "attemptId": a.id, "endpointId": a.endpoint_id }),
+        now,
+    )?;
+    Ok(ticket)
+}
+
 impl Store {
     /// Claims the acting agent's pending wake for a delivery attempt through its current,
     /// wake-capable endpoint, leased for `lease`. Expired claims of this agent are released
@@ -509,56 +603,39 @@ impl Store {
         bounds::lease("lease", lease, MIN_CLAIM_LEASE, MAX_CLAIM_LEASE)?;
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
-            let ep = endpoint::admit(&tx, caller, actor, now)?;
-            if !ep.wake_capable {
-                return Err(Error::NotWakeCapable(ep.id));
-            }
-            release_expired(&tx, Some(&actor.agent), now)?;
-            // Every wake not known to be past the fence, parsed: an unknown state fails closed.
-            let sql = format!(
-                "SELECT {WAKE_COLUMNS} FROM wakes WHERE agent_id = ?1 AND state NOT IN ('dispatched', 'consumed')"
-            );
-            let open: Vec<Wake> = tx
-                .prepare_cached(&sql)?
-                .query_map([&actor.agent], |r| Ok(wake_from_row(r)))?
-                .collect::<Result<Vec<_>, _>>()?
-                .into_iter()
-                .collect::<Result<_>>()?;
-            let Some(w) = open.into_iter().find(|w| w.state == WakeState::Pending) else {
+            let claim = claim_in(&tx, caller, actor, lease, now)?;
+            tx.commit()?;
+            Ok(claim)
+        })
+    }
+
+    /// [`claim_wake`](Self::claim_wake) and [`prepare_dispatch`](Self::prepare_dispatch) in one
+    /// transaction: claims the acting agent's pending wake and crosses the durable dispatch
+    /// fence for it at once, so the turn starts one commit after the post rather than two. The
+    /// attempt is audited as claimed and dispatched, as by the two calls. `Ok(None)` when
+    /// nothing is pending. A failure changes nothing: the wake stays pending, unclaimed.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`claim_wake`](Self::claim_wake).
+    pub fn claim_and_dispatch(
+        &mut self,
+        caller: &Caller,
+        actor: &AgentActor,
+        lease: Duration,
+    ) -> Result<Option<DispatchTicket>> {
+        caller.require(Scope::Manage)?;
+        actor.validate()?;
+        bounds::lease("lease", lease, MIN_CLAIM_LEASE, MAX_CLAIM_LEASE)?;
+        self.admitted(|s| {
+            let (tx, now) = s.begin_immediate()?;
+            let Some(claim) = claim_in(&tx, caller, actor, lease, now)? else {
                 tx.commit()?;
                 return Ok(None);
             };
-            check_unresolved(&tx, &actor.agent, &ep.id)?;
-            let attempt = new_id(ATTEMPT_ID_PREFIX);
-            tx.prepare_cached(
-                "INSERT INTO wake_attempts (id, wake_id, agent_id, endpoint_id, generation, state, claim_expires_at, claimed_at, seq)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'claimed', ?6, ?7, (SELECT coalesce(max(seq), 0) + 1 FROM wake_attempts WHERE wake_id = ?2))",
-            )?
-            .execute((
-                &attempt,
-                &w.id,
-                &actor.agent,
-                &ep.id,
-                ep.generation as i64,
-                now.saturating_add(lease).as_micros(),
-                now.as_micros(),
-            ))?;
-            tx.prepare_cached("UPDATE wakes SET state = 'claimed', updated_at = ?2 WHERE id = ?1 AND state = 'pending'")?
-                .execute((&w.id, now.as_micros()))?;
-            let claim = WakeClaim {
-                wake: load_wake(&tx, &w.id)?,
-                attempt: load_attempt(&tx, &attempt)?,
-            };
-            audit::record(
-                &tx,
-                AuditKind::WakeClaimed,
-                Some(&actor.agent),
-                None,
-                json!({ "wakeId": w.id, "attemptId": attempt, "endpointId": ep.id, "controllerGeneration": ep.generation }),
-                now,
-            )?;
+            let ticket = dispatch_in(&tx, actor, claim.attempt, now)?;
             tx.commit()?;
-            Ok(Some(claim))
+            Ok(Some(ticket))
         })
     }
 
@@ -580,41 +657,12 @@ impl Store {
             let (tx, now) = s.begin_immediate()?;
             endpoint::admit(&tx, caller, actor, now)?;
             let a = load_attempt_for(&tx, &actor.endpoint, attempt)?;
-            if a.state.after(AttemptEvent::Dispatch).is_none() {
-                return Err(Error::InvalidAttemptState {
-                    attempt: a.id,
-                    operation: "prepare dispatch of",
-                    state: a.state,
-                });
-            }
-            if now >= a.claim_expires_at {
+            if a.state.after(AttemptEvent::Dispatch).is_some() && now >= a.claim_expires_at {
                 release(&tx, &a.id, &a.wake_id, now)?;
                 tx.commit()?;
                 return Err(Error::ClaimExpired(a.id));
             }
-            let token = format!("{CONSUME_TOKEN_PREFIX}{}", hex::encode(random_bytes::<32>()));
-            tx.prepare_cached(
-                "UPDATE wake_attempts SET state = 'dispatched', consume_token_hash = ?2, dispatched_at = ?3
-                 WHERE id = ?1 AND state = 'claimed'",
-            )?
-            .execute((&a.id, token_hash(&token), now.as_micros()))?;
-            tx.prepare_cached(
-                "UPDATE wakes SET state = 'dispatched', dispatched_at = ?2, updated_at = ?2 WHERE id = ?1 AND state = 'claimed'",
-            )?
-            .execute((&a.wake_id, now.as_micros()))?;
-            let ticket = DispatchTicket {
-                wake: load_wake(&tx, &a.wake_id)?,
-                attempt: load_attempt(&tx, &a.id)?,
-                consume_token: token,
-            };
-            audit::record(
-                &tx,
-                AuditKind::WakeDispatched,
-                Some(&actor.agent),
-                None,
-                json!({ "wakeId": a.wake_id, "attemptId": a.id, "endpointId": a.endpoint_id }),
-                now,
-            )?;
+            let ticket = dispatch_in(&tx, actor, a, now)?;
             tx.commit()?;
             Ok(ticket)
         })

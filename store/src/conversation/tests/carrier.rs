@@ -351,3 +351,62 @@ fn wake_ready_endpoints_lists_only_wake_capable_endpoints_with_work_paged() {
         Err(Error::InvalidInput { .. })
     ));
 }
+
+#[test]
+fn claim_and_dispatch_crosses_the_fence_in_one_commit_and_audits_both_steps() {
+    let (mut w, alice, a, actor, cv) = setup();
+    assert!(
+        w.store.claim_and_dispatch(&alice, &actor, CLAIM).unwrap().is_none(),
+        "nothing pending"
+    );
+    w.post(&alice, &cv, Acting::Human, "x").unwrap();
+    let ticket = w.store.claim_and_dispatch(&alice, &actor, CLAIM).unwrap().unwrap();
+    assert_eq!(ticket.attempt.state, AttemptState::Dispatched);
+    assert_eq!(ticket.wake.state, WakeState::Dispatched);
+    assert_eq!(wake_state(&mut w, &ticket.wake.id), "dispatched");
+    let events = w
+        .store
+        .communication_events(0, None, None, bounds::MAX_PAGE_LIMIT)
+        .unwrap();
+    let kinds: Vec<AuditKind> = events.iter().rev().take(2).map(|e| e.kind).collect();
+    assert_eq!(kinds, [AuditKind::WakeDispatched, AuditKind::WakeClaimed]);
+    // Past the fence: nothing more to claim, and the ticket ends the turn as the two calls' did.
+    assert!(w.store.claim_and_dispatch(&alice, &actor, CLAIM).unwrap().is_none());
+    let done = w
+        .store
+        .finish_turn(&alice, &actor, &ticket, DispatchOutcome::Accepted)
+        .unwrap();
+    assert_eq!(done.value.state, AttemptState::Consumed);
+    // A stale generation is refused and changes nothing.
+    w.post(&alice, &cv, Acting::Human, "y").unwrap();
+    let newer = w.attach(&alice, &a);
+    let before = w.bytes();
+    assert!(w.store.claim_and_dispatch(&alice, &actor, CLAIM).is_err());
+    assert!(w.bytes() == before, "a refused claim changed nothing");
+    assert!(w.store.claim_and_dispatch(&alice, &newer, CLAIM).unwrap().is_some());
+}
+
+#[test]
+fn a_failed_fence_in_claim_and_dispatch_leaves_the_wake_pending_and_unclaimed() {
+    if crate::testing::skip_on_postgres("the fault seam (SQL function and temp triggers) is SQLite's") {
+        return;
+    }
+    let (mut w, alice, _a, actor, cv) = setup();
+    w.post(&alice, &cv, Acting::Human, "x").unwrap();
+    w.store
+        .inject_transient_fault(FaultStep::Dispatch, 0, crate::MAX_WRITE_ATTEMPTS)
+        .unwrap();
+    let before = w.bytes();
+    let e = w.store.claim_and_dispatch(&alice, &actor, CLAIM).unwrap_err();
+    assert!(e.is_transient(), "{e}");
+    assert!(w.bytes() == before, "neither the claim nor the fence was written");
+    let attempts: i64 = w
+        .store
+        .autocommit()
+        .query_row("SELECT count(*) FROM wake_attempts", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(attempts, 0);
+    // The same call, made again, claims and dispatches it.
+    let ticket = w.store.claim_and_dispatch(&alice, &actor, CLAIM).unwrap().unwrap();
+    assert_eq!(ticket.attempt.state, AttemptState::Dispatched);
+}

@@ -1,0 +1,225 @@
+//! [`WriteTurns`]: the connections of one pool taking turns to write, for a backend on which
+//! writers of one process would only conflict with each other.
+//!
+//! On PostgreSQL a write transaction is `SERIALIZABLE`, and two that touch the same rows (an
+//! agent's open wake, a conversation's `next_seq`, a transfer's budget) fail one of them with
+//! `40001`; the store retries it, a few times. One host's sessions writing side by side gained
+//! nothing from that race and lost posts to it (the retries ran out under a steady load). So a
+//! host's sessions take one in-process lock for each write transaction, as a pool's SQLite
+//! connections take their group's write lock: reads still run side by side, and only writers
+//! of *different* hosts meet in the database, where the retry belongs.
+
+use std::any::Any;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+use ahp_store_sql::{Begin, Connection, Dialect, Row, SqlResult, ValueRef};
+
+/// One lock for the writers of a pool.
+#[derive(Debug, Default)]
+struct Turn {
+    writing: Mutex<bool>,
+    free: Condvar,
+}
+
+impl Turn {
+    fn state(&self) -> MutexGuard<'_, bool> {
+        self.writing.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn take(&self) {
+        let mut writing = self.state();
+        while *writing {
+            writing = self.free.wait(writing).unwrap_or_else(PoisonError::into_inner);
+        }
+        *writing = true;
+    }
+
+    fn give_back(&self) {
+        *self.state() = false;
+        self.free.notify_one();
+    }
+}
+
+/// A connection that writes only in its turn among the connections it was made with (see the
+/// [module docs](self)).
+pub struct WriteTurns {
+    inner: Box<dyn Connection>,
+    turn: Arc<Turn>,
+    /// This connection holds the turn (a write transaction is open).
+    holding: bool,
+}
+
+impl WriteTurns {
+    /// Wraps `connections` so that at most one of them has a write transaction open at a time.
+    pub fn share(connections: Vec<Box<dyn Connection>>) -> Vec<Box<dyn Connection>> {
+        let turn = Arc::new(Turn::default());
+        connections
+            .into_iter()
+            .map(|inner| {
+                Box::new(Self {
+                    inner,
+                    turn: turn.clone(),
+                    holding: false,
+                }) as Box<dyn Connection>
+            })
+            .collect()
+    }
+
+    fn release(&mut self) {
+        if std::mem::take(&mut self.holding) {
+            self.turn.give_back();
+        }
+    }
+}
+
+impl Drop for WriteTurns {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+impl Connection for WriteTurns {
+    fn dialect(&self) -> Dialect {
+        self.inner.dialect()
+    }
+
+    fn begin(&mut self, begin: Begin) -> SqlResult<()> {
+        if begin == Begin::Write && !self.holding {
+            self.turn.take();
+            self.holding = true;
+        }
+        let begun = self.inner.begin(begin);
+        if begun.is_err() {
+            self.release();
+        }
+        begun
+    }
+
+    fn commit(&mut self) -> SqlResult<()> {
+        let committed = self.inner.commit();
+        self.release();
+        committed
+    }
+
+    fn rollback(&mut self) -> SqlResult<()> {
+        let rolled_back = self.inner.rollback();
+        self.release();
+        rolled_back
+    }
+
+    fn execute(&mut self, sql: &str, params: &[ValueRef<'_>]) -> SqlResult<u64> {
+        self.inner.execute(sql, params)
+    }
+
+    fn query(
+        &mut self,
+        sql: &str,
+        params: &[ValueRef<'_>],
+        row: &mut dyn FnMut(Row) -> SqlResult<bool>,
+    ) -> SqlResult<()> {
+        self.inner.query(sql, params, row)
+    }
+
+    fn execute_batch(&mut self, sql: &str) -> SqlResult<()> {
+        self.inner.execute_batch(sql)
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self.inner.as_any_mut()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A backend that counts how many of its connections are inside a write at once.
+    struct Counting {
+        inside: Arc<AtomicUsize>,
+        most: Arc<AtomicUsize>,
+    }
+
+    impl Connection for Counting {
+        fn dialect(&self) -> Dialect {
+            Dialect::Postgres
+        }
+        fn begin(&mut self, _: Begin) -> SqlResult<()> {
+            let n = self.inside.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(n, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(2));
+            Ok(())
+        }
+        fn commit(&mut self) -> SqlResult<()> {
+            self.inside.fetch_sub(1, Ordering::SeqCst);
+            Ok(())
+        }
+        fn rollback(&mut self) -> SqlResult<()> {
+            self.commit()
+        }
+        fn execute(&mut self, _: &str, _: &[ValueRef<'_>]) -> SqlResult<u64> {
+            Ok(0)
+        }
+        fn query(&mut self, _: &str, _: &[ValueRef<'_>], _: &mut dyn FnMut(Row) -> SqlResult<bool>) -> SqlResult<()> {
+            Ok(())
+        }
+        fn execute_batch(&mut self, _: &str) -> SqlResult<()> {
+            Ok(())
+        }
+        fn as_any_mut(&mut self) -> &mut dyn Any {
+            self
+        }
+    }
+
+    #[test]
+    fn writers_take_turns_and_a_dropped_writer_gives_its_turn_back() {
+        let (inside, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let conns: Vec<Box<dyn Connection>> = (0..4)
+            .map(|_| {
+                Box::new(Counting {
+                    inside: inside.clone(),
+                    most: most.clone(),
+                }) as Box<dyn Connection>
+            })
+            .collect();
+        let mut conns = WriteTurns::share(conns);
+        // A connection dropped inside its write (a panic mid-transaction) must not keep the turn.
+        let mut dropped = conns.pop().unwrap();
+        dropped.begin(Begin::Write).unwrap();
+        drop(dropped);
+        inside.store(0, Ordering::SeqCst);
+        std::thread::scope(|s| {
+            for mut c in conns {
+                s.spawn(move || {
+                    for i in 0..10 {
+                        c.begin(Begin::Write).unwrap();
+                        if i % 2 == 0 { c.commit() } else { c.rollback() }.unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(most.load(Ordering::SeqCst), 1, "never two writers at once");
+    }
+
+    #[test]
+    fn readers_do_not_wait_for_a_writer() {
+        let (inside, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let conns: Vec<Box<dyn Connection>> = (0..2)
+            .map(|_| {
+                Box::new(Counting {
+                    inside: inside.clone(),
+                    most: most.clone(),
+                }) as Box<dyn Connection>
+            })
+            .collect();
+        let mut conns = WriteTurns::share(conns);
+        conns[0].begin(Begin::Write).unwrap();
+        // The other reads while the first holds the turn (it would wait forever otherwise).
+        conns[1].begin(Begin::Read).unwrap();
+        assert_eq!(most.load(Ordering::SeqCst), 2);
+        conns[1].commit().unwrap();
+        conns[0].commit().unwrap();
+    }
+}
