@@ -227,44 +227,30 @@ fn in_process(c: &mut Criterion) {
     let agents = host.agents().clone();
     let mut g = c.benchmark_group("agents");
     let mut i = 0_u64;
-    g.bench_function("drive_warm", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                i += 1;
-                host.store()
-                    .locked()
-                    .post_message(&operator, &message(&cv, &format!("echo {i}"), &format!("d{i}")))
-                    .unwrap();
-                let started = Instant::now();
-                let d = agents.drive(&agent).unwrap();
-                total += started.elapsed();
-                assert_eq!(d.consumed, 1);
-            }
-            total
-        });
-    });
-    // The same opportunity for a parked agent: its sandbox dropped before each post, so the
-    // turn instantiates a fresh one from the compiled component (no `resume`).
-    g.bench_function("drive_parked", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                i += 1;
+    // One opportunity after a post made outside the timing; `park` first drops the sandbox.
+    let mut drive = |iters: u64, park: bool| {
+        let mut total = Duration::ZERO;
+        for _ in 0..iters {
+            i += 1;
+            if park {
                 let parked = host.sandboxes().park_idle(Instant::now() + Duration::from_secs(86_400));
                 assert_eq!(parked.len(), 1);
-                host.store()
-                    .locked()
-                    .post_message(&operator, &message(&cv, &format!("echo {i}"), &format!("d{i}")))
-                    .unwrap();
-                let started = Instant::now();
-                let d = agents.drive(&agent).unwrap();
-                total += started.elapsed();
-                assert_eq!(d.consumed, 1);
             }
-            total
-        });
-    });
+            host.store()
+                .locked()
+                .post_message(&operator, &message(&cv, &format!("echo {i}"), &format!("d{i}")))
+                .unwrap();
+            let started = Instant::now();
+            let d = agents.drive(&agent).unwrap();
+            total += started.elapsed();
+            assert_eq!(d.consumed, 1);
+        }
+        total
+    };
+    g.bench_function("drive_warm", |b| b.iter_custom(|iters| drive(iters, false)));
+    // The same opportunity for a parked agent: its sandbox dropped before each post, so the
+    // turn instantiates a fresh one from the compiled component (no `resume`).
+    g.bench_function("drive_parked", |b| b.iter_custom(|iters| drive(iters, true)));
     // The guest's `turn` with an empty inbox, for the last (consumed) wake: the instance call
     // and its one inbox read, without the controller's commits.
     let carrier = agents.carrier(&agent).unwrap();

@@ -363,7 +363,10 @@ mod parking {
         assert!(sandboxes.park_idle(Instant::now()).is_empty());
         assert!(sandboxes.is_live(&transfer));
         // Idle past the setting: parked, and still ready.
-        assert_eq!(sandboxes.park_idle(Instant::now() + idle), [transfer.clone()]);
+        assert_eq!(
+            sandboxes.park_idle(Instant::now() + idle),
+            std::slice::from_ref(&transfer)
+        );
         assert!(!sandboxes.is_live(&transfer));
         assert_eq!(sandboxes.live_count(), 0);
         assert_eq!(sandboxes.parks(), 1);

@@ -173,10 +173,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn writers_take_turns_and_a_dropped_writer_gives_its_turn_back() {
+    /// `n` counting connections taking turns, and the counters they share.
+    fn counting(n: usize) -> (Vec<Box<dyn Connection>>, Arc<AtomicUsize>, Arc<AtomicUsize>) {
         let (inside, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let conns: Vec<Box<dyn Connection>> = (0..4)
+        let conns = (0..n)
             .map(|_| {
                 Box::new(Counting {
                     inside: inside.clone(),
@@ -184,7 +184,12 @@ mod tests {
                 }) as Box<dyn Connection>
             })
             .collect();
-        let mut conns = WriteTurns::share(conns);
+        (WriteTurns::share(conns), inside, most)
+    }
+
+    #[test]
+    fn writers_take_turns_and_a_dropped_writer_gives_its_turn_back() {
+        let (mut conns, inside, most) = counting(4);
         // A connection dropped inside its write (a panic mid-transaction) must not keep the turn.
         let mut dropped = conns.pop().unwrap();
         dropped.begin(Begin::Write).unwrap();
@@ -205,16 +210,7 @@ mod tests {
 
     #[test]
     fn readers_do_not_wait_for_a_writer() {
-        let (inside, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let conns: Vec<Box<dyn Connection>> = (0..2)
-            .map(|_| {
-                Box::new(Counting {
-                    inside: inside.clone(),
-                    most: most.clone(),
-                }) as Box<dyn Connection>
-            })
-            .collect();
-        let mut conns = WriteTurns::share(conns);
+        let (mut conns, _inside, most) = counting(2);
         conns[0].begin(Begin::Write).unwrap();
         // The other reads while the first holds the turn (it would wait forever otherwise).
         conns[1].begin(Begin::Read).unwrap();
