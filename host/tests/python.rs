@@ -19,6 +19,7 @@ use ahp_host::shared_store::StoreLock;
 use ahp_host::store::{EventKind, Store, Tier, TokenKey, TransferStatus};
 use ahp_host::testing;
 use common::assistant;
+use common::worker::{self, post, transcript};
 use serde_json::{Value, json};
 
 #[test]
@@ -284,59 +285,6 @@ fn conversation_with(h: &Host, agent: &str) -> (ahp_host::store::conversation::C
     (caller, cv)
 }
 
-/// Posts `body` to `cv` as the operator, a human; returns the message's id.
-fn post(h: &Host, caller: &ahp_host::store::conversation::Caller, cv: &str, body: &str, key: &str) -> String {
-    use ahp_host::store::conversation::{Acting, IdempotencyKey, NewMessage};
-    let new = NewMessage {
-        conversation: cv.to_owned(),
-        acting: Acting::Human,
-        body: body.to_owned(),
-        reply_to: None,
-        idempotency: IdempotencyKey::Key(key.to_owned()),
-    };
-    h.host.store().locked().post_message(caller, &new).unwrap().value.id
-}
-
-fn transcript(
-    h: &Host,
-    caller: &ahp_host::store::conversation::Caller,
-    cv: &str,
-) -> Vec<ahp_host::store::conversation::TranscriptMessage> {
-    use ahp_host::store::conversation::Acting;
-    h.host
-        .store()
-        .locked()
-        .read_transcript(caller, &Acting::Human, cv, 0, 200)
-        .unwrap()
-}
-
-/// A started task for `assignee` asking `text`, created by the operator; returns its id.
-fn task_for(h: &Host, caller: &ahp_host::store::conversation::Caller, assignee: &str, text: &str, key: &str) -> String {
-    use ahp_host::store::delegation::{Acting, NewTask};
-    let new = NewTask {
-        assignee: assignee.to_owned(),
-        title: format!("task {key}"),
-        instructions: text.to_owned(),
-        goal: None,
-        start: true,
-    };
-    let mut store = h.host.store().locked();
-    store
-        .create_agent_task(caller, &Acting::Human, &new, key)
-        .unwrap()
-        .value
-        .id
-}
-
-fn task(h: &Host, caller: &ahp_host::store::conversation::Caller, id: &str) -> ahp_host::store::delegation::AgentTask {
-    use ahp_host::store::delegation::Acting;
-    h.host
-        .store()
-        .locked()
-        .get_agent_task(caller, &Acting::Human, id)
-        .unwrap()
-}
-
 /// `examples/python-worker` through `ahp_agent.delegation`, as `host/tests/sandbox.rs`'s
 /// `worker` drives its Rust twin: a task attempt's wake is done and handed in, two attempts
 /// coalesced into one wake are both done (the paged task list), a task cancelled before its
@@ -345,7 +293,6 @@ fn task(h: &Host, caller: &ahp_host::store::conversation::Caller, id: &str) -> a
 /// workers, byte for byte.
 #[test]
 fn the_python_worker_does_its_tasks_as_its_rust_twin() {
-    use ahp_host::store::delegation::{Acting, TaskAttemptState, TaskState};
     let h = host(CeilingCap::default(), "python-worker");
     for (name, path) in [("worker", guests::WORKER), ("coordinator", guests::COORDINATOR)] {
         h.host.sandboxes().register_component_file(path, Some(name)).unwrap();
@@ -356,37 +303,7 @@ fn the_python_worker_does_its_tasks_as_its_rust_twin() {
     let py = report.transfer.agent_id.unwrap();
     let (caller, cv) = conversation_with(&h, &py);
 
-    let first = task_for(&h, &caller, &py, "one two  three", "t-1");
-    let drive = agents.drive(&py).unwrap();
-    assert_eq!((drive.consumed, drive.unknown), (1, 0), "{drive:?}");
-    let done = task(&h, &caller, &first);
-    assert_eq!(done.state, TaskState::Succeeded);
-    assert_eq!(done.result.as_deref(), Some("reverse: three two one"));
-    assert_eq!(done.current_attempt.map(|a| a.state), Some(TaskAttemptState::Succeeded));
-
-    let second = task_for(&h, &caller, &py, "a b", "t-2");
-    let third = task_for(&h, &caller, &py, "c d", "t-3");
-    assert_eq!(agents.drive(&py).unwrap().consumed, 1, "one wake");
-    assert_eq!(task(&h, &caller, &second).result.as_deref(), Some("reverse: b a"));
-    assert_eq!(task(&h, &caller, &third).result.as_deref(), Some("reverse: d c"));
-
-    let cancelled = task_for(&h, &caller, &py, "too late", "t-4");
-    h.host
-        .store()
-        .locked()
-        .cancel_agent_task(&caller, &Acting::Human, &cancelled)
-        .unwrap();
-    let drive = agents.drive(&py).unwrap();
-    assert_eq!((drive.consumed, drive.unknown), (1, 0), "{drive:?}");
-    let after = task(&h, &caller, &cancelled);
-    assert_eq!((after.state, after.result), (TaskState::Cancelled, None));
-
-    let question = post(&h, &caller, &cv, "left right", "m-1");
-    agents.drive(&py).unwrap();
-    let t = transcript(&h, &caller, &cv);
-    assert_eq!(t.len(), 2);
-    assert_eq!(t[1].body, "reverse: right left");
-    assert_eq!(t[1].reply_to.as_deref(), Some(question.as_str()));
+    worker::reverses_its_tasks(&h.host, &caller, &py, &cv);
 
     // A job it does not know fails the activation, with the reason.
     let (_, bad) = h.activate_with("python-worker", Tier::Nano, json!({"job": "sort"}));
@@ -407,7 +324,7 @@ fn the_python_worker_does_its_tasks_as_its_rust_twin() {
     );
     let coordinator = coordinator.transfer.agent_id.unwrap();
     let (_, cv) = conversation_with(&h, &coordinator);
-    let question = post(&h, &caller, &cv, "ship A-1 first", "q-1");
+    let question = post(&h.host, &caller, &cv, "ship A-1 first", "q-1");
     assert_eq!(agents.drive(&coordinator).unwrap().consumed, 1);
     agents.drive(&py).unwrap();
     assert_eq!(
@@ -417,7 +334,7 @@ fn the_python_worker_does_its_tasks_as_its_rust_twin() {
     );
     agents.drive(&rs).unwrap();
     assert_eq!(agents.drive(&coordinator).unwrap().consumed, 1);
-    let t = transcript(&h, &caller, &cv);
+    let t = transcript(&h.host, &caller, &cv);
     assert_eq!(t.len(), 2);
     assert_eq!(t[1].reply_to.as_deref(), Some(question.as_str()));
     assert_eq!(

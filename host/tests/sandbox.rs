@@ -2,6 +2,8 @@
 //! `examples/` and `host/tests/guests/`) activated against a real store, each hostile guest stopped by the right
 //! ceiling with its audit event, and the host serving the next sandbox fine afterwards.
 
+mod common;
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,6 +19,7 @@ use ahp_host::store::{
 };
 use ahp_host::testing::{self, inventory, snapshot};
 use ahp_host::vault::DirVault;
+use common::worker::{self, post, task, transcript};
 use serde_json::{Value, json};
 
 const SECRET: &str = "sk-inventory-test";
@@ -1260,70 +1263,14 @@ fn fifty_hostile_guests_beside_honest_activations() {
 /// `model_prober` is there).
 mod model_prober {}
 
-/// Creates a task for `assignee` as the owner (a human), started: the assignee gets a wake.
-fn task_for(h: &Host, caller: &ahp_host::store::conversation::Caller, assignee: &str, text: &str, key: &str) -> String {
-    use ahp_host::store::delegation::{Acting, NewTask};
-    let new = NewTask {
-        assignee: assignee.to_owned(),
-        title: format!("task {key}"),
-        instructions: text.to_owned(),
-        goal: None,
-        start: true,
-    };
-    h.db()
-        .create_agent_task(caller, &Acting::Human, &new, key)
-        .unwrap()
-        .value
-        .id
-}
-
-fn task(h: &Host, caller: &ahp_host::store::conversation::Caller, id: &str) -> ahp_host::store::delegation::AgentTask {
-    use ahp_host::store::delegation::Acting;
-    h.db().get_agent_task(caller, &Acting::Human, id).unwrap()
-}
-
 #[test]
 fn worker() {
-    use ahp_host::store::delegation::{Acting, TaskAttemptState, TaskState};
     let h = host();
-    let agents = h.host.agents();
     let id = h.pushed(&snapshot(0, json!({"job": "reverse"})), Tier::Nano, 1_000_000, "worker");
     assert_eq!(h.activate(&id).outcome, RunOutcome::Returned);
     let (agent, cv, caller) = conversation_with(&h, &id);
 
-    // A task's attempt wakes the worker; its turn hands the job's result in.
-    let first = task_for(&h, &caller, &agent, "one two  three", "t-1");
-    assert_eq!(task(&h, &caller, &first).state, TaskState::Running);
-    let drive = agents.drive(&agent).unwrap();
-    assert_eq!((drive.consumed, drive.unknown), (1, 0), "{drive:?}");
-    let done = task(&h, &caller, &first);
-    assert_eq!(done.state, TaskState::Succeeded);
-    assert_eq!(done.result.as_deref(), Some("reverse: three two one"));
-    assert_eq!(done.current_attempt.map(|a| a.state), Some(TaskAttemptState::Succeeded));
-
-    // Two attempts that coalesce into one wake are both done in its one turn.
-    let second = task_for(&h, &caller, &agent, "a b", "t-2");
-    let third = task_for(&h, &caller, &agent, "c d", "t-3");
-    let drive = agents.drive(&agent).unwrap();
-    assert_eq!(drive.consumed, 1, "one wake: {drive:?}");
-    assert_eq!(task(&h, &caller, &second).result.as_deref(), Some("reverse: b a"));
-    assert_eq!(task(&h, &caller, &third).result.as_deref(), Some("reverse: d c"));
-
-    // A task cancelled before its turn runs: the turn hands nothing in and succeeds.
-    let cancelled = task_for(&h, &caller, &agent, "too late", "t-4");
-    h.db().cancel_agent_task(&caller, &Acting::Human, &cancelled).unwrap();
-    let drive = agents.drive(&agent).unwrap();
-    assert_eq!((drive.consumed, drive.unknown), (1, 0), "{drive:?}");
-    let after = task(&h, &caller, &cancelled);
-    assert_eq!((after.state, after.result), (TaskState::Cancelled, None));
-
-    // A human who messages it gets the job's result as a reply.
-    let question = post(&h, &caller, &cv, "left right", "m-1");
-    agents.drive(&agent).unwrap();
-    let t = transcript(&h, &caller, &cv);
-    assert_eq!(t.len(), 2);
-    assert_eq!(t[1].body, "reverse: right left");
-    assert_eq!(t[1].reply_to.as_deref(), Some(question.as_str()));
+    worker::reverses_its_tasks(&h.host, &caller, &agent, &cv);
 
     // A tool state it cannot follow fails the activation, with the reason.
     let bad = h.pushed(
@@ -1368,7 +1315,7 @@ fn coordinator() {
     let (agent, cv, caller) = conversation_with(&h, &id);
 
     // The question: one task per worker, one wait, no answer yet.
-    let question = post(&h, &caller, &cv, "ship A-1 first", "q-1");
+    let question = post(&h.host, &caller, &cv, "ship A-1 first", "q-1");
     assert_eq!(agents.drive(&agent).unwrap().consumed, 1);
     let listed = h
         .db()
@@ -1380,7 +1327,7 @@ fn coordinator() {
             .iter()
             .all(|t| t.instructions == "ship A-1 first" && t.creator_agent_id.as_deref() == Some(agent.as_str()))
     );
-    assert_eq!(transcript(&h, &caller, &cv).len(), 1);
+    assert_eq!(transcript(&h.host, &caller, &cv).len(), 1);
 
     // The first worker's result alone fires nothing (all); the second's fires the wait.
     agents.drive(&workers[0]).unwrap();
@@ -1391,7 +1338,7 @@ fn coordinator() {
     );
     agents.drive(&workers[1]).unwrap();
     assert_eq!(agents.drive(&agent).unwrap().consumed, 1);
-    let t = transcript(&h, &caller, &cv);
+    let t = transcript(&h.host, &caller, &cv);
     assert_eq!(t.len(), 2);
     assert_eq!(t[1].reply_to.as_deref(), Some(question.as_str()));
     assert_eq!(
@@ -1404,7 +1351,7 @@ fn coordinator() {
     assert!(
         listed
             .iter()
-            .all(|t| task(&h, &caller, &t.id).state == TaskState::Succeeded)
+            .all(|t| task(&h.host, &caller, &t.id).state == TaskState::Succeeded)
     );
     // Nothing is left to do: no second answer.
     assert_eq!(agents.drive(&agent).unwrap(), Default::default());
@@ -1433,9 +1380,9 @@ fn coordinator() {
     let lone = h.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, "coordinator");
     assert_eq!(h.activate(&lone).outcome, RunOutcome::Returned);
     let (lone_agent, lone_cv, _) = conversation_with(&h, &lone);
-    post(&h, &caller, &lone_cv, "anyone?", "q-2");
+    post(&h.host, &caller, &lone_cv, "anyone?", "q-2");
     agents.drive(&lone_agent).unwrap();
-    let t = transcript(&h, &caller, &lone_cv);
+    let t = transcript(&h.host, &caller, &lone_cv);
     assert_eq!(t[1].body, "I have no workers to ask (toolState.workers is empty).");
 }
 
@@ -1498,28 +1445,6 @@ fn conversation_with(h: &Host, transfer: &str) -> (String, String, ahp_host::sto
     (agent, cv.id, caller)
 }
 
-/// Posts `body` to `cv` as the human; returns the message id.
-fn post(h: &Host, caller: &ahp_host::store::conversation::Caller, cv: &str, body: &str, key: &str) -> String {
-    use ahp_host::store::conversation::{Acting, IdempotencyKey, NewMessage};
-    let new = NewMessage {
-        conversation: cv.to_owned(),
-        acting: Acting::Human,
-        body: body.to_owned(),
-        reply_to: None,
-        idempotency: IdempotencyKey::Key(key.to_owned()),
-    };
-    h.db().post_message(caller, &new).unwrap().value.id
-}
-
-fn transcript(
-    h: &Host,
-    caller: &ahp_host::store::conversation::Caller,
-    cv: &str,
-) -> Vec<ahp_host::store::conversation::TranscriptMessage> {
-    use ahp_host::store::conversation::Acting;
-    h.db().read_transcript(caller, &Acting::Human, cv, 0, 200).unwrap()
-}
-
 fn spent(h: &Host, transfer: &str) -> u64 {
     h.db().budget(transfer).unwrap().unwrap().spent_micro_usd
 }
@@ -1545,11 +1470,11 @@ fn turn_prober() {
 
     // A reply, authored by the agent, answering the message; the turn's fuel is charged.
     let before = spent(&h, &id);
-    let question = post(&h, &caller, &cv, "echo hello", "p1");
+    let question = post(&h.host, &caller, &cv, "echo hello", "p1");
     let drive = agents.drive(&agent).unwrap();
     assert_eq!(drive.consumed, 1, "{drive:?}");
     assert!(drive.fuel_consumed > 0);
-    let t = transcript(&h, &caller, &cv);
+    let t = transcript(&h.host, &caller, &cv);
     assert_eq!(t.len(), 2);
     assert_eq!(t[1].body, "echo: echo hello");
     assert_eq!(t[1].reply_to.as_deref(), Some(question.as_str()));
@@ -1561,11 +1486,11 @@ fn turn_prober() {
 
     // A burst of 50 posts: one wake, a bounded number of turns, every message answered once.
     for i in 0..50 {
-        post(&h, &caller, &cv, &format!("echo {i}"), &format!("burst-{i}"));
+        post(&h.host, &caller, &cv, &format!("echo {i}"), &format!("burst-{i}"));
     }
     let drive = agents.drive(&agent).unwrap();
     assert_eq!(drive.consumed, 1, "the burst coalesced into one wake: {drive:?}");
-    let t = transcript(&h, &caller, &cv);
+    let t = transcript(&h.host, &caller, &cv);
     let replies: Vec<_> = t.iter().filter(|m| m.body.starts_with("echo: echo ")).collect();
     assert_eq!(replies.len(), 51);
     let mut answered: Vec<_> = replies.iter().filter_map(|m| m.reply_to.clone()).collect();
@@ -1579,10 +1504,10 @@ fn turn_prober() {
         h.db().consume_delivery(&carrier.caller, &carrier.actor, msg).unwrap();
     };
     // Flooding replies stops at the per-wake bound.
-    let flood = post(&h, &caller, &cv, "flood", "flood");
+    let flood = post(&h.host, &caller, &cv, "flood", "flood");
     let drive = agents.drive(&agent).unwrap();
     assert_eq!(drive.unknown, 1, "flood returns an error: {drive:?}");
-    let floods = transcript(&h, &caller, &cv)
+    let floods = transcript(&h.host, &caller, &cv)
         .iter()
         .filter(|m| m.body.starts_with("flood "))
         .count();
@@ -1591,7 +1516,7 @@ fn turn_prober() {
     handled(&flood);
 
     // A turn that fails keeps its sandbox and transfer; the wake is delivery_unknown.
-    let fail = post(&h, &caller, &cv, "fail", "fail");
+    let fail = post(&h.host, &caller, &cv, "fail", "fail");
     let drive = agents.drive(&agent).unwrap();
     assert_eq!(drive.unknown, 1);
     assert_eq!(h.db().transfer(&id).unwrap().status, TransferStatus::Active);
@@ -1599,7 +1524,7 @@ fn turn_prober() {
     handled(&fail);
 
     // A turn that spins is stopped by a ceiling, and its transfer ends with its sandbox.
-    post(&h, &caller, &cv, "spin", "spin");
+    post(&h.host, &caller, &cv, "spin", "spin");
     let started = std::time::Instant::now();
     let drive = agents.drive(&agent).unwrap();
     assert!(
@@ -1621,9 +1546,9 @@ fn a_reply_past_the_body_bound_is_refused() {
     let id = h.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, "turn-prober");
     let agent = h.activate(&id).transfer.agent_id.unwrap();
     let (_, cv, caller) = conversation_with(&h, &id);
-    post(&h, &caller, &cv, "big", "big");
+    post(&h.host, &caller, &cv, "big", "big");
     assert_eq!(h.host.agents().drive(&agent).unwrap().unknown, 1);
-    assert_eq!(transcript(&h, &caller, &cv).len(), 1, "nothing was posted");
+    assert_eq!(transcript(&h.host, &caller, &cv).len(), 1, "nothing was posted");
 }
 
 #[test]
@@ -1635,10 +1560,10 @@ fn an_insolvent_transfer_gets_no_more_turns() {
     let left = 1_000_000 - spent(&h, &id);
     h.db().report_usage(&id, left, "model_tokens").unwrap();
     assert_eq!(h.db().transfer(&id).unwrap().status, TransferStatus::Insolvent);
-    post(&h, &caller, &cv, "echo late", "late");
+    post(&h.host, &caller, &cv, "echo late", "late");
     assert_eq!(h.host.agents().drive(&agent).unwrap(), Default::default());
     assert_eq!(
-        transcript(&h, &caller, &cv).len(),
+        transcript(&h.host, &caller, &cv).len(),
         1,
         "no reply from an insolvent agent"
     );
@@ -1655,10 +1580,10 @@ fn assistant() {
     assert_eq!(report.outcome, RunOutcome::Returned);
     let agent = report.transfer.agent_id.expect("bound at activation");
     let (_, cv, caller) = conversation_with(&h, &id);
-    post(&h, &caller, &cv, "what is in stock?", "assistant-1");
+    post(&h.host, &caller, &cv, "what is in stock?", "assistant-1");
     let drive = h.host.agents().drive(&agent).unwrap();
     assert_eq!((drive.consumed, drive.unknown), (0, 1), "{drive:?}");
-    assert_eq!(transcript(&h, &caller, &cv).len(), 1, "no answer without a model");
+    assert_eq!(transcript(&h.host, &caller, &cv).len(), 1, "no answer without a model");
     assert_eq!(h.db().transfer(&id).unwrap().status, TransferStatus::Active);
 }
 
@@ -1675,9 +1600,9 @@ fn turns_v0_2() {
     let agent = report.transfer.agent_id.expect("bound at activation");
     let (_, cv, caller) = conversation_with(&h, &id);
     for (i, body) in ["hello old friend", "and again"].into_iter().enumerate() {
-        post(&h, &caller, &cv, body, &format!("v02-{i}"));
+        post(&h.host, &caller, &cv, body, &format!("v02-{i}"));
         assert_eq!(h.host.agents().drive(&agent).unwrap().consumed, 1, "and takes turns");
-        let t = transcript(&h, &caller, &cv);
+        let t = transcript(&h.host, &caller, &cv);
         assert_eq!(t.last().unwrap().body, format!("0.2.0 heard: {body}"));
     }
 }
@@ -1717,8 +1642,8 @@ fn tool_prober() {
     let id = h.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, "tool-prober");
     assert_eq!(h.activate(&id).outcome, RunOutcome::Returned);
     let (agent, cv, caller) = conversation_with(&h, &id);
-    post(&h, &caller, &cv, "call inventory {}", "tp1");
+    post(&h.host, &caller, &cv, "call inventory {}", "tp1");
     assert_eq!(agents.drive(&agent).unwrap().consumed, 1);
-    let t = transcript(&h, &caller, &cv);
+    let t = transcript(&h.host, &caller, &cv);
     assert!(t[1].body.starts_with("error unknown-tool: "), "{}", t[1].body);
 }

@@ -114,11 +114,7 @@ impl Store {
     /// [`crate::group_commit`]). [`StorePool::open`](crate::StorePool::open) is the way in.
     pub(crate) fn open_grouped(path: &Path, group: Arc<crate::group_commit::GroupCommit>) -> Result<Self> {
         let conn = open_wal_file(path)?;
-        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
-        conn.pragma_update(None, "foreign_keys", "ON")
-            .map_err(crate::sqlite::classify)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(crate::sqlite::classify)?;
+        configure(&conn, "NORMAL")?;
         Self::over(Box::new(SqliteConnection::grouped(conn, group)))
     }
 
@@ -132,11 +128,7 @@ impl Store {
     }
 
     fn setup_sqlite(conn: rusqlite::Connection) -> Result<Self> {
-        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
-        conn.pragma_update(None, "foreign_keys", "ON")
-            .map_err(crate::sqlite::classify)?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(crate::sqlite::classify)?;
+        configure(&conn, "FULL")?;
         Self::over(Box::new(SqliteConnection::new(conn)))
     }
 
@@ -383,6 +375,17 @@ impl Store {
             Ok(())
         })
     }
+}
+
+/// Sets what every store connection to SQLite runs with: the statement cache, foreign keys,
+/// and `synchronous` (`FULL` for a connection that commits alone, `NORMAL` for one whose
+/// commits a group commit's fsync makes durable).
+fn configure(conn: &rusqlite::Connection, synchronous: &str) -> Result<()> {
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
+    let set = |name, value| conn.pragma_update(None, name, value).map_err(crate::sqlite::classify);
+    set("foreign_keys", "ON")?;
+    set("synchronous", synchronous)?;
+    Ok(())
 }
 
 /// A connection to the SQLite file at `path` (created if missing) in WAL mode, with the store's

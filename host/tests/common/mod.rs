@@ -1,3 +1,4 @@
 //! Scenarios shared by more than one test binary.
 
 pub(crate) mod assistant;
+pub(crate) mod worker;
