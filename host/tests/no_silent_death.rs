@@ -29,7 +29,7 @@ use ahp_host::sandbox::{RunOutcome, Sandboxes};
 use ahp_host::shared_store::StoreLock;
 use ahp_host::store::conversation::{Acting, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT};
 use ahp_host::store::fault::FaultStep;
-use ahp_host::store::{Clock, ManualClock, Store, Tier, Timestamp, TokenKey, TransferStatus};
+use ahp_host::store::{Clock, EventKind, ManualClock, Store, Tier, Timestamp, TokenKey, TransferStatus};
 use ahp_host::testing;
 use serde_json::json;
 
@@ -382,6 +382,78 @@ fn finish_and_its_fallback() {
         [("dispatched".to_owned(), vec!["delivery_unknown".to_owned()])]
     );
     w.assert_answers_the_next_message(&a, "two");
+}
+
+/// The last compute spend of a turn goes with the turn's end (one commit), and a spend whose
+/// end could not be recorded stays owed: the sandbox's next settlement charges it. Either way
+/// the transfer pays exactly the price of the fuel its sandbox burnt — never less, never twice.
+#[test]
+fn finish_carries_the_turn_s_spend_and_an_unrecorded_one_stays_owed() {
+    // The large tier's price and a turn of a few million rounds on the CPU: each turn costs a
+    // few micro-USD and none reaches the meter's quantum, so each turn's whole compute spend is
+    // its last settlement.
+    const TURN: &str = "burn 2000000";
+    let w = world();
+    let t = w.pushed_at(Tier::Large);
+    let activation = w.activate(&t);
+    assert_eq!(activation.outcome, RunOutcome::Returned);
+    let a = w.conversation(&t);
+    let spent = || w.db().budget(&a.transfer).unwrap().unwrap().spent_micro_usd;
+    let compute_events = || {
+        let status = w.db().get_status(&a.transfer).unwrap();
+        status
+            .events
+            .iter()
+            .filter(|e| e.kind == EventKind::UsageReported && e.detail["kind"] == "compute")
+            .count()
+    };
+    let price = |fuel: u64| Tier::Large.limits().compute_cost_micro_usd(fuel);
+    let mut fuel = activation.fuel_consumed;
+    assert_eq!(spent(), price(fuel));
+
+    // A turn that returned: its spend is recorded with its end, one usage event for the turn.
+    let events = compute_events();
+    w.post(&a, TURN);
+    let d = w.agents().drive(&a.id).unwrap();
+    assert_eq!(d.consumed, 1, "{d:?}");
+    fuel += d.fuel_consumed;
+    assert!(
+        price(fuel) > price(activation.fuel_consumed) + 1,
+        "the turn burnt a priced amount: {} fuel",
+        d.fuel_consumed
+    );
+    assert!(d.fuel_consumed < ahp_host::sandbox::METER_QUANTUM_FUEL);
+    assert_eq!(spent(), price(fuel));
+    assert_eq!(compute_events(), events + 1);
+
+    // Nothing of its end recorded (the consume and the fallback both fail): the spend stays
+    // owed, and the next turn's settlement charges it with its own.
+    let n = ahp_host::agents::recovery::IN_PLACE_ATTEMPTS;
+    w.fault(FaultStep::FinishTurn, 0, n);
+    w.fault(FaultStep::MarkUnknown, 0, n);
+    let before = spent();
+    w.post(&a, TURN);
+    let d = w.agents().drive(&a.id).unwrap();
+    assert!(d.retry, "{d:?}");
+    fuel += d.fuel_consumed;
+    assert_eq!(spent(), before, "not recorded with an end that was not recorded");
+    // The next opportunity settles the unrecorded end; then a message is answered.
+    let d = w.agents().drive(&a.id).unwrap();
+    fuel += d.fuel_consumed;
+    w.post(&a, TURN);
+    let d = w.agents().drive(&a.id).unwrap();
+    assert_eq!(d.consumed, 1, "{d:?}");
+    fuel += d.fuel_consumed;
+    assert_eq!(spent(), price(fuel), "the owed spend was charged, once");
+    assert_eq!(w.replies(&a).len(), 0);
+    let replies = w
+        .db()
+        .read_transcript(&operator(), &Acting::Human, &a.cv, 0, 200)
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.body == "burnt 2000000 rounds")
+        .count();
+    assert_eq!(replies, 3, "every turn ran whole");
 }
 
 #[test]

@@ -25,10 +25,10 @@
 //!   (`host/src/interfaces/conversations.rs`, the meter) make it: the post; `transfer`,
 //!   `budget`; `claim_and_dispatch` (the claim and the fence, one commit); the meter's
 //!   `budget`; `read_inbox`; the reply `post_message` (wake-reply idempotency);
-//!   `consume_delivery`; the guest SDK's second `read_inbox` page (empty); the compute
-//!   settlement `report_usage`; `finish_turn` (accepted: the exact consume); then the next
-//!   opportunity's `transfer`, `budget` and `claim_and_dispatch` finding nothing. Six commits
-//!   and seven reads; no sandbox.
+//!   `consume_delivery`; the guest SDK's second `read_inbox` page (empty);
+//!   `finish_turn_spending` (accepted: the exact consume, with the turn's last compute
+//!   settlement); then the next opportunity's `transfer`, `budget` and `claim_and_dispatch`
+//!   finding nothing. Five commits and seven reads; no sandbox.
 //!
 //! Two parts, one command:
 //!
@@ -67,7 +67,7 @@ use std::time::{Duration, Instant};
 
 use ahp_store::conversation::{
     Acting, AgentActor, AgentCard, Caller, ConversationError, DispatchOutcome, IdempotencyKey, NewConversation,
-    NewMessage,
+    NewMessage, TurnSpend,
 };
 use ahp_store::sql::{Begin, Connection, Dialect, Row, SqlError, SqlResult, ValueRef};
 use ahp_store::{
@@ -552,9 +552,12 @@ fn post_reply(store: &mut Store, c: &mut Carried, give_ups: &AtomicU64) {
     }
     let rest = persist(give_ups, || store.read_inbox(host, actor, after, INBOX_PAGE, true));
     assert!(rest.is_empty());
-    persist(give_ups, || store.report_usage(&c.transfer, 1, COMPUTE_USAGE_KIND));
+    let spend = TurnSpend {
+        transfer: c.transfer.clone(),
+        micro_usd: 1,
+    };
     persist(give_ups, || {
-        store.finish_turn(host, actor, &ticket, DispatchOutcome::Accepted)
+        store.finish_turn_spending(host, actor, &ticket, DispatchOutcome::Accepted, Some(&spend))
     });
     // The next turn of the same opportunity finds nothing to claim.
     persist(give_ups, || store.transfer(&c.transfer));

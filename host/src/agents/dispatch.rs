@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ahp_store::TransferStatus;
-use ahp_store::conversation::{ConversationError, DispatchOutcome, DispatchTicket};
+use ahp_store::conversation::{ConversationError, DispatchOutcome, DispatchTicket, TurnSpend};
 
 use super::recovery::{self, Failure, retry};
 use super::{Agents, Carrier, Drive, MAX_TURNS_PER_OPPORTUNITY, TurnFailure};
 use crate::interfaces::TurnCtx;
-use crate::sandbox::RunOutcome;
+use crate::sandbox::{DeferredSpend, RunOutcome};
 use crate::shared_store::StoreLock;
 
 /// How one turn of a dispatch opportunity ended.
@@ -119,14 +119,14 @@ impl Agents {
             wake: ticket.wake.clone(),
             replies: 0,
         };
-        let (outcome, diagnosis) = match self.run_dispatched(&c.transfer, ctx, budget) {
+        let (outcome, diagnosis, spend) = match self.run_dispatched(&c.transfer, ctx, budget) {
             Ok(run) => {
                 drive.fuel_consumed += run.fuel_consumed;
-                (run.outcome, run.diagnosis)
+                (run.outcome, run.diagnosis, run.deferred_spend)
             }
             Err(e) => {
                 tracing::warn!(%agent, error = %e, "the turn could not run");
-                (RunOutcome::Stopped(e.to_string()), None)
+                (RunOutcome::Stopped(e.to_string()), None, None)
             }
         };
         if outcome != RunOutcome::Returned {
@@ -136,7 +136,7 @@ impl Agents {
             });
         }
         if outcome == RunOutcome::Returned
-            && self.finish(c, &ticket, DispatchOutcome::Accepted)? == DispatchOutcome::Accepted
+            && self.finish(c, &ticket, DispatchOutcome::Accepted, spend)? == DispatchOutcome::Accepted
         {
             drive.consumed += 1;
             return Ok(Next::Again);
@@ -146,7 +146,7 @@ impl Agents {
             tracing::info!(%agent, wake = %ticket.wake.id, ?outcome, "turn did not succeed: delivery unknown");
             // A turn that ended its transfer also detached its endpoint, which settled the
             // attempt as `delivery_unknown` already: the endpoint is then gone.
-            self.finish(c, &ticket, DispatchOutcome::Unknown)?;
+            self.finish(c, &ticket, DispatchOutcome::Unknown, None)?;
         }
         let status = self.store.locked().transfer(&c.transfer).map(|t| t.status);
         match status {
@@ -156,30 +156,51 @@ impl Agents {
         }
     }
 
-    /// Records the end of a dispatched turn (one store transaction, retried in place) and
-    /// returns the outcome recorded. An accepted turn whose end cannot be recorded becomes
-    /// `delivery_unknown` instead; if even that cannot be recorded, the agent's next
-    /// opportunity settles it (see [`recovery`]).
+    /// Records the end of a dispatched turn (one store transaction, retried in place), with the
+    /// turn's last compute spend, and returns the outcome recorded. An accepted turn whose end
+    /// cannot be recorded becomes `delivery_unknown` instead; if even that cannot be recorded,
+    /// the agent's next opportunity settles it (see [`recovery`]). A spend not recorded with
+    /// either stays owed in the sandbox's meter, which charges it at its next settlement.
     fn finish(
         &self,
         c: &Carrier,
         ticket: &DispatchTicket,
         outcome: DispatchOutcome,
+        spend: Option<DeferredSpend>,
     ) -> Result<DispatchOutcome, Failure> {
         let (caller, actor) = (&c.caller, &c.actor);
-        let end = |outcome| retry(|| self.store.locked().finish_turn(caller, actor, ticket, outcome));
+        let agent = &actor.agent;
+        let turn_spend = spend.as_ref().map(|s| TurnSpend {
+            transfer: c.transfer.clone(),
+            micro_usd: s.micro_usd,
+        });
+        let end = |outcome| {
+            let ended = retry(|| {
+                self.store
+                    .locked()
+                    .finish_turn_spending(caller, actor, ticket, outcome, turn_spend.as_ref())
+            })?;
+            if let Some(why) = &ended.spend_refused {
+                tracing::warn!(%agent, transfer = %c.transfer, %why, "the turn's last compute spend was refused");
+            }
+            if ended.spend.is_some()
+                && let Some(spend) = &spend
+            {
+                spend.clone().recorded();
+            }
+            Ok::<_, ConversationError>(())
+        };
         let failure = match end(outcome) {
-            Ok(_) => return Ok(outcome),
+            Ok(()) => return Ok(outcome),
             Err(e) => Failure::of(&e),
         };
         if failure.is_gone() {
             return Err(failure);
         }
-        let agent = &actor.agent;
         tracing::warn!(%agent, wake = %ticket.wake.id, ?failure, "cannot record the end of the turn");
         if outcome == DispatchOutcome::Accepted {
             match end(DispatchOutcome::Unknown) {
-                Ok(_) => {
+                Ok(()) => {
                     tracing::info!(%agent, wake = %ticket.wake.id, "the turn's end is recorded as delivery unknown");
                     return Ok(DispatchOutcome::Unknown);
                 }

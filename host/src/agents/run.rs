@@ -80,7 +80,9 @@ impl Agents {
             return Err(sandbox::Error::NoTurns(transfer.to_owned()));
         }
         if let Some(remaining) = budget_read {
+            // A dispatched turn: its end is recorded by the controller, with its last spend.
             sandbox.read_budget_before(remaining);
+            sandbox.defer_last_settlement();
         }
         let run = sandboxes.run(&mut sandbox, call);
         let keep = match &run.outcome {

@@ -8,6 +8,16 @@
 //! what the remaining budget still pays for, so spend reported by the guest mid-turn (model
 //! tokens) shrinks its CPU allowance at once.
 //!
+//! **The end of a dispatched turn.** The controller's turns end with one more commit anyway
+//! (the turn's outcome and consume, `finish_turn`), so the last settlement of a turn that
+//! returned rides in it instead of committing on its own: the run hands the priced fuel out as
+//! a [`DeferredSpend`] and the controller records it with `finish_turn_spending`. Until the
+//! controller confirms it ([`DeferredSpend::recorded`]) the meter does not count it as charged,
+//! so a turn end that could not be recorded leaves it owed, and the sandbox's next settlement
+//! charges it (charges are cumulative, below). A host killed between the turn and its end
+//! loses that last settlement — at most [`METER_QUANTUM_FUEL`] of fuel plus one
+//! [`FUEL_FLUSH_INTERVAL`], the same bound the wall-clock trap has.
+//!
 //! **Call-free loops.** Cranelift keeps a function's fuel counter in a register and writes it
 //! back to the Store only around calls (wasmtime 48, `func_environ.rs`): the epoch check is a
 //! libcall that does not write it back, so an epoch tick inside a call-free loop sees no fuel
@@ -25,6 +35,10 @@
 //! budget cannot pay for, total spend never passes the allocation by more than that one
 //! micro-USD — the metering quantum the tests bound.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ahp_store::{MAX_USAGE_REPORT_MICRO_USD, TierLimits};
 use wasmtime::StoreContextMut;
 
 use super::Sandbox;
@@ -64,6 +78,12 @@ pub(crate) struct Meter {
     /// The remaining budget the controller read for this turn before its dispatch fence
     /// ([`Sandbox::read_budget_before`]): what the turn starts from if its own read fails.
     read_before: Option<u64>,
+    /// Whether this turn's last settlement, if it returns, is handed to the controller
+    /// ([`Sandbox::defer_last_settlement`]) instead of committed on its own.
+    defer_last: bool,
+    /// Spend of earlier [`DeferredSpend`]s the controller recorded, not yet counted in
+    /// `charged_micro_usd` (folded in at the next settlement).
+    recorded_elsewhere: Arc<AtomicU64>,
 }
 
 impl Meter {
@@ -77,7 +97,28 @@ impl Meter {
             remaining_micro_usd: 0,
             refused: None,
             read_before: None,
+            defer_last: false,
+            recorded_elsewhere: Arc::default(),
         }
+    }
+
+    /// Counts the deferred spend the controller recorded since the last settlement as charged.
+    fn fold_recorded(&mut self) {
+        self.charged_micro_usd += self.recorded_elsewhere.swap(0, Ordering::AcqRel);
+    }
+
+    /// Adds the fuel burnt down to `fuel` (the Store's level now) to the turn's and the
+    /// sandbox's totals, and returns the compute spend owed for it and any earlier fuel not yet
+    /// charged, micro-USD.
+    fn burn_down_to(&mut self, fuel: u64, limits: &TierLimits) -> u64 {
+        self.fold_recorded();
+        let burnt = self.level.saturating_sub(fuel);
+        self.turn_consumed += burnt;
+        self.total_consumed += burnt;
+        self.level = fuel;
+        limits
+            .compute_cost_micro_usd(self.total_consumed)
+            .saturating_sub(self.charged_micro_usd)
     }
 
     /// Whether this turn's fuel ran out on the per-turn ceiling (rather than on the budget).
@@ -100,6 +141,32 @@ impl Sandbox {
     pub(crate) fn read_budget_before(&mut self, remaining_micro_usd: u64) {
         self.store.data_mut().meter.read_before = Some(remaining_micro_usd);
     }
+
+    /// Hands the next turn's last settlement, if the turn returns, to the caller as
+    /// [`Run::deferred_spend`](crate::sandbox::Run::deferred_spend), to be recorded with the
+    /// turn's end (see the [module docs](self)).
+    pub(crate) fn defer_last_settlement(&mut self) {
+        self.store.data_mut().meter.defer_last = true;
+    }
+}
+
+/// A turn's last compute spend, not yet recorded: the controller records it with the turn's end
+/// and then calls [`recorded`](Self::recorded); dropped unrecorded, it stays owed and the
+/// sandbox's next settlement charges it.
+#[derive(Debug, Clone)]
+pub struct DeferredSpend {
+    /// Micro-USD owed, 1 to [`MAX_USAGE_REPORT_MICRO_USD`].
+    pub micro_usd: u64,
+    /// The meter's count of recorded deferred spend.
+    recorded: Arc<AtomicU64>,
+}
+
+impl DeferredSpend {
+    /// Tells the sandbox's meter that this spend was recorded: its next settlement counts it as
+    /// charged instead of charging it again.
+    pub fn recorded(self) {
+        self.recorded.fetch_add(self.micro_usd, Ordering::AcqRel);
+    }
 }
 
 /// Starts a turn: reads the budget and fuels the Store with what the turn may burn.
@@ -110,6 +177,7 @@ impl Sandbox {
 /// end a solvent transfer.
 pub(crate) fn start_turn(cx: &mut StoreContextMut<'_, SandboxState>) -> wasmtime::Result<u64> {
     let st = cx.data_mut();
+    st.meter.fold_recorded();
     st.meter.turn_consumed = 0;
     st.turn_started = std::time::Instant::now();
     let read_before = st.meter.read_before.take();
@@ -142,13 +210,7 @@ pub(crate) fn settle(cx: &mut StoreContextMut<'_, SandboxState>) -> wasmtime::Re
         return Ok(cx.data().meter.remaining_micro_usd);
     };
     let st = cx.data_mut();
-    let burnt = st.meter.level.saturating_sub(fuel);
-    st.meter.turn_consumed += burnt;
-    st.meter.total_consumed += burnt;
-    let owed = st
-        .limits
-        .compute_cost_micro_usd(st.meter.total_consumed)
-        .saturating_sub(st.meter.charged_micro_usd);
+    let owed = st.meter.burn_down_to(fuel, st.limits);
     if owed > 0 {
         match st
             .agent
@@ -174,6 +236,34 @@ pub(crate) fn settle(cx: &mut StoreContextMut<'_, SandboxState>) -> wasmtime::Re
     let remaining = st.meter.remaining_micro_usd;
     cx.set_fuel(level)?;
     Ok(remaining)
+}
+
+/// Whether this run's last settlement was asked to be deferred
+/// ([`Sandbox::defer_last_settlement`]); clears the request, which holds for one run.
+pub(crate) fn take_defer(cx: &mut StoreContextMut<'_, SandboxState>) -> bool {
+    std::mem::take(&mut cx.data_mut().meter.defer_last)
+}
+
+/// Ends a turn's metering: the last settlement, or — when `defer` (a turn that returned after
+/// [`Sandbox::defer_last_settlement`]) — the spend that settlement would record, handed out to
+/// be recorded with the turn's end (a spend past what one report may carry is settled here).
+pub(crate) fn end_turn(
+    cx: &mut StoreContextMut<'_, SandboxState>,
+    defer: bool,
+) -> wasmtime::Result<Option<DeferredSpend>> {
+    let fuel = match cx.get_fuel() {
+        Ok(fuel) if defer => fuel,
+        _ => return settle(cx).map(|_| None),
+    };
+    let st = cx.data_mut();
+    let owed = st.meter.burn_down_to(fuel, st.limits);
+    if owed > MAX_USAGE_REPORT_MICRO_USD {
+        return settle(cx).map(|_| None);
+    }
+    Ok((owed > 0).then(|| DeferredSpend {
+        micro_usd: owed,
+        recorded: st.meter.recorded_elsewhere.clone(),
+    }))
 }
 
 /// Records spend the guest reported (or the host observed) and cuts the fuel left to match.

@@ -60,6 +60,9 @@ pub struct Run {
     pub store_time: std::time::Duration,
     /// What an author needs to see of a run that did not return `ok`; `None` when it did.
     pub diagnosis: Option<Diagnosis>,
+    /// The turn's last compute spend, for the caller to record with the turn's end: only for a
+    /// turn that returned after [`Sandbox::defer_last_settlement`] (see `meter`).
+    pub(crate) deferred_spend: Option<meter::DeferredSpend>,
 }
 
 /// Longest tail of the guest's output a [`Diagnosis`] keeps, in bytes.
@@ -221,7 +224,7 @@ impl Sandboxes {
     /// transfer's lifecycle: what the outcome means for it is the caller's (`activation`,
     /// `agents`).
     pub fn run(&self, sandbox: &mut Sandbox, call: Call) -> Run {
-        let (outcome, fuel, trace) = run(sandbox, call);
+        let (outcome, fuel, trace, deferred_spend) = run(sandbox, call);
         self.audit_ceiling(sandbox, &outcome);
         sandbox.store.data_mut().agent.turn = None;
         let diagnosis = (outcome != RunOutcome::Returned).then(|| Diagnosis {
@@ -235,6 +238,7 @@ impl Sandboxes {
             compute_micro_usd: st.meter.charged_micro_usd,
             store_time: st.agent.store_time.get(),
             diagnosis,
+            deferred_spend,
         }
     }
 
@@ -248,7 +252,7 @@ impl Sandboxes {
     #[doc(hidden)]
     pub fn trial_resume(&self, transfer: &Transfer) -> Result<(RunOutcome, std::time::Duration), Error> {
         let mut sandbox = self.prepare(transfer)?;
-        let (outcome, _, _) = run(&mut sandbox, Call::Resume);
+        let (outcome, _, _, _) = run(&mut sandbox, Call::Resume);
         Ok((outcome, sandbox.store.data().agent.store_time.get()))
     }
 }
@@ -281,26 +285,27 @@ fn log_tail(log: &[u8], max: usize) -> String {
 /// in a host call (`wasi:io/poll`, what `std::thread::sleep` becomes, a stream, an HTTP
 /// response), the call's future is pending and `timeout_at` drops it, which unwinds the guest
 /// off its fiber and cancels the wait. Either way no host thread stays behind with the guest.
-fn run(sandbox: &mut Sandbox, call: Call) -> (RunOutcome, u64, Option<String>) {
+fn run(sandbox: &mut Sandbox, call: Call) -> (RunOutcome, u64, Option<String>, Option<meter::DeferredSpend>) {
     let store = &mut sandbox.store;
     let turn = match call {
         Call::Resume => None,
         Call::Turn(t) => Some(*t),
     };
     let is_turn = turn.is_some();
+    let defer = meter::take_defer(&mut store.as_context_mut());
     store.data_mut().agent.start_turn(turn);
     if sandbox.agent.is_none()
         && let Some(ceiling) = sandbox.counts.breach(&store.data().ceilings)
     {
         store.data_mut().limiter.breach = Some(ceiling);
-        return (RunOutcome::CeilingExceeded(ceiling), 0, None);
+        return (RunOutcome::CeilingExceeded(ceiling), 0, None, None);
     }
     let fuel = match meter::start_turn(&mut store.as_context_mut()) {
         Ok(f) => f,
-        Err(e) => return (RunOutcome::Trapped(format!("{e:#}")), 0, Some(format!("{e:?}"))),
+        Err(e) => return (RunOutcome::Trapped(format!("{e:#}")), 0, Some(format!("{e:?}")), None),
     };
     if fuel == 0 {
-        return (RunOutcome::BudgetExhausted, 0, None);
+        return (RunOutcome::BudgetExhausted, 0, None, None);
     }
     store.set_epoch_deadline(1);
     let deadline = store.data().turn_started + store.data().ceilings.wall_clock_per_turn;
@@ -317,9 +322,11 @@ fn run(sandbox: &mut Sandbox, call: Call) -> (RunOutcome, u64, Option<String>) {
         }
     });
     let store = &mut sandbox.store;
-    if let Err(e) = meter::settle(&mut store.as_context_mut()) {
+    let defer = defer && matches!(result, Ok(Ok(())));
+    let deferred_spend = meter::end_turn(&mut store.as_context_mut(), defer).unwrap_or_else(|e| {
         tracing::error!(error = %e, "settling the meter failed");
-    }
+        None
+    });
     let st = store.data();
     // A trap's backtrace has a frame per wasm call (a deep recursion: thousands): kept to a
     // bound, like the guest's own error message.
@@ -355,7 +362,7 @@ fn run(sandbox: &mut Sandbox, call: Call) -> (RunOutcome, u64, Option<String>) {
             }
         }
     };
-    (outcome, st.meter.turn_consumed, trace)
+    (outcome, st.meter.turn_consumed, trace, deferred_spend)
 }
 
 /// Instantiates the sandbox's component if this is its first run, and calls `resume` (or

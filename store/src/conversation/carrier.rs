@@ -29,11 +29,37 @@ use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::Mutation;
 use super::principal::{Caller, Scope};
 use super::wake::check_wake_id;
+use crate::budget::MAX_USAGE_REPORT_MICRO_USD;
 use crate::clock::Timestamp;
 use crate::db::Store;
+use crate::lifecycle::{self, COMPUTE_USAGE_KIND, UsageReport};
+use crate::owner::TransferOwner;
+use crate::transfer;
 
 /// Most endpoints [`Store::wake_ready_endpoints`] returns per page.
 pub const MAX_READY_PAGE: usize = 1000;
+
+/// Compute spend of a turn not yet recorded — the fuel it burnt since the meter's last
+/// settlement, priced — to be recorded with the turn's end ([`Store::finish_turn_spending`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnSpend {
+    /// The transfer that pays.
+    pub transfer: String,
+    /// Micro-USD, 1 to [`MAX_USAGE_REPORT_MICRO_USD`].
+    pub micro_usd: u64,
+}
+
+/// What [`Store::finish_turn_spending`] recorded.
+#[derive(Debug, Clone)]
+pub struct TurnEnd {
+    /// The attempt as it now stands (`state_changed` false for an exact retry).
+    pub attempt: Mutation<WakeAttempt>,
+    /// The spend's report, when it was recorded with this end.
+    pub spend: Option<UsageReport>,
+    /// Why the transfer refused the spend (it left `active` meanwhile, say): the end is
+    /// recorded without it.
+    pub spend_refused: Option<String>,
+}
 
 /// Finishes the admitted attempt `a` of `actor` with `outcome`, consuming `wake` with
 /// `consume_token` for an accepted turn.
@@ -71,6 +97,12 @@ fn finish_in(
     }
 }
 
+/// Records `spend` as compute spend of its transfer inside `tx` (as `report_usage` does).
+fn charge_in(tx: &Tx<'_>, spend: &TurnSpend, now: Timestamp) -> crate::Result<UsageReport> {
+    let t = transfer::load_for(tx, &spend.transfer, &TransferOwner::Operator)?;
+    lifecycle::add_spend(tx, &t, spend.micro_usd, COMPUTE_USAGE_KIND, now)
+}
+
 impl Store {
     /// Records the end of a dispatched turn in one transaction: for
     /// [`DispatchOutcome::Accepted`] (the turn succeeded) the exact consume of the ticket's wake
@@ -95,18 +127,63 @@ impl Store {
         ticket: &DispatchTicket,
         outcome: DispatchOutcome,
     ) -> Result<Mutation<WakeAttempt>> {
+        Ok(self.finish_turn_spending(caller, actor, ticket, outcome, None)?.attempt)
+    }
+
+    /// [`finish_turn`](Self::finish_turn) with the turn's last compute spend in the same
+    /// transaction: one commit where there were two. The spend is recorded as `report_usage`
+    /// records compute (budget, `usage_reported` event, `insolvent` when it spends the last of
+    /// the budget) — but only when this call changes the attempt, so that an exact retry of a
+    /// finish that committed does not charge twice. A transfer that refuses the spend (no longer
+    /// `active`) leaves the end recorded without it ([`TurnEnd::spend_refused`]); nothing is
+    /// recorded when the transaction fails.
+    ///
+    /// # Errors
+    ///
+    /// As [`finish_turn`](Self::finish_turn); [`Error::InvalidInput`] (field `spend`) for an
+    /// amount outside 1..=[`MAX_USAGE_REPORT_MICRO_USD`] or a malformed transfer id, changing
+    /// nothing.
+    pub fn finish_turn_spending(
+        &mut self,
+        caller: &Caller,
+        actor: &AgentActor,
+        ticket: &DispatchTicket,
+        outcome: DispatchOutcome,
+        spend: Option<&TurnSpend>,
+    ) -> Result<TurnEnd> {
         caller.require(Scope::Manage)?;
         actor.validate()?;
         check_attempt_id(&ticket.attempt.id)?;
         check_wake_id(&ticket.wake.id)?;
         check_consume_token(&ticket.consume_token)?;
+        if let Some(spend) = spend {
+            if spend.micro_usd == 0 || spend.micro_usd > MAX_USAGE_REPORT_MICRO_USD {
+                return Err(Error::invalid(
+                    "spend",
+                    format!("must be 1 to {MAX_USAGE_REPORT_MICRO_USD} micro-USD"),
+                ));
+            }
+            transfer::check_id(&spend.transfer).map_err(|e| Error::invalid("spend", e.to_string()))?;
+        }
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
             endpoint::admit(&tx, caller, actor, now)?;
             let a = load_attempt_for(&tx, &actor.endpoint, &ticket.attempt.id)?;
-            let finished = finish_in(&tx, actor, a, &ticket.wake.id, &ticket.consume_token, outcome, now)?;
+            let attempt = finish_in(&tx, actor, a, &ticket.wake.id, &ticket.consume_token, outcome, now)?;
+            let (mut spent, mut refused) = (None, None);
+            if let Some(spend) = spend.filter(|_| attempt.state_changed) {
+                match charge_in(&tx, spend, now) {
+                    Ok(report) => spent = Some(report),
+                    Err(crate::Error::Database(e)) => return Err(Error::Database(e)),
+                    Err(e) => refused = Some(e.to_string()),
+                }
+            }
             tx.commit()?;
-            Ok(finished)
+            Ok(TurnEnd {
+                attempt,
+                spend: spent,
+                spend_refused: refused,
+            })
         })
     }
 

@@ -136,6 +136,7 @@ pub use attempt::{
 };
 pub use audit::{AuditEvent, AuditKind};
 pub use bootstrap::Bootstrap;
+pub use carrier::{TurnEnd, TurnSpend};
 pub use conversation::{Acting, CONVERSATION_ID_PREFIX, Conversation, ConversationState, NewConversation};
 pub use delivery::{Delivery, DeliveryState};
 pub use endpoint::{AgentActor, ENDPOINT_ID_PREFIX, Endpoint, EndpointState};

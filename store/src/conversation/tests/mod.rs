@@ -32,6 +32,7 @@ mod hiding;
 mod limits;
 mod model;
 mod posting;
+mod turn_spend;
 mod upgrade;
 mod wakes;
 mod woken;

@@ -12,6 +12,8 @@
 //!   `<ms>` milliseconds (`std::thread::sleep`, a blocking `wasi:io/poll`) and returns `Ok`: a
 //!   window in which to kill the host after the reply and before the wake is consumed;
 //! - `spin`: loops forever on the CPU, for the tier's fuel and wall clock to stop;
+//! - `burn <rounds>`: loops `<rounds>` times on the CPU without a host call, replies
+//!   `burnt <rounds> rounds` and returns `Ok` (a turn with a priced amount of compute);
 //! - `fail`: returns `Err("asked to fail")`, replying and consuming nothing;
 //! - `flood`: replies `flood <n>` to that message again and again until a reply is refused,
 //!   then returns `Err("<n> replies, then: <the refusal>")`;
@@ -59,6 +61,14 @@ impl Agent for TurnProber {
                 std::thread::sleep(Duration::from_millis(millis));
             }
             "spin" => spin(),
+            "burn" => {
+                let rounds: u64 = argument.trim().parse().map_err(|_| "burn needs a number of rounds")?;
+                let mut x = 0_u64;
+                for _ in 0..rounds {
+                    x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1));
+                }
+                first.reply(&format!("burnt {rounds} rounds"))?;
+            }
             "fail" => return Err("asked to fail".into()),
             "flood" => {
                 let mut sent = 0_u32;
