@@ -77,14 +77,7 @@ mod tests {
     use crate::*;
 
     fn provisioned(store: &mut Store, key: &TokenKey, tier: Tier) -> String {
-        let snap = SnapshotInput {
-            source_host: "laptop".into(),
-            system_prompt: "p".into(),
-            message_history: vec![],
-            tool_state: serde_json::json!({}),
-            mcp_config: vec![],
-        };
-        let t = store.snapshot_state(&snap).unwrap();
+        let t = store.snapshot_state(&crate::testing::bare_snapshot()).unwrap();
         let tok =
             issue_transfer_token(key, &t.id, TokenScope::ProvisionRuntime, store.now(), DEFAULT_TOKEN_TTL).unwrap();
         store.provision_runtime(&t.id, tier, 1_000, "forecaster", &tok).unwrap();

@@ -10,6 +10,17 @@ use std::sync::Arc;
 use crate::db::Store;
 use crate::error::Result;
 
+/// The smallest snapshot a transfer starts from: no history, no tool state, no MCP servers.
+pub(crate) fn bare_snapshot() -> crate::SnapshotInput {
+    crate::SnapshotInput {
+        source_host: "laptop".into(),
+        system_prompt: "p".into(),
+        message_history: vec![],
+        tool_state: serde_json::json!({}),
+        mcp_config: vec![],
+    }
+}
+
 /// The environment variable that picks the backend of the store's tests.
 pub(crate) const BACKEND_ENV: &str = "AHP_TEST_BACKEND";
 

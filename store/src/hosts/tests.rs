@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use serde_json::json;
-
 use crate::conversation::{Caller, EndpointState};
 use crate::hosts::{HostState, MAX_HOST_ID_CHARS, MAX_HOST_LEASE, MIN_HOST_LEASE, validate_host_id};
 use crate::testing::TestDb;
@@ -37,16 +35,6 @@ fn two() -> Two {
     }
 }
 
-fn snapshot() -> SnapshotInput {
-    SnapshotInput {
-        source_host: "laptop".into(),
-        system_prompt: "p".into(),
-        message_history: vec![],
-        tool_state: json!({}),
-        mcp_config: vec![],
-    }
-}
-
 impl Two {
     fn token(&self, t: &str, scope: TokenScope) -> String {
         issue_transfer_token(&self.key, t, scope, self.clock.now(), DEFAULT_TOKEN_TTL).unwrap()
@@ -54,7 +42,7 @@ impl Two {
 
     /// A transfer pushed and with its activation begun by host A.
     fn activating_on_a(&mut self) -> String {
-        let t = self.a.snapshot_state(&snapshot()).unwrap().id;
+        let t = self.a.snapshot_state(&crate::testing::bare_snapshot()).unwrap().id;
         let tok = self.token(&t, TokenScope::ProvisionRuntime);
         self.a.provision_runtime(&t, Tier::Nano, 1_000, "c", &tok).unwrap();
         self.a.push_state(&t, None).unwrap();

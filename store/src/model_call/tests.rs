@@ -5,8 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::json;
-
 use super::*;
 use crate::*;
 
@@ -17,19 +15,9 @@ const PRICES: ModelPrices = ModelPrices {
     cache_write: 500_000,
 };
 
-fn snapshot() -> SnapshotInput {
-    SnapshotInput {
-        source_host: "laptop".into(),
-        system_prompt: "p".into(),
-        message_history: vec![],
-        tool_state: json!({}),
-        mcp_config: vec![],
-    }
-}
-
 /// A new `active` transfer with `budget` micro-USD in `store`.
 fn active(store: &mut Store, key: &TokenKey, budget: u64) -> String {
-    let t = store.snapshot_state(&snapshot()).unwrap().id;
+    let t = store.snapshot_state(&crate::testing::bare_snapshot()).unwrap().id;
     let tok = issue_transfer_token(key, &t, TokenScope::ProvisionRuntime, store.now(), DEFAULT_TOKEN_TTL).unwrap();
     store
         .provision_runtime(&t, Tier::Nano, budget, "forecaster", &tok)

@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use serde_json::json;
-
 use crate::conversation::{Caller, EndpointState};
 use crate::testing::TestDb;
 use crate::*;
@@ -21,14 +19,7 @@ fn setup() -> (TestDb, Store, Store, String, AgentBinding) {
     let (mut a, mut b) = (db.open_as("host-a", &clock, &key), db.open_as("host-b", &clock, &key));
     a.join_host(HOST_LEASE, None).unwrap();
     b.join_host(HOST_LEASE, None).unwrap();
-    let snapshot = SnapshotInput {
-        source_host: "laptop".into(),
-        system_prompt: "p".into(),
-        message_history: vec![],
-        tool_state: json!({}),
-        mcp_config: vec![],
-    };
-    let t = a.snapshot_state(&snapshot).unwrap().id;
+    let t = a.snapshot_state(&crate::testing::bare_snapshot()).unwrap().id;
     let tok = issue_transfer_token(&key, &t, TokenScope::ProvisionRuntime, START, DEFAULT_TOKEN_TTL).unwrap();
     a.provision_runtime(&t, Tier::Nano, 1_000, "c", &tok).unwrap();
     a.push_state(&t, None).unwrap();

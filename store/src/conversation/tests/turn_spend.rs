@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::fault::FaultStep;
-use crate::{DEFAULT_TOKEN_TTL, SnapshotInput, Tier, TokenKey, TokenScope, TransferStatus, issue_transfer_token};
+use crate::{DEFAULT_TOKEN_TTL, Tier, TokenKey, TokenScope, TransferStatus, issue_transfer_token};
 
 const BUDGET: u64 = 1_000;
 
@@ -19,16 +19,9 @@ fn setup() -> (World, Caller, AgentActor, DispatchTicket, String) {
     w.post(&alice, &cv, Acting::Human, "x").unwrap();
     let claim = w.store.claim_wake(&alice, &actor, CLAIM).unwrap().unwrap();
     let ticket = w.store.prepare_dispatch(&alice, &actor, &claim.attempt.id).unwrap();
-    let snapshot = SnapshotInput {
-        source_host: "laptop".into(),
-        system_prompt: "p".into(),
-        message_history: vec![],
-        tool_state: serde_json::json!({}),
-        mcp_config: vec![],
-    };
     let now = crate::clock::Clock::now(&w.clock);
     let s = &mut w.store;
-    let t = s.snapshot_state(&snapshot).unwrap().id;
+    let t = s.snapshot_state(&crate::testing::bare_snapshot()).unwrap().id;
     let token = |scope| issue_transfer_token(&key, &t, scope, now, DEFAULT_TOKEN_TTL).unwrap();
     s.provision_runtime(&t, Tier::Nano, BUDGET, "c", &token(TokenScope::ProvisionRuntime))
         .unwrap();
