@@ -16,11 +16,10 @@
 //! the outcome; only after the turn returned `ok` it exact-consumes the wake — that consume is
 //! what proves the turn ran. The budget is read before anything is claimed, and the end of a
 //! turn (outcome and consume, with the turn's last compute spend) is one store transaction
-//! (`finish_turn_spending`). A failure before the
-//! fence changes nothing (the wake stays pending); an `err`, a trap or a ceiling after it is
-//! `delivery_unknown`, never
-//! redispatched. At most one turn per agent runs at a time; posts that arrive meanwhile
-//! coalesce into the agent's one pending wake and one more opportunity.
+//! (`finish_turn_spending`). A failure before the fence changes nothing (the wake stays
+//! pending); an `err`, a trap or a ceiling after it is `delivery_unknown`, never redispatched.
+//! At most one turn per agent runs at a time; posts that arrive meanwhile coalesce into the
+//! agent's one pending wake and one more opportunity.
 //!
 //! **No silent death** ([`recovery`]). A carrier is dropped only when the store says its
 //! endpoint is really gone. A busy database, or a claim refused because an unresolved dispatch
@@ -34,10 +33,10 @@
 //!
 //! **Money.** A turn's fuel is charged to the transfer's budget like activation's (the
 //! sandbox's meter; the last settlement of a turn that returned is recorded with the turn's
-//! end, and stays owed if that end is not recorded), and so is the spend its guest reports. An insolvent transfer's endpoint is
-//! no longer wake-capable (the store clears it), so its agent gets no more turns; a terminated
-//! or expired one is detached by the store, and its carrier and sandbox dropped here
-//! ([`Agents::sweep`]).
+//! end, and stays owed if that end is not recorded), and so is the spend its guest reports.
+//! An insolvent transfer's endpoint is no longer wake-capable (the store clears it), so its
+//! agent gets no more turns; a terminated or expired one is detached by the store, and its
+//! carrier and sandbox dropped here ([`Agents::sweep`]).
 
 mod dispatch;
 pub mod hosting;
