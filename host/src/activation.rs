@@ -9,8 +9,15 @@
 //! transfer stays `active`). The sandbox itself ([`Sandboxes::run`]) knows nothing of this
 //! lifecycle.
 //!
+//! The activation is two commits, `begin_activation` and its end: what the guest's `resume`
+//! writes (its credential audit, checkpoint and spend, and the meter's settlements) is held
+//! by the sandbox and recorded in the end's commit (see [`Journal`](crate::interfaces::Journal)).
+//!
 //! [`Host`]: crate::host::Host
 
+use ahp_store::{ActivationWrites, Transfer};
+
+use crate::interfaces::journal;
 use crate::sandbox::{self, Call, RunReport, Sandboxes, bounded};
 use crate::shared_store::{SharedStore, StoreLock};
 
@@ -39,15 +46,45 @@ pub fn activate(
             return Err(e);
         }
     };
+    sandbox.hold_activation_writes();
     let run = sandboxes.run(&mut sandbox, Call::Resume);
-    let t = match run.outcome.failure_reason() {
-        None => store.locked().complete_activation(transfer),
-        Some(reason) => store.locked().fail_activation(transfer, &bounded(&reason)),
-    };
+    let writes = sandbox.take_activation_writes();
+    let t = end(store, transfer, run.outcome.failure_reason(), &writes);
     // Err: the transfer moved under us (terminated or expired mid-activation).
     let report = run.report(t?);
     if report.outcome.failure_reason().is_none() {
         sandboxes.keep(sandbox);
     }
     Ok(report)
+}
+
+/// Ends the activation of `transfer` — completed, or failed for `failure` — with the `writes`
+/// its `resume` held, in one commit. Should the store refuse them together (the transfer
+/// moved meanwhile, a checkpoint it can no longer take), each is recorded on its own as it
+/// would have been without holding, and then the activation ends on its own; a checkpoint
+/// that could not be saved fails an activation that would have completed, since its guest
+/// was told it was saved.
+fn end(
+    store: &SharedStore,
+    transfer: &str,
+    failure: Option<String>,
+    writes: &ActivationWrites,
+) -> Result<Transfer, ahp_store::Error> {
+    let together = match &failure {
+        None => store.locked().complete_activation_with(transfer, writes),
+        Some(reason) => store.locked().fail_activation_with(transfer, &bounded(reason), writes),
+    };
+    let Err(e) = together else { return together };
+    if writes.is_empty() {
+        return Err(e);
+    }
+    tracing::warn!(transfer, error = %e, "the activation's writes refused together; recording them one by one");
+    let saved = journal::record_one_by_one(store, transfer, writes)?;
+    match (failure, saved) {
+        (None, true) => store.locked().complete_activation(transfer),
+        (None, false) => store
+            .locked()
+            .fail_activation(transfer, "the checkpoint the guest saved could not be recorded"),
+        (Some(reason), _) => store.locked().fail_activation(transfer, &bounded(&reason)),
+    }
 }

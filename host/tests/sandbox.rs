@@ -50,9 +50,28 @@ struct Host {
 }
 
 fn host_with(cap: CeilingCap, data_dir: Option<PathBuf>) -> Host {
-    let dir = tempfile::tempdir().unwrap();
     let key = TokenKey::random();
     let db = Store::open_in_memory().unwrap().with_token_key(key.clone());
+    host_on(db.into(), key, tempfile::tempdir().unwrap(), cap, data_dir)
+}
+
+/// A host on a SQLite file in `dir` through a pool of two connections, whose commits its
+/// group counts.
+fn host_on_a_file() -> Host {
+    let key = TokenKey::random();
+    let dir = tempfile::tempdir().unwrap();
+    let k = key.clone();
+    let pool = ahp_store::StorePool::open(dir.path().join("ahp.db"), 2, |s| Ok(s.with_token_key(k.clone()))).unwrap();
+    host_on(pool, key, dir, CeilingCap::default(), None)
+}
+
+fn host_on(
+    db: ahp_store::StorePool,
+    key: TokenKey,
+    dir: tempfile::TempDir,
+    cap: CeilingCap,
+    data_dir: Option<PathBuf>,
+) -> Host {
     let vault_dir = dir.path().join("vault");
     let vault = DirVault::open(&vault_dir).unwrap();
     std::fs::write(vault_dir.join("inventory-api"), format!("{SECRET}\n")).unwrap();
@@ -544,6 +563,11 @@ struct Loopback {
 }
 
 fn loopback() -> Loopback {
+    loopback_seeing(|| {})
+}
+
+/// [`loopback`], calling `on_request` as each request arrives, before it answers.
+fn loopback_seeing(on_request: impl Fn() + Send + 'static) -> Loopback {
     use std::io::{BufRead, BufReader, Read, Write};
     use std::sync::atomic::Ordering;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -602,6 +626,7 @@ fn loopback() -> Loopback {
                     got += n;
                 }
             }
+            on_request();
             a.lock().unwrap().push(auth);
             r.fetch_add(1, Ordering::Relaxed);
             b.fetch_add(got as u64, Ordering::Relaxed);
@@ -973,6 +998,102 @@ fn egress_prober() {
         0,
         "nothing reached the loopback server"
     );
+}
+
+#[test]
+fn an_activation_commits_twice_whatever_its_resume_writes() {
+    // The forecaster's resume resolves a credential (audited), saves a checkpoint, reports
+    // spend and burns fuel (the meter settles): all of it rides in the completing commit.
+    let h = host_on_a_file();
+    let id = h.pushed(&snapshot(3, inventory()), Tier::Nano, 1_000_000, "forecaster");
+    let tok = testing::activate_token(&h.db(), &h.key, &id).unwrap();
+    let group = || h.host.store().group().unwrap().stats().commits;
+    let before = group();
+    let report = ahp_host::activation::activate(h.host.store(), &h.sandboxes, &id, &tok).unwrap();
+    assert_eq!(report.outcome, RunOutcome::Returned, "{:?}", report.diagnosis);
+    assert_eq!(group() - before, 2, "begin and complete, nothing between");
+    let events = h.db().get_status(&id).unwrap().events;
+    let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
+    use EventKind as K;
+    for k in [K::CredentialResolved, K::UsageReported, K::Activated] {
+        assert!(kinds.contains(&k), "{k:?} in {kinds:?}");
+    }
+    let compute = events
+        .iter()
+        .filter(|e| e.kind == K::UsageReported && e.detail["kind"] == "compute")
+        .count();
+    assert_eq!(compute, 1, "the meter's settlements are one spend: {kinds:?}");
+    assert!(
+        h.db().load_checkpoint(&id).unwrap().is_some(),
+        "the checkpoint was saved"
+    );
+    let budget = h.db().budget(&id).unwrap().unwrap();
+    assert_eq!(
+        budget.spent_micro_usd,
+        report.compute_micro_usd + forecaster_model_spend(&events)
+    );
+}
+
+/// The spend the forecaster reported itself (not compute), from its `usage_reported` events.
+fn forecaster_model_spend(events: &[ahp_store::Event]) -> u64 {
+    events
+        .iter()
+        .filter(|e| e.kind == EventKind::UsageReported && e.detail["kind"] != "compute")
+        .map(|e| e.detail["amountMicroUsd"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn a_revealed_credential_s_audit_is_durable_before_the_guest_s_next_request_goes_out() {
+    // The activation holds its writes for its end; a guest that reads a secret and then sends
+    // a request (which could carry it) must find its `credential_resolved` row already
+    // committed when that request arrives. The prober GETs A, resolves A's ref (revealed),
+    // then GETs B.
+    use std::sync::atomic::Ordering;
+    let h = host();
+    let store = h.host.store().clone();
+    let resolved_at_b = Arc::new(Mutex::new(Vec::new()));
+    let (seen, watched) = (resolved_at_b.clone(), Arc::new(Mutex::new(String::new())));
+    let transfer = watched.clone();
+    let b = loopback_seeing(move || {
+        let id = transfer.lock().unwrap().clone();
+        let events = store.locked().get_status(&id).unwrap().events;
+        // The guest's own resolution (the injection into A's request has `"use": "injected"`).
+        let n = events
+            .iter()
+            .filter(|e| e.kind == EventKind::CredentialResolved && e.detail.get("use").is_none())
+            .count();
+        seen.lock().unwrap().push(n);
+    });
+    let a = loopback();
+    h.allow(
+        json!([
+            { "server": a.url, "credential": { "credRef": "inventory-api", "reveal": true } },
+            { "server": b.url },
+        ]),
+        true,
+    );
+    let snap = snapshot_with(&[(&a.url, "inventory-api"), (&b.url, "unbound")]);
+    let id = h.pushed(&snap, Tier::Nano, 1_000_000, "egress-prober");
+    *watched.lock().unwrap() = id.clone();
+    let report = h.activate(&id);
+    assert_eq!(report.outcome, RunOutcome::Returned);
+    let log = h.sandboxes.guest_log(&id).unwrap();
+    assert!(log.contains("resolve inventory-api -> revealed"), "{log}");
+    assert_eq!(b.requests.load(Ordering::Relaxed), 1, "{log}");
+    assert_eq!(
+        *resolved_at_b.lock().unwrap(),
+        [1],
+        "the audit was committed before B was reached"
+    );
+    // And the rest of the activation's writes landed with its end: the denial of the unbound ref.
+    let events = h.db().get_status(&id).unwrap().events;
+    let at = |k: EventKind| events.iter().position(|e| e.kind == k).unwrap();
+    assert_eq!(
+        events.iter().filter(|e| e.kind == EventKind::CredentialDenied).count(),
+        1
+    );
+    assert!(at(EventKind::CredentialDenied) < at(EventKind::Activated));
 }
 
 #[test]

@@ -4,12 +4,12 @@
 //! transfer's tier ([`TierLimits::checkpoint_bytes`](crate::TierLimits::checkpoint_bytes)),
 //! checked here as well as in the host so no caller can store more.
 
-use ahp_store_sql::OptionalExtension;
+use ahp_store_sql::{OptionalExtension, Tx};
 
 use crate::clock::Timestamp;
 use crate::db::Store;
 use crate::error::{Error, Result};
-use crate::transfer;
+use crate::transfer::{self, Transfer};
 
 /// A saved checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,26 +30,9 @@ impl Store {
     /// another host carries the transfer's agent now (this one lost it to a takeover or a move).
     pub fn save_checkpoint(&mut self, transfer: &str, state: &[u8]) -> Result<()> {
         let t = self.transfer(transfer)?;
-        let tier = t
-            .tier
-            .ok_or_else(|| Error::invalid("transfer", format!("{transfer} has no tier yet")))?;
-        let max = tier.limits().checkpoint_bytes;
-        if state.len() as u64 > max {
-            return Err(Error::invalid(
-                "checkpoint",
-                format!("is {} bytes; the {tier} tier allows {max}", state.len()),
-            ));
-        }
+        check_size(&t, state)?;
         let host = self.host_id.clone();
-        self.write_at(|tx, now| {
-            crate::hosts::check_carries(tx, transfer, &host)?;
-            tx.prepare_cached(
-                "INSERT INTO checkpoints (transfer_id, state, saved_at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (transfer_id) DO UPDATE SET state = ?2, saved_at = ?3",
-            )?
-            .execute((transfer, state, now.as_micros()))?;
-            Ok(())
-        })
+        self.write_at(|tx, now| put(tx, transfer, &host, state, now))
     }
 
     /// `transfer`'s checkpoint, if one was saved.
@@ -70,6 +53,32 @@ impl Store {
             })
             .optional()?)
     }
+}
+
+/// Refuses `state` unless `t` has a tier whose `checkpoint_bytes` it fits in.
+pub(crate) fn check_size(t: &Transfer, state: &[u8]) -> Result<()> {
+    let tier = t
+        .tier
+        .ok_or_else(|| Error::invalid("transfer", format!("{} has no tier yet", t.id)))?;
+    let max = tier.limits().checkpoint_bytes;
+    if state.len() as u64 > max {
+        return Err(Error::invalid(
+            "checkpoint",
+            format!("is {} bytes; the {tier} tier allows {max}", state.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// Replaces `transfer`'s checkpoint with `state` in `tx`, if `host` still carries it.
+pub(crate) fn put(tx: &Tx<'_>, transfer: &str, host: &str, state: &[u8], now: Timestamp) -> Result<()> {
+    crate::hosts::check_carries(tx, transfer, host)?;
+    tx.prepare_cached(
+        "INSERT INTO checkpoints (transfer_id, state, saved_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (transfer_id) DO UPDATE SET state = ?2, saved_at = ?3",
+    )?
+    .execute((transfer, state, now.as_micros()))?;
+    Ok(())
 }
 
 #[cfg(test)]

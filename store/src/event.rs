@@ -168,6 +168,28 @@ pub struct Event {
 }
 
 /// Appends an event inside `tx`.
+/// Checks an event the host observed ([`Store::record_event`]): not a transition's kind, a
+/// detail that is an object of at most [`MAX_EVENT_DETAIL_BYTES`].
+pub(crate) fn check_observation(kind: EventKind, detail: &Value) -> Result<()> {
+    if kind.is_transition() {
+        return Err(Error::invalid(
+            "kind",
+            format!("{kind} is written only by its transition"),
+        ));
+    }
+    if !detail.is_object() {
+        return Err(Error::invalid("detail", "must be a JSON object"));
+    }
+    let len = detail.to_string().len();
+    if len > MAX_EVENT_DETAIL_BYTES {
+        return Err(Error::invalid(
+            "detail",
+            format!("is {len} bytes; the limit is {MAX_EVENT_DETAIL_BYTES}"),
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn append(tx: &Tx<'_>, transfer: &str, kind: EventKind, at: Timestamp, detail: Value) -> Result<()> {
     tx.prepare_cached(
         "INSERT INTO usage_events (transfer_id, type, at, detail, seq)
@@ -323,22 +345,7 @@ impl Store {
     /// transition), a detail that is not an object or is over [`MAX_EVENT_DETAIL_BYTES`];
     /// [`Error::TransferNotFound`] for an unknown transfer.
     pub fn record_event(&mut self, transfer: &str, kind: EventKind, detail: Value) -> Result<()> {
-        if kind.is_transition() {
-            return Err(Error::invalid(
-                "kind",
-                format!("{kind} is written only by its transition"),
-            ));
-        }
-        if !detail.is_object() {
-            return Err(Error::invalid("detail", "must be a JSON object"));
-        }
-        let len = detail.to_string().len();
-        if len > MAX_EVENT_DETAIL_BYTES {
-            return Err(Error::invalid(
-                "detail",
-                format!("is {len} bytes; the limit is {MAX_EVENT_DETAIL_BYTES}"),
-            ));
-        }
+        check_observation(kind, &detail)?;
         let now = self.now();
         self.write(|tx| {
             let exists = tx

@@ -49,6 +49,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod activation_writes;
 pub mod binding;
 pub mod budget;
 pub mod checkpoint;
@@ -91,6 +92,7 @@ pub mod write_turns;
 /// The SQL seam the store runs on (values, rows, the backend trait).
 pub use ahp_store_sql as sql;
 
+pub use activation_writes::{ActivationWrite, ActivationWrites, MAX_ACTIVATION_WRITES};
 pub use binding::AgentBinding;
 pub use budget::{Budget, MAX_BUDGET_MICRO_USD, MAX_USAGE_REPORT_MICRO_USD};
 pub use checkpoint::Checkpoint;

@@ -269,20 +269,7 @@ impl Store {
     pub fn complete_activation(&mut self, transfer: &str) -> Result<Transfer> {
         transfer::check_id(transfer)?;
         let now = self.now();
-        self.write(|tx| {
-            let t = transfer::load(tx, transfer)?;
-            let budget = budget::load(tx, transfer)?;
-            let budget_exhausted = budget.is_some_and(|b| b.is_exhausted());
-            let to = check(&t, Operation::CompleteActivation { budget_exhausted })?;
-            move_to(tx, &t, to, now)?;
-            tx.prepare_cached("UPDATE transfers SET activated_at = ?2 WHERE id = ?1")?
-                .execute((transfer, now.as_micros()))?;
-            event::append(tx, transfer, EventKind::Activated, now, json!({}))?;
-            if let (TransferStatus::Insolvent, Some(b)) = (to.status, budget) {
-                become_insolvent(tx, transfer, &b, now, "activation")?;
-            }
-            transfer::load(tx, transfer)
-        })
+        self.write(|tx| complete_activation_in(tx, transfer, now))
     }
 
     /// The activation failed (resume returned an error, trapped, or broke a ceiling): records
@@ -296,14 +283,7 @@ impl Store {
     pub fn fail_activation(&mut self, transfer: &str, reason: &str) -> Result<Transfer> {
         validate_reason(reason)?;
         self.step(transfer, Operation::FailActivation, |_, tx, t, to, now| {
-            move_to(tx, t, to, now)?;
-            event::append(
-                tx,
-                transfer,
-                EventKind::ActivationFailed,
-                now,
-                json!({ "reason": reason }),
-            )
+            fail_activation_in(tx, t, to, reason, now)
         })
     }
 
@@ -506,6 +486,29 @@ pub(crate) fn add_spend(tx: &Tx<'_>, t: &Transfer, micro_usd: u64, kind: &str, n
     })
 }
 
+/// [`Store::complete_activation`] in `tx`.
+pub(crate) fn complete_activation_in(tx: &Tx<'_>, transfer: &str, now: Timestamp) -> Result<Transfer> {
+    let t = transfer::load(tx, transfer)?;
+    let budget = budget::load(tx, transfer)?;
+    let budget_exhausted = budget.is_some_and(|b| b.is_exhausted());
+    let to = check(&t, Operation::CompleteActivation { budget_exhausted })?;
+    move_to(tx, &t, to, now)?;
+    tx.prepare_cached("UPDATE transfers SET activated_at = ?2 WHERE id = ?1")?
+        .execute((transfer, now.as_micros()))?;
+    event::append(tx, transfer, EventKind::Activated, now, json!({}))?;
+    if let (TransferStatus::Insolvent, Some(b)) = (to.status, budget) {
+        become_insolvent(tx, transfer, &b, now, "activation")?;
+    }
+    transfer::load(tx, transfer)
+}
+
+/// Moves `t` along `to` (out of its activation) and appends `activation_failed` with `reason`
+/// (see [`Store::fail_activation`]).
+pub(crate) fn fail_activation_in(tx: &Tx<'_>, t: &Transfer, to: Phase, reason: &str, now: Timestamp) -> Result<()> {
+    move_to(tx, t, to, now)?;
+    event::append(tx, &t.id, EventKind::ActivationFailed, now, json!({ "reason": reason }))
+}
+
 /// Stamps `insolvent_at` and appends the `insolvent` event; `during` says what found the
 /// budget spent (`usage` or `activation`).
 fn become_insolvent(tx: &Tx<'_>, transfer: &str, b: &Budget, now: Timestamp, during: &str) -> Result<()> {
@@ -560,7 +563,7 @@ pub(crate) fn end(tx: &Tx<'_>, t: &Transfer, to: Phase, now: Timestamp, kind: Ev
     event::append(tx, &t.id, kind, now, json!({ "reason": reason, "from": t.status }))
 }
 
-fn validate_reason(reason: &str) -> Result<()> {
+pub(crate) fn validate_reason(reason: &str) -> Result<()> {
     if reason.trim().is_empty() || reason.len() > MAX_REASON_BYTES {
         return Err(Error::invalid(
             "reason",
@@ -570,7 +573,13 @@ fn validate_reason(reason: &str) -> Result<()> {
     Ok(())
 }
 
-fn validate_usage_kind(kind: &str) -> Result<()> {
+/// Checks a usage `kind` as [`Store::report_usage`] does: 1 to [`MAX_USAGE_KIND_BYTES`] bytes of
+/// lowercase ASCII letters, digits and `_`.
+///
+/// # Errors
+///
+/// [`Error::InvalidInput`] (field `kind`) otherwise.
+pub fn validate_usage_kind(kind: &str) -> Result<()> {
     let ok = !kind.is_empty()
         && kind.len() <= MAX_USAGE_KIND_BYTES
         && kind

@@ -16,6 +16,10 @@ impl Host for AgentCtx {
                 "more than {MAX_SAVES_PER_TURN} saves in one turn"
             )));
         }
+        // During an activation the save is held for its end (see `Journal`).
+        let Err(state) = self.journal.save(state) else {
+            return Ok(());
+        };
         self.db(|db| db.save_checkpoint(&self.transfer, &state))
             .map_err(|e| Error::Unavailable(e.to_string()))
     }
@@ -26,6 +30,9 @@ impl Host for AgentCtx {
             return Err(Error::Unavailable(format!(
                 "more than {MAX_LOADS_PER_TURN} loads in one turn"
             )));
+        }
+        if let Some(held) = self.journal.checkpoint() {
+            return Ok(Some(held));
         }
         self.db(|db| db.load_checkpoint(&self.transfer))
             .map(|c| c.map(|c| c.state))

@@ -13,6 +13,7 @@ use ahp_store::SnapshotInput;
 use ahp_store::conversation::{AgentActor, Caller, Wake};
 use wasmtime::StoreContextMut;
 
+use super::journal::Journal;
 use crate::carrier::Carriers;
 use crate::policy::Grants;
 use crate::shared_store::{SharedStore, StoreLock};
@@ -173,6 +174,9 @@ pub struct AgentCtx {
     pub carriers: Weak<dyn Carriers>,
     /// The sandbox's MCP client (`tools`).
     pub tools: crate::tools::Toolbox,
+    /// The writes an activation's `resume` holds for the activation's end (see [`Journal`]);
+    /// shared with the sandbox's HTTP egress, which records them before a request goes out.
+    pub journal: Arc<Journal>,
 }
 
 impl AgentCtx {
@@ -256,6 +260,15 @@ pub(crate) mod test_support {
     };
 
     pub(crate) fn state(messages: usize, tier: Tier) -> (AgentCtx, tempfile::TempDir) {
+        state_in(messages, tier, false)
+    }
+
+    /// [`state`] for a transfer whose activation is in progress (pushed, `begin_activation`).
+    pub(crate) fn activating(tier: Tier) -> (AgentCtx, tempfile::TempDir) {
+        state_in(0, tier, true)
+    }
+
+    fn state_in(messages: usize, tier: Tier, activating: bool) -> (AgentCtx, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let key = TokenKey::random();
         let mut db = Store::open_in_memory().unwrap().with_token_key(key.clone());
@@ -277,6 +290,11 @@ pub(crate) mod test_support {
         let t = db.snapshot_state(&snap).unwrap();
         let tok = issue_transfer_token(&key, &t.id, TokenScope::ProvisionRuntime, db.now(), DEFAULT_TOKEN_TTL).unwrap();
         db.provision_runtime(&t.id, tier, 1_000, "forecaster", &tok).unwrap();
+        if activating {
+            db.push_state(&t.id, None).unwrap();
+            let tok = issue_transfer_token(&key, &t.id, TokenScope::Activate, db.now(), DEFAULT_TOKEN_TTL).unwrap();
+            db.begin_activation(&t.id, &tok).unwrap();
+        }
         let vault = crate::vault::DirVault::open(dir.path().join("vault")).unwrap();
         // The operator binds (and reveals) inventory-api to the inventory server, and binds
         // `unrevealed` to another server the snapshot does not list.
@@ -289,12 +307,14 @@ pub(crate) mod test_support {
         .unwrap();
         let grants = Arc::new(policy.grants(&snap.mcp_config));
         let mcp_config = snap.mcp_config.clone();
+        let db = crate::shared_store::share(db);
         let state = AgentCtx {
+            journal: Arc::new(Journal::new(db.clone(), t.id.clone())),
             transfer: t.id.clone(),
             snapshot: Arc::new(snap),
             grants: grants.clone(),
             checkpoint_bytes: tier.limits().checkpoint_bytes,
-            db: crate::shared_store::share(db),
+            db,
             vault: Arc::new(vault),
             calls: TurnCalls::default(),
             turn: None,

@@ -5,7 +5,9 @@
 //! the ref for a server, the policy binds that very ref to that server, *and* marks it
 //! `reveal`. A credential the policy binds without revealing is still used — the host injects
 //! it into the server's requests (`sandbox::egress`) — but never enters the sandbox. A value
-//! whose `credential_resolved` audit row cannot be written is not handed out.
+//! whose `credential_resolved` audit row cannot be written is not handed out. During an
+//! activation the row is held for the activation's end ([`Journal`](super::Journal)) and
+//! committed before anything the guest does can leave the sandbox.
 
 use ahp_store::EventKind;
 use ahp_store::snapshot::{MAX_CRED_REF_BYTES, validate_cred_ref};
@@ -69,6 +71,11 @@ impl AgentCtx {
         let mut detail = json!({ "credRef": shown });
         if let Some(reason) = reason {
             detail["reason"] = json!(reason);
+        }
+        // During an activation the row is held for its end (see `Journal`): recorded before
+        // anything the guest does can leave the sandbox.
+        if self.journal.event(kind, detail.clone()) {
+            return Ok(());
         }
         let recorded = self.db(|db| db.record_event(&self.transfer, kind, detail));
         if let Err(e) = &recorded {

@@ -11,7 +11,7 @@ use wasmtime::StoreContextMut;
 use wasmtime::component::Linker;
 
 use super::bindings::{v0_1, v0_2, v0_3};
-use super::context::{MAX_BUDGET_CALLS_PER_TURN, MAX_REPORTS_PER_TURN, Metered};
+use super::context::{AgentCtx, MAX_BUDGET_CALLS_PER_TURN, MAX_REPORTS_PER_TURN, Metered};
 
 /// The usage kind compute spend is recorded under; reserved to the host.
 pub const COMPUTE_KIND: &str = "compute";
@@ -96,10 +96,15 @@ fn report<T: Metered>(
     }
     T::settle(cx)?;
     let st = cx.data_mut().agent();
-    let result = st.db(|db| db.report_usage(&st.transfer, micro_usd, kind));
+    let result = match held_report(st, kind, micro_usd) {
+        Some(held) => held,
+        None => st
+            .db(|db| db.report_usage(&st.transfer, micro_usd, kind))
+            .map(|r| r.budget),
+    };
     match result {
-        Ok(r) => {
-            let remaining = r.budget.remaining_micro_usd();
+        Ok(after) => {
+            let remaining = after.remaining_micro_usd();
             T::external_spend(cx, remaining)?;
             if remaining == 0 {
                 return Ok(Err(Refusal::Insolvent));
@@ -115,6 +120,30 @@ fn report<T: Metered>(
             Ok(Err(Refusal::Insolvent))
         }
     }
+}
+
+/// A report during an activation, held for its end (see
+/// [`Journal`](crate::interfaces::Journal)): checked as the store would check it, and answered
+/// with the budget the store would then hold (an activation's spend changes no state, see
+/// `report_usage`). `None` when nothing is held (a turn): the store records it at once.
+fn held_report(st: &AgentCtx, kind: &str, micro_usd: u64) -> Option<Result<ahp_store::Budget, StoreError>> {
+    if !st.journal.holding() {
+        return None;
+    }
+    Some((|| {
+        ahp_store::lifecycle::validate_usage_kind(kind)?;
+        let stored = st
+            .db(|db| db.budget(&st.transfer))?
+            .ok_or_else(|| StoreError::CorruptRow {
+                table: "budgets",
+                reason: format!("{} is activating but has no budget", st.transfer),
+            })?;
+        st.journal.spend(kind, micro_usd);
+        Ok(ahp_store::Budget {
+            spent_micro_usd: stored.spent_micro_usd.saturating_add(st.journal.held_spend()),
+            ..stored
+        })
+    })())
 }
 
 /// Counts one `budget` call against [`MAX_BUDGET_CALLS_PER_TURN`]. `budget` has no error to
@@ -135,7 +164,11 @@ fn budget<T: Metered>(cx: &mut StoreContextMut<'_, T>) -> Budget {
     let fuel_left = cx.get_fuel().unwrap_or(0);
     let st = cx.data_mut().agent();
     let b = st.db(|db| db.budget(&st.transfer)).ok().flatten();
-    let (allocated, spent) = b.map_or((0, 0), |b| (b.allocated_micro_usd, b.spent_micro_usd));
+    // Spend an activation holds for its end is spent already.
+    let held = st.journal.held_spend();
+    let (allocated, spent) = b.map_or((0, 0), |b| {
+        (b.allocated_micro_usd, b.spent_micro_usd.saturating_add(held))
+    });
     Budget {
         allocated,
         spent,

@@ -22,6 +22,7 @@ pub mod conversations;
 pub mod credentials;
 pub mod delegation;
 mod frozen;
+pub mod journal;
 pub mod metering;
 pub mod model;
 pub mod snapshot;
@@ -36,6 +37,7 @@ use wasmtime_wasi::WasiView;
 use wasmtime_wasi_http::WasiHttpView;
 
 pub use self::context::{AgentCtx, AgentView, Metered, TurnCalls, TurnCtx};
+pub use self::journal::Journal;
 
 /// The `ahp:agent` interfaces the host links (the imports of world `agent`).
 pub const AHP_INTERFACES: &[&str] = &[

@@ -70,6 +70,14 @@ pub(crate) fn add_to_linker<T: Metered>(linker: &mut Linker<T>) -> wasmtime::Res
                 }
                 T::settle(&mut cx)?;
                 let st = cx.data_mut().agent();
+                // An activation's held writes (a credential's audit, its spend) are durable before
+                // the request can carry anything out and before the gateway reserves the budget.
+                if let Err(e) = st.journal.flush() {
+                    return Ok((Err(wit::Error::Unavailable(wit::Failure {
+                        message: format!("the activation's audit could not be recorded: {e}"),
+                        charged_micro_usd: 0,
+                    })),));
+                }
                 let deadline = (st.turn_started + st.wall_clock_per_turn)
                     .checked_sub(TURN_MARGIN)
                     .unwrap_or_else(Instant::now);

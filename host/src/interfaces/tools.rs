@@ -25,6 +25,11 @@ impl Host for AgentCtx {
     }
 
     async fn call(&mut self, name: String, arguments_json: String) -> Result<CallResult, Error> {
+        // An activation's held writes (a credential's audit, its spend) are durable before the
+        // call can carry anything out and before the tool's charge reads the budget.
+        self.journal
+            .flush()
+            .map_err(|e| Error::Unavailable(format!("the activation's audit could not be recorded: {e}")))?;
         let db = self.db.clone();
         let r = self.tools.call(&db, &name, &arguments_json).await.map_err(error)?;
         Ok(CallResult {

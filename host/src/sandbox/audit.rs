@@ -67,6 +67,10 @@ impl Sandboxes {
         if let Some(count) = sandbox.counts.get(ceiling) {
             detail["componentCount"] = json!(count);
         }
+        // During an activation, held for its end with the rest of its writes.
+        if st.agent.journal.event(EventKind::CeilingExceeded, detail.clone()) {
+            return;
+        }
         if let Err(e) = self
             .store
             .locked()

@@ -97,6 +97,9 @@ pub struct EgressHooks {
     credentials: Option<CredentialSource>,
     /// Credential references whose injection into this sandbox's requests was audited.
     audited: BTreeSet<String>,
+    /// The sandbox's activation writes, recorded before a request goes out (see
+    /// [`Journal`](crate::interfaces::Journal)).
+    pub(crate) journal: Option<Arc<crate::interfaces::Journal>>,
 }
 
 impl std::fmt::Debug for EgressHooks {
@@ -124,6 +127,7 @@ impl EgressHooks {
             max_wait,
             credentials,
             audited: BTreeSet::new(),
+            journal: None,
         }
     }
 
@@ -206,6 +210,11 @@ impl WasiHttpHooks for EgressHooks {
         };
         if self.meter.breached() {
             // The ceiling is over the sandbox's life: after a breach nothing more goes out.
+            return refuse(HttpError::HttpRequestDenied);
+        }
+        // What an activation holds (a credential's audit) is durable before anything goes out.
+        if let Some(Err(e)) = self.journal.as_ref().map(|j| j.flush()) {
+            tracing::warn!(error = %e, "egress denied: the activation's audit could not be recorded");
             return refuse(HttpError::HttpRequestDenied);
         }
         if let Some(rule) = &grant.credential {

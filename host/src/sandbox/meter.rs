@@ -211,7 +211,11 @@ pub(crate) fn settle(cx: &mut StoreContextMut<'_, SandboxState>) -> wasmtime::Re
     };
     let st = cx.data_mut();
     let owed = st.meter.burn_down_to(fuel, st.limits);
-    if owed > 0 {
+    if owed > 0 && owed <= MAX_USAGE_REPORT_MICRO_USD && st.agent.journal.spend(COMPUTE_KIND, owed) {
+        // An activation's: held for its end (see `Journal`), and spent already.
+        st.meter.charged_micro_usd += owed;
+        st.meter.remaining_micro_usd = st.meter.remaining_micro_usd.saturating_sub(owed);
+    } else if owed > 0 {
         match st
             .agent
             .db(|db| db.report_usage(&st.agent.transfer, owed, COMPUTE_KIND))

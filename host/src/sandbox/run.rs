@@ -141,6 +141,20 @@ impl Sandbox {
         self.store.data().transfer()
     }
 
+    /// Holds what the guest writes from now on (credential audit, checkpoint, spend, the
+    /// meter's settlements) for the activation's end to record, until
+    /// [`take_activation_writes`](Self::take_activation_writes) (see
+    /// [`Journal`](crate::interfaces::Journal)).
+    pub fn hold_activation_writes(&self) {
+        self.store.data().agent.journal.hold();
+    }
+
+    /// Stops holding and hands out the writes held since
+    /// [`hold_activation_writes`](Self::hold_activation_writes), not yet recorded.
+    pub fn take_activation_writes(&self) -> ahp_store::ActivationWrites {
+        self.store.data().agent.journal.take().unwrap_or_default()
+    }
+
     /// Whether its component exports `turn` (built for `ahp:agent@0.2.0`).
     pub fn takes_turns(&self) -> bool {
         self.pre.takes_turns()

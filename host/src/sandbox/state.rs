@@ -19,7 +19,7 @@ use super::host_resources;
 use super::limits::{Ceilings, Limiter};
 use super::meter::{self, Meter};
 use crate::carrier::NoCarriers;
-use crate::interfaces::{AgentCtx, AgentView, Metered, TurnCalls};
+use crate::interfaces::{AgentCtx, AgentView, Journal, Metered, TurnCalls};
 use crate::policy::Grants;
 use crate::shared_store::SharedStore;
 use crate::vault::Vault;
@@ -69,7 +69,8 @@ impl SandboxState {
             .socket_addr_check(|_, _| Box::pin(async { false }))
             .build();
         let egress_meter = Arc::new(EgressMeter::new(ceilings.egress_bytes));
-        let egress = EgressHooks::new(
+        let journal = Arc::new(Journal::new(db.clone(), transfer.clone()));
+        let mut egress = EgressHooks::new(
             grants.clone(),
             egress_meter.clone(),
             ceilings.wall_clock_per_turn,
@@ -79,6 +80,7 @@ impl SandboxState {
                 transfer: transfer.clone(),
             }),
         );
+        egress.journal = Some(journal.clone());
         let tools = crate::tools::Toolbox::new(
             transfer.clone(),
             &snapshot.mcp_config,
@@ -120,6 +122,7 @@ impl SandboxState {
                 // Nobody until the host's controller is set (`Sandboxes::prepare`).
                 carriers: Weak::<NoCarriers>::new(),
                 tools,
+                journal,
             },
             meter: Meter::new(ceilings.fuel_per_turn),
             turn_started: Instant::now(),
