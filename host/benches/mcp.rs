@@ -6,13 +6,16 @@
 //!   process — what the MCP layer adds is the difference.
 //! - `mcp_activate/mcp_stdio`: `tools/call activate` end to end — token check and
 //!   `begin_activation` commit, instantiating the `forecaster` from its cached `InstancePre`,
-//!   its `resume` (snapshot reads, a vault resolution, a checkpoint save and a spend report,
-//!   each audited), the compute settlement and the `complete_activation` commit, all on the
+//!   its `resume` (snapshot reads, an audited vault resolution and a checkpoint save, held with
+//!   the meter's settlement for) the `complete_activation` commit, then the agent's bind, all on the
 //!   server's file database with `synchronous=FULL`. Target p50 ≤ 5 ms. Each transfer is
 //!   snapshotted, provisioned and pushed outside the timing, and terminated after it (the
 //!   server's one-second sweep then drops its sandbox).
-//! - `mcp_activate/in_process`: the same activation by `Sandboxes::activate` in this process on
+//! - `mcp_activate/in_process`: the same activation by `Host::activate` in this process on
 //!   an identically configured file database: what MCP and the process boundary add.
+//! - `mcp_activate/warm_resume`: baseline — a fresh sandbox of the forecaster from its cached
+//!   `InstancePre` and its `resume`, its writes held and dropped: the activation without its
+//!   commits. Target: `mcp_stdio` p50 ≤ 3 × `raw_sqlite_commit` + this.
 //! - `mcp_activate/raw_sqlite_commit`: one single-row commit on the same disk — the price of
 //!   each of the activation's fsyncs right now.
 //!
@@ -24,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use ahp_host::guests;
 use ahp_host::host::HostBuilder;
-use ahp_host::sandbox::RunOutcome;
+use ahp_host::sandbox::{Call, RunOutcome};
 use ahp_host::testing;
 use ahp_store::{SnapshotInput, Store, Tier, TokenKey, TransferStatus};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -179,6 +182,22 @@ fn activate(c: &mut Criterion) {
                 );
                 sandboxes.drop_sandbox(id);
             })
+        })
+    });
+
+    // The other baseline: the warm resume alone — a fresh sandbox from the cached
+    // `InstancePre` and the forecaster's `resume`, its writes held and dropped (no commit).
+    let (id, tok) = pushed(&mut store, &key);
+    host.activate(&id, &tok).unwrap();
+    sandboxes.drop_sandbox(&id);
+    let active = store.transfer(&id).unwrap();
+    g.bench_function("warm_resume", |b| {
+        b.iter(|| {
+            let mut sandbox = sandboxes.prepare(&active).unwrap();
+            sandbox.hold_activation_writes();
+            let run = sandboxes.run(&mut sandbox, Call::Resume);
+            assert_eq!(run.outcome, RunOutcome::Returned);
+            black_box(sandbox.take_activation_writes());
         })
     });
 

@@ -11,11 +11,14 @@
 //!
 //! The activation is two commits, `begin_activation` and its end: what the guest's `resume`
 //! writes (its credential audit, checkpoint and spend, and the meter's settlements) is held
-//! by the sandbox and recorded in the end's commit (see [`Journal`](crate::interfaces::Journal)).
+//! by the sandbox and recorded in the end's commit (see [`Journal`](crate::interfaces::Journal)),
+//! and [`activate_and_bind`] binds the agent in that same commit.
 //!
 //! [`Host`]: crate::host::Host
 
-use ahp_store::{ActivationWrites, Transfer};
+use std::time::Duration;
+
+use ahp_store::{ActivationWrites, AgentBinding, Transfer};
 
 use crate::interfaces::journal;
 use crate::sandbox::{self, Call, RunReport, Sandboxes, bounded};
@@ -36,6 +39,38 @@ pub fn activate(
     transfer: &str,
     token: &str,
 ) -> Result<RunReport, sandbox::Error> {
+    run(store, sandboxes, transfer, token, None).map(|(report, _)| report)
+}
+
+/// [`activate`], and, when the guest resumed and the transfer is `active`, its agent bound in
+/// the completing commit too ([`Store::complete_activation_and_bind`]): a host-held endpoint
+/// with a lease of `lease`, registered as this process's wake carrier if the guest takes
+/// turns. Returns the binding, or `None` when there is none (the guest failed, the transfer
+/// ended `insolvent`) or the one commit was refused — then the activation was completed on
+/// its own, and the caller binds in its own commits.
+///
+/// # Errors
+///
+/// As [`activate`].
+///
+/// [`Store::complete_activation_and_bind`]: ahp_store::Store::complete_activation_and_bind
+pub fn activate_and_bind(
+    store: &SharedStore,
+    sandboxes: &Sandboxes,
+    transfer: &str,
+    token: &str,
+    lease: Duration,
+) -> Result<(RunReport, Option<AgentBinding>), sandbox::Error> {
+    run(store, sandboxes, transfer, token, Some(lease))
+}
+
+fn run(
+    store: &SharedStore,
+    sandboxes: &Sandboxes,
+    transfer: &str,
+    token: &str,
+    lease: Option<Duration>,
+) -> Result<(RunReport, Option<AgentBinding>), sandbox::Error> {
     let t = store.locked().begin_activation(transfer, token)?;
     let mut sandbox = match sandboxes.prepare(&t) {
         Ok(s) => s,
@@ -49,42 +84,61 @@ pub fn activate(
     sandbox.hold_activation_writes();
     let run = sandboxes.run(&mut sandbox, Call::Resume);
     let writes = sandbox.take_activation_writes();
-    let t = end(store, transfer, run.outcome.failure_reason(), &writes);
+    let bind = lease.map(|lease| (lease, sandbox.takes_turns()));
+    let ended = end(store, transfer, run.outcome.failure_reason(), &writes, bind);
     // Err: the transfer moved under us (terminated or expired mid-activation).
-    let report = run.report(t?);
+    let (t, binding) = ended?;
+    let report = run.report(t);
     if report.outcome.failure_reason().is_none() {
         sandboxes.keep(sandbox);
     }
-    Ok(report)
+    Ok((report, binding))
 }
 
-/// Ends the activation of `transfer` — completed, or failed for `failure` — with the `writes`
-/// its `resume` held, in one commit. Should the store refuse them together (the transfer
-/// moved meanwhile, a checkpoint it can no longer take), each is recorded on its own as it
-/// would have been without holding, and then the activation ends on its own; a checkpoint
-/// that could not be saved fails an activation that would have completed, since its guest
-/// was told it was saved.
+/// Ends the activation of `transfer` — completed (and bound with `bind`'s lease, registered as
+/// wake carrier if its flag says so), or failed for `failure` — with the `writes` its `resume`
+/// held, in one commit. Should the store refuse the bind with it, the activation completes
+/// without it. Should it refuse the writes together (the transfer moved meanwhile, a
+/// checkpoint it can no longer take), each is recorded on its own as it would have been
+/// without holding, and then the activation ends on its own; a checkpoint that could not be
+/// saved fails an activation that would have completed, since its guest was told it was saved.
 fn end(
     store: &SharedStore,
     transfer: &str,
     failure: Option<String>,
     writes: &ActivationWrites,
-) -> Result<Transfer, ahp_store::Error> {
+    bind: Option<(Duration, bool)>,
+) -> Result<(Transfer, Option<AgentBinding>), ahp_store::Error> {
+    if let (None, Some((lease, wake_carrier))) = (&failure, bind) {
+        match store
+            .locked()
+            .complete_activation_and_bind(transfer, writes, lease, wake_carrier)
+        {
+            Ok(done) => return Ok(done),
+            Err(e) => {
+                tracing::warn!(transfer, error = %e, "completing and binding in one commit refused; completing alone")
+            }
+        }
+    }
     let together = match &failure {
         None => store.locked().complete_activation_with(transfer, writes),
         Some(reason) => store.locked().fail_activation_with(transfer, &bounded(reason), writes),
     };
-    let Err(e) = together else { return together };
+    let e = match together {
+        Ok(t) => return Ok((t, None)),
+        Err(e) => e,
+    };
     if writes.is_empty() {
         return Err(e);
     }
     tracing::warn!(transfer, error = %e, "the activation's writes refused together; recording them one by one");
     let saved = journal::record_one_by_one(store, transfer, writes)?;
-    match (failure, saved) {
+    let t = match (failure, saved) {
         (None, true) => store.locked().complete_activation(transfer),
         (None, false) => store
             .locked()
             .fail_activation(transfer, "the checkpoint the guest saved could not be recorded"),
         (Some(reason), _) => store.locked().fail_activation(transfer, &bounded(&reason)),
-    }
+    }?;
+    Ok((t, None))
 }

@@ -9,7 +9,7 @@ use ahp_store::{StorePool, Transfer};
 
 use crate::Error;
 use crate::activation;
-use crate::agents::{Agents, AgentsConfig};
+use crate::agents::{self, Agents, AgentsConfig};
 use crate::policy::Policy;
 use crate::sandbox::engine::EngineConfig;
 use crate::sandbox::{self, CeilingCap, RunReport, SandboxConfig, Sandboxes};
@@ -148,9 +148,16 @@ impl Host {
     /// As [`activation::activate`].
     pub fn activate(&self, transfer: &str, token: &str) -> Result<RunReport, sandbox::Error> {
         let _activating = self.agents.activating(transfer);
-        let mut report = activation::activate(&self.store, &self.sandboxes, transfer, token)?;
+        let (mut report, bound) =
+            activation::activate_and_bind(&self.store, &self.sandboxes, transfer, token, agents::CARRIER_LEASE)?;
         if report.outcome.failure_reason().is_none() {
-            match self.agents.bind(&report.transfer) {
+            // Bound in the completing commit, or (that refused, or the transfer not active) now.
+            let bound = match bound {
+                Some(b) if b.endpoint.wake_capable => self.agents.carry(&report.transfer, &b.endpoint).map(|()| b),
+                Some(b) => Ok(b),
+                None => self.agents.bind(&report.transfer),
+            };
+            match bound {
                 Ok(b) => report.transfer.agent_id = Some(b.agent.id),
                 Err(e) => {
                     tracing::error!(%transfer, error = %e, "activated, but binding its agent failed; the next tick binds it");

@@ -586,8 +586,9 @@ fn the_tick_schedules_only_agents_with_wakes() {
 fn a_failed_first_bind_is_repaired_by_the_tick() {
     let w = world();
     let t = w.pushed();
-    // Every attempt of the bind's write fails: the transfer is active with no agent.
-    w.fault(FaultStep::AttachEndpoint, 0, 1);
+    // Every attempt of the bind's write fails — both binds: the one in the completing commit
+    // (the activation then completes alone) and the one after it: active with no agent.
+    w.fault(FaultStep::AttachEndpoint, 0, 2);
     let report = w.activate(&t);
     assert_eq!(report.outcome, RunOutcome::Returned);
     assert_eq!(report.transfer.status, TransferStatus::Active);
@@ -606,7 +607,8 @@ fn a_failed_first_bind_is_repaired_by_the_tick() {
 fn a_failed_registration_is_repaired_by_the_tick() {
     let w = world();
     let t = w.pushed();
-    w.fault(FaultStep::RegisterCarrier, 0, 1);
+    // The registration in the completing commit and the one after the bind alone.
+    w.fault(FaultStep::RegisterCarrier, 0, 2);
     let report = w.activate(&t);
     assert_eq!(report.transfer.status, TransferStatus::Active);
     let agent = w.db().transfer(&t).unwrap().agent_id.expect("bound, not registered");
@@ -621,7 +623,7 @@ fn a_failed_registration_is_repaired_by_the_tick() {
 fn a_failed_first_bind_is_repaired_by_a_restart() {
     let w = world();
     let t = w.pushed();
-    w.fault(FaultStep::AttachEndpoint, 0, 1);
+    w.fault(FaultStep::AttachEndpoint, 0, 2);
     assert_eq!(w.activate(&t).transfer.status, TransferStatus::Active);
     assert_eq!(w.db().transfer(&t).unwrap().agent_id, None);
     // A successor process over the same database takes over.

@@ -1002,20 +1002,23 @@ fn egress_prober() {
 
 #[test]
 fn an_activation_commits_twice_whatever_its_resume_writes() {
-    // The forecaster's resume resolves a credential (audited), saves a checkpoint, reports
-    // spend and burns fuel (the meter settles): all of it rides in the completing commit.
+    // The forecaster's resume resolves a credential (audited), saves a checkpoint and burns
+    // fuel (the meter settles): all of it rides in the completing commit, and so does the
+    // binding of its agent with its wake carrier.
     let h = host_on_a_file();
     let id = h.pushed(&snapshot(3, inventory()), Tier::Nano, 1_000_000, "forecaster");
     let tok = testing::activate_token(&h.db(), &h.key, &id).unwrap();
     let group = || h.host.store().group().unwrap().stats().commits;
     let before = group();
-    let report = ahp_host::activation::activate(h.host.store(), &h.sandboxes, &id, &tok).unwrap();
+    let report = h.host.activate(&id, &tok).unwrap();
     assert_eq!(report.outcome, RunOutcome::Returned, "{:?}", report.diagnosis);
-    assert_eq!(group() - before, 2, "begin and complete, nothing between");
+    assert_eq!(group() - before, 2, "begin and complete, nothing between or after");
+    let agent = report.transfer.agent_id.clone().expect("bound");
+    assert!(h.host.agents().carrier(&agent).is_some(), "this host carries its turns");
     let events = h.db().get_status(&id).unwrap().events;
     let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
     use EventKind as K;
-    for k in [K::CredentialResolved, K::UsageReported, K::Activated] {
+    for k in [K::CredentialResolved, K::UsageReported, K::Activated, K::AgentBound] {
         assert!(kinds.contains(&k), "{k:?} in {kinds:?}");
     }
     let compute = events

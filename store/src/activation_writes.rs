@@ -14,16 +14,21 @@
 //! [`Store::record_event`], the checkpoint as [`Store::save_checkpoint`], spend as
 //! [`Store::report_usage`]), all before anything is written: a refused set changes nothing.
 
+use std::time::Duration;
+
 use serde_json::Value;
 
+use crate::binding::{self, AgentBinding};
 use crate::budget::MAX_USAGE_REPORT_MICRO_USD;
 use crate::checkpoint;
 use crate::clock::Timestamp;
+use crate::conversation::bounds::{self, MAX_ENDPOINT_LEASE, MIN_ENDPOINT_LEASE};
+use crate::conversation::endpoint;
 use crate::db::Store;
 use crate::error::{Error, Result};
 use crate::event::{self, EventKind};
 use crate::lifecycle::{add_spend, complete_activation_in, fail_activation_in, validate_reason, validate_usage_kind};
-use crate::state::Operation;
+use crate::state::{Operation, TransferStatus};
 use crate::transfer::{self, Transfer, check};
 
 use ahp_store_sql::Tx;
@@ -184,6 +189,49 @@ impl Store {
             )?;
             writes.apply(tx, transfer, &host, now)?;
             complete_activation_in(tx, transfer, now)
+        })
+    }
+
+    /// [`complete_activation_with`](Self::complete_activation_with) and, when the completion
+    /// leaves the transfer `active` (not `insolvent`), what the host does next in the same
+    /// commit: [`bind_transfer_agent`](Self::bind_transfer_agent) with `lease` and, when
+    /// `wake_carrier` (the guest takes turns), [`register_wake_carrier`](Self::register_wake_carrier)
+    /// for the endpoint just attached. Returns the transfer and its binding (`None` when not
+    /// `active`), whose endpoint is then wake-capable. An activation is then two commits in all.
+    ///
+    /// # Errors
+    ///
+    /// As `complete_activation_with` and `bind_transfer_agent`; on any error nothing is
+    /// written (the caller may complete and bind in two steps).
+    pub fn complete_activation_and_bind(
+        &mut self,
+        transfer: &str,
+        writes: &ActivationWrites,
+        lease: Duration,
+        wake_carrier: bool,
+    ) -> Result<(Transfer, Option<AgentBinding>)> {
+        transfer::check_id(transfer)?;
+        bounds::lease("lease", lease, MIN_ENDPOINT_LEASE, MAX_ENDPOINT_LEASE)?;
+        writes.check()?;
+        let host = self.host_id.clone();
+        self.write_at(|tx, now| {
+            let t = transfer::load(tx, transfer)?;
+            check(
+                &t,
+                Operation::CompleteActivation {
+                    budget_exhausted: false,
+                },
+            )?;
+            writes.apply(tx, transfer, &host, now)?;
+            let t = complete_activation_in(tx, transfer, now)?;
+            if t.status != TransferStatus::Active {
+                return Ok((t, None));
+            }
+            let mut binding = binding::bind_in(tx, &host, transfer, lease, now)?;
+            if wake_carrier {
+                binding.endpoint = endpoint::mark_wake_capable(tx, &binding.endpoint.id, now)?;
+            }
+            Ok((transfer::load(tx, transfer)?, Some(binding)))
         })
     }
 

@@ -153,6 +153,59 @@ fn owned_agent(tx: &Tx<'_>, owner: &CommunicationPrincipal, t: &Transfer, agent:
     })
 }
 
+/// [`Store::bind_transfer_agent`] in `tx`, for `host` (the lease checked by the caller).
+pub(crate) fn bind_in(
+    tx: &Tx<'_>,
+    host: &str,
+    transfer: &str,
+    lease: Duration,
+    now: Timestamp,
+) -> Result<AgentBinding> {
+    let t = transfer::load(tx, transfer)?;
+    transfer::check(&t, Operation::BindAgent)?;
+    crate::hosts::check_carries(tx, transfer, host)?;
+    let owner: TransferOwner = t.owner()?;
+    let principal = CommunicationPrincipal::from_subject(&owner.subject())?;
+    let agent = match t.agent_id.as_deref() {
+        Some(id) => owned_agent(tx, &principal, &t, id)?,
+        None => {
+            let id = agent::insert(tx, &principal, &card_for(&t), now)?;
+            let changed = tx
+                .prepare_cached(
+                    "UPDATE transfers SET agent_id = ?2, updated_at = ?3 WHERE id = ?1 AND agent_id IS NULL",
+                )?
+                .execute((transfer, &id, now.as_micros()))?;
+            if changed != 1 {
+                return Err(Error::CorruptRow {
+                    table: "transfers",
+                    reason: format!("{transfer} changed under its own write transaction"),
+                });
+            }
+            owned_agent(tx, &principal, &t, &id)?
+        }
+    };
+    let endpoint = endpoint::attach(tx, &principal, &agent, lease, CallerKind::Host, now)?;
+    tx.prepare_cached("UPDATE agent_endpoints SET host_id = ?2 WHERE id = ?1")?
+        .execute((&endpoint.id, host))?;
+    tx.prepare_cached("UPDATE transfers SET host_id = ?2 WHERE id = ?1")?
+        .execute((transfer, host))?;
+    // A move handed over is complete once the agent is bound again.
+    tx.prepare_cached("DELETE FROM agent_moves WHERE transfer_id = ?1 AND handed_over_at IS NOT NULL")?
+        .execute([transfer])?;
+    let agent = owned_agent(tx, &principal, &t, &agent.id)?;
+    let detail = json!({
+        "agentId": agent.id,
+        "endpointId": endpoint.id,
+        "generation": endpoint.generation,
+    });
+    event::append(tx, transfer, EventKind::AgentBound, now, detail)?;
+    Ok(AgentBinding {
+        transfer_id: transfer.to_owned(),
+        agent,
+        endpoint,
+    })
+}
+
 impl Store {
     /// Host-side: binds the `active` transfer to its Agent identity and attaches a fresh
     /// host-held endpoint for that agent with a lease of `lease`. The first call creates the agent
@@ -181,51 +234,7 @@ impl Store {
         let host = self.host_id.clone();
         // The time is read once the write lock is held, as every conversation operation does:
         // the replaced endpoint's lease is judged, and the new one starts, at the commit's moment.
-        self.write_at(|tx, now| {
-            let t = transfer::load(tx, transfer)?;
-            transfer::check(&t, Operation::BindAgent)?;
-            crate::hosts::check_carries(tx, transfer, &host)?;
-            let owner: TransferOwner = t.owner()?;
-            let principal = CommunicationPrincipal::from_subject(&owner.subject())?;
-            let agent = match t.agent_id.as_deref() {
-                Some(id) => owned_agent(tx, &principal, &t, id)?,
-                None => {
-                    let id = agent::insert(tx, &principal, &card_for(&t), now)?;
-                    let changed = tx
-                        .prepare_cached(
-                            "UPDATE transfers SET agent_id = ?2, updated_at = ?3 WHERE id = ?1 AND agent_id IS NULL",
-                        )?
-                        .execute((transfer, &id, now.as_micros()))?;
-                    if changed != 1 {
-                        return Err(Error::CorruptRow {
-                            table: "transfers",
-                            reason: format!("{transfer} changed under its own write transaction"),
-                        });
-                    }
-                    owned_agent(tx, &principal, &t, &id)?
-                }
-            };
-            let endpoint = endpoint::attach(tx, &principal, &agent, lease, CallerKind::Host, now)?;
-            tx.prepare_cached("UPDATE agent_endpoints SET host_id = ?2 WHERE id = ?1")?
-                .execute((&endpoint.id, &host))?;
-            tx.prepare_cached("UPDATE transfers SET host_id = ?2 WHERE id = ?1")?
-                .execute((transfer, &host))?;
-            // A move handed over is complete once the agent is bound again.
-            tx.prepare_cached("DELETE FROM agent_moves WHERE transfer_id = ?1 AND handed_over_at IS NOT NULL")?
-                .execute([transfer])?;
-            let agent = owned_agent(tx, &principal, &t, &agent.id)?;
-            let detail = json!({
-                "agentId": agent.id,
-                "endpointId": endpoint.id,
-                "generation": endpoint.generation,
-            });
-            event::append(tx, transfer, EventKind::AgentBound, now, detail)?;
-            Ok(AgentBinding {
-                transfer_id: transfer.to_owned(),
-                agent,
-                endpoint,
-            })
-        })
+        self.write_at(|tx, now| bind_in(tx, &host, transfer, lease, now))
     }
 
     /// Host-side: the transfer `agent` was bound to, if it is a transfer's agent (in any status:

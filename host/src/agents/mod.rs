@@ -50,7 +50,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ahp_store::conversation::{AgentActor, Caller};
+use ahp_store::conversation::{AgentActor, Caller, Endpoint};
 use ahp_store::{AgentBinding, Timestamp, Transfer};
 
 use self::queue::DispatchQueue;
@@ -276,16 +276,28 @@ impl Agents {
                 .store
                 .locked()
                 .register_wake_carrier(&ep.agent_id, &ep.id, ep.generation)?;
-            let carrier = Carrier {
-                transfer: t.id.clone(),
-                actor: AgentActor::of(&registered),
-                caller: t.owner()?.host_caller()?,
-                lease_expires_at: registered.lease_expires_at,
-            };
-            self.carriers.locked().insert(binding.agent.id.clone(), carrier);
-            self.schedule(&binding.agent.id);
+            self.carry(t, &registered)?;
         }
         Ok(binding)
+    }
+
+    /// Takes up the carrier of `t`'s agent through `registered`, its endpoint just registered
+    /// as this process's wake carrier (by [`bind`](Self::bind), or by the activation's own
+    /// completing commit), and schedules the agent (deliveries may already wait for it).
+    ///
+    /// # Errors
+    ///
+    /// A transfer whose owner row cannot be read.
+    pub fn carry(&self, t: &Transfer, registered: &Endpoint) -> Result<(), crate::sandbox::Error> {
+        let carrier = Carrier {
+            transfer: t.id.clone(),
+            actor: AgentActor::of(registered),
+            caller: t.owner()?.host_caller()?,
+            lease_expires_at: registered.lease_expires_at,
+        };
+        self.carriers.locked().insert(registered.agent_id.clone(), carrier);
+        self.schedule(&registered.agent_id);
+        Ok(())
     }
 
     /// Marks `transfer` as being activated by this process until the guard is dropped:

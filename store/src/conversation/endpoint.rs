@@ -276,6 +276,13 @@ fn refuse_transfer_bound(conn: &Tx<'_>, caller: &Caller, agent: &str) -> Result<
 /// Admits a host-side call on the exact `endpoint` and `generation` of `agent`: the endpoint is
 /// that agent's, attached, of that generation, with an unexpired lease. (No principal: only the
 /// host reaches these calls.)
+/// Makes `endpoint` wake-capable in `tx` (its admission checked by the caller) and returns it.
+pub(crate) fn mark_wake_capable(tx: &Tx<'_>, endpoint: &str, now: Timestamp) -> Result<Endpoint> {
+    tx.prepare_cached("UPDATE agent_endpoints SET wake_capable = 1, updated_at = ?2 WHERE id = ?1")?
+        .execute((endpoint, now.as_micros()))?;
+    load(tx, endpoint)
+}
+
 fn admit_host(conn: &Tx<'_>, agent: &str, endpoint: &str, generation: u64, now: Timestamp) -> Result<Endpoint> {
     let ep = load(conn, endpoint)?;
     if ep.agent_id != agent {
@@ -648,9 +655,7 @@ impl Store {
             if transfer_ended {
                 return Err(Error::NotWakeCapable(endpoint.to_owned()));
             }
-            tx.prepare_cached("UPDATE agent_endpoints SET wake_capable = 1, updated_at = ?2 WHERE id = ?1")?
-                .execute((endpoint, now.as_micros()))?;
-            let ep = load(&tx, endpoint)?;
+            let ep = mark_wake_capable(&tx, endpoint, now)?;
             tx.commit()?;
             Ok(ep)
         })

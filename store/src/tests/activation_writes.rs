@@ -209,3 +209,59 @@ fn spend_of_one_kind_in_a_row_is_one_write_up_to_one_report() {
     assert!(!w.is_empty());
     assert!(ActivationWrites::default().is_empty());
 }
+
+#[test]
+fn completion_and_bind_are_one_commit_and_leave_a_wake_capable_endpoint() {
+    use crate::conversation::bounds::{MAX_ENDPOINT_LEASE, MIN_ENDPOINT_LEASE};
+    let lease = std::time::Duration::from_secs(30);
+    let (mut store, t) = activating();
+    // The lease is bounded as the bind's own: refused at one past either end, nothing changed.
+    let before = testing::dump(&mut store);
+    for bad in [
+        MIN_ENDPOINT_LEASE - std::time::Duration::from_millis(1),
+        MAX_ENDPOINT_LEASE + std::time::Duration::from_secs(1),
+    ] {
+        let e = store
+            .complete_activation_and_bind(&t, &resume_writes(), bad, true)
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidInput { .. }), "{e:?}");
+    }
+    assert_eq!(testing::dump(&mut store), before);
+
+    let (done, binding) = store
+        .complete_activation_and_bind(&t, &resume_writes(), lease, true)
+        .unwrap();
+    assert_eq!(done.status, TransferStatus::Active);
+    let binding = binding.expect("an active transfer is bound");
+    assert_eq!(done.agent_id.as_deref(), Some(binding.agent.id.as_str()));
+    assert!(binding.endpoint.wake_capable, "registered as its wake carrier");
+    use EventKind as K;
+    assert_eq!(
+        kinds(&mut store, &t)[4..],
+        [
+            K::CredentialResolved,
+            K::UsageReported,
+            K::UsageReported,
+            K::Activated,
+            K::AgentBound
+        ]
+    );
+}
+
+#[test]
+fn an_activation_that_ends_insolvent_is_not_bound_and_one_without_turns_not_registered() {
+    let lease = std::time::Duration::from_secs(30);
+    let (mut store, t) = activating();
+    let mut spent = ActivationWrites::default();
+    spent.add_spend("compute", BUDGET);
+    let (done, binding) = store.complete_activation_and_bind(&t, &spent, lease, true).unwrap();
+    assert_eq!(done.status, TransferStatus::Insolvent);
+    assert!(binding.is_none(), "an insolvent transfer takes no turns");
+    assert!(!kinds(&mut store, &t).contains(&EventKind::AgentBound));
+
+    let (mut store, t) = activating();
+    let (_, binding) = store
+        .complete_activation_and_bind(&t, &ActivationWrites::default(), lease, false)
+        .unwrap();
+    assert!(!binding.unwrap().endpoint.wake_capable);
+}
