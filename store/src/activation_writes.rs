@@ -126,6 +126,20 @@ impl ActivationWrites {
         Ok(())
     }
 
+    /// Records every write in `tx` and then completes the activation of `transfer` (refused,
+    /// before anything is written, unless one is in progress).
+    fn complete_in(&self, tx: &Tx<'_>, transfer: &str, host: &str, now: Timestamp) -> Result<Transfer> {
+        let t = transfer::load(tx, transfer)?;
+        check(
+            &t,
+            Operation::CompleteActivation {
+                budget_exhausted: false,
+            },
+        )?;
+        self.apply(tx, transfer, host, now)?;
+        complete_activation_in(tx, transfer, now)
+    }
+
     /// Records every write in `tx`, in order, the checkpoint last.
     fn apply(&self, tx: &Tx<'_>, transfer: &str, host: &str, now: Timestamp) -> Result<()> {
         for w in &self.writes {
@@ -179,17 +193,7 @@ impl Store {
         transfer::check_id(transfer)?;
         writes.check()?;
         let host = self.host_id.clone();
-        self.write_at(|tx, now| {
-            let t = transfer::load(tx, transfer)?;
-            check(
-                &t,
-                Operation::CompleteActivation {
-                    budget_exhausted: false,
-                },
-            )?;
-            writes.apply(tx, transfer, &host, now)?;
-            complete_activation_in(tx, transfer, now)
-        })
+        self.write_at(|tx, now| writes.complete_in(tx, transfer, &host, now))
     }
 
     /// [`complete_activation_with`](Self::complete_activation_with) and, when the completion
@@ -215,15 +219,7 @@ impl Store {
         writes.check()?;
         let host = self.host_id.clone();
         self.write_at(|tx, now| {
-            let t = transfer::load(tx, transfer)?;
-            check(
-                &t,
-                Operation::CompleteActivation {
-                    budget_exhausted: false,
-                },
-            )?;
-            writes.apply(tx, transfer, &host, now)?;
-            let t = complete_activation_in(tx, transfer, now)?;
+            let t = writes.complete_in(tx, transfer, &host, now)?;
             if t.status != TransferStatus::Active {
                 return Ok((t, None));
             }
