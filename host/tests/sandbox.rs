@@ -52,7 +52,7 @@ struct Host {
 fn host_with(cap: CeilingCap, data_dir: Option<PathBuf>) -> Host {
     let key = TokenKey::random();
     let db = Store::open_in_memory().unwrap().with_token_key(key.clone());
-    host_on(db.into(), key, tempfile::tempdir().unwrap(), cap, data_dir)
+    host_on(db.into(), key, tempfile::tempdir().unwrap(), cap, data_dir, 16)
 }
 
 /// A host on a SQLite file in `dir` through a pool of two connections, whose commits its
@@ -62,7 +62,7 @@ fn host_on_a_file() -> Host {
     let dir = tempfile::tempdir().unwrap();
     let k = key.clone();
     let pool = ahp_store::StorePool::open(dir.path().join("ahp.db"), 2, |s| Ok(s.with_token_key(k.clone()))).unwrap();
-    host_on(pool, key, dir, CeilingCap::default(), None)
+    host_on(pool, key, dir, CeilingCap::default(), None, 16)
 }
 
 fn host_on(
@@ -71,6 +71,7 @@ fn host_on(
     dir: tempfile::TempDir,
     cap: CeilingCap,
     data_dir: Option<PathBuf>,
+    max_live: u32,
 ) -> Host {
     let vault_dir = dir.path().join("vault");
     let vault = DirVault::open(&vault_dir).unwrap();
@@ -81,7 +82,13 @@ fn host_on(
     // test needs a cold cache.
     let data_dir = data_dir.unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandbox-cache"));
     let host = HostBuilder::new(db, data_dir)
-        .engine(|e| e.max_live_sandboxes = 16)
+        .engine(|e| {
+            e.max_live_sandboxes = max_live;
+            if max_live > 16 {
+                // Many slots: the nano tier's memory, so the pool's reservation stays small.
+                e.max_memory_bytes = Tier::Nano.limits().memory_bytes;
+            }
+        })
         .cap(cap)
         .policy(default_policy())
         .vault(Arc::new(vault))
@@ -1519,6 +1526,34 @@ mod every_guest_is_tested {
         };
     }
     ahp_host::foreach_guest!(assert_tested);
+}
+
+/// Every live sandbox keeps the fiber stack of its last call, so the pool needs a stack per
+/// sandbox slot: wasmtime's default of 1,000 stacks trapped the 1,001st live sandbox's calls
+/// ("maximum concurrent limit of 1000 for fibers reached") whatever the pool's size.
+#[test]
+fn more_sandboxes_stay_live_than_wasmtime_s_default_stack_pool() {
+    let key = TokenKey::random();
+    let db = Store::open_in_memory().unwrap().with_token_key(key.clone());
+    let h = host_on(
+        db.into(),
+        key,
+        tempfile::tempdir().unwrap(),
+        CeilingCap::default(),
+        None,
+        1_010,
+    );
+    let ids: Vec<String> = (0..1_005)
+        .map(|_| h.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, "turn-prober"))
+        .collect();
+    for (i, id) in ids.iter().enumerate() {
+        let report = h.activate(id);
+        assert_eq!(report.outcome, RunOutcome::Returned, "activation {i}");
+    }
+    assert_eq!(h.sandboxes.live_count(), 1_005);
+    // Each still runs: its next call takes the stack it kept.
+    let last = h.run_call(&ids[1_004]).unwrap();
+    assert_eq!(last.outcome, RunOutcome::Returned);
 }
 
 #[test]

@@ -72,8 +72,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value = "15m", value_parser = parse_park_after)]
     park_after: ParkAfter,
     /// Most sandboxes this host keeps at once (the engine's pool slots); beyond it the least
-    /// recently used agents are parked. Each takes about four memory mappings: past about
-    /// 16,000 the kernel's `vm.max_map_count` must be raised (reported at start).
+    /// recently used agents are parked. Each takes four memory mappings: past about
+    /// 15,000 the kernel's `vm.max_map_count` must be raised (reported at start).
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..=MAX_LIVE_LIMIT as i64))]
     max_live: u32,
     #[command(flatten)]
@@ -136,15 +136,16 @@ impl HttpLimitArgs {
     }
 }
 
-/// Memory mappings one live sandbox takes (its pool slot's memory, guard and tables; measured
-/// by `host/benches/density.rs`).
+/// Memory mappings one pool slot takes: its fiber stack and guard page (mapped at start), and
+/// its linear memory and guard region while a sandbox is live in it (tables take none of their
+/// own; measured by `host/benches/parked.rs`: 60,115 mappings at 15,000 live).
 const MAPPINGS_PER_SANDBOX: u64 = 4;
 
 /// Mappings the rest of the process takes, with room to spare.
 const OTHER_MAPPINGS: u64 = 4_096;
 
 /// Says at start how many sandboxes this host keeps and whether the kernel's
-/// `vm.max_map_count` lets it (the default, 65,530, stops near 16,000 sandboxes): a host that
+/// `vm.max_map_count` lets it (the default, 65,530, stops near 15,000 sandboxes): a host that
 /// runs out of mappings fails to set up a sandbox, so the operator is told the setting to use.
 fn report_map_count(max_live: u32) {
     let needed = u64::from(max_live) * MAPPINGS_PER_SANDBOX + OTHER_MAPPINGS;

@@ -1,0 +1,205 @@
+//! Parked agents at density: one host carrying far more agents than it keeps sandboxes, and
+//! what each costs it.
+//!
+//! On a file database opened as `ahp serve` opens it (a `StorePool` sharing one group commit),
+//! with the live cap at `AHP_DENSITY_LIVE` (default 15,000) and the engine's pool sized for it
+//! (nano memory slots), the bench prints the host's RSS and memory mappings at each step:
+//!
+//! 1. **Live:** `AHP_DENSITY_LIVE` nano `turn-prober` agents activated for real (push, token,
+//!    `activate` with its `resume`, bind, carrier), every sandbox kept live.
+//! 2. **Parked:** `AHP_DENSITY_PARKED` (default 15,000) more activated the same way; each new
+//!    sandbox needs room, so the least recently used is parked — the host then carries
+//!    live + parked agents and keeps `AHP_DENSITY_LIVE` sandboxes.
+//! 3. **First answers:** a human post to each of `AHP_DENSITY_SAMPLE` (50) parked agents and as
+//!    many live ones, each followed by one dispatch opportunity (`Agents::drive`): the p50 of a
+//!    parked agent's first answer beside a warm one's.
+//! 4. **Upkeep:** each of the reaper tick's per-agent calls (`sweep`, `renew_leases`,
+//!    `schedule_all`, `repair_bindings`) timed once at this size.
+//!
+//! `cargo bench -p ahp-host --bench parked` (~3 min at the defaults on this machine; past
+//! about 15,000 live the kernel's `vm.max_map_count` must be raised, see `ahp serve`).
+
+use std::time::{Duration, Instant};
+
+use ahp_host::guests;
+use ahp_host::host::{Host, HostBuilder};
+use ahp_host::sandbox::Parking;
+use ahp_host::shared_store::StoreLock;
+use ahp_host::store::conversation::{Acting, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT};
+use ahp_host::store::{DEFAULT_POOL_CONNECTIONS, StorePool, Tier, TokenKey};
+use ahp_host::testing;
+use serde_json::json;
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn proc_status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn maps() -> usize {
+    std::fs::read_to_string("/proc/self/maps").map_or(0, |m| m.lines().count())
+}
+
+/// Prints one step: what it did, how long it took, RSS and mappings now.
+fn step(what: &str, took: Duration) {
+    println!(
+        "{what:<44} {:>9.1} s   RSS {:>6} MiB (peak {:>6} MiB)   mappings {:>6}",
+        took.as_secs_f64(),
+        proc_status_kib("VmRSS:") / 1024,
+        proc_status_kib("VmHWM:") / 1024,
+        maps()
+    );
+}
+
+fn p50(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// An active nano `turn-prober` transfer and its agent.
+fn agent(host: &Host, key: &TokenKey) -> (String, String) {
+    let snap = testing::snapshot(0, json!({}));
+    let t = testing::pushed(
+        &mut host.store().locked(),
+        key,
+        &snap,
+        Tier::Nano,
+        1_000_000,
+        "turn-prober",
+    )
+    .unwrap();
+    let tok = testing::activate_token(&host.store().locked(), key, &t).unwrap();
+    let report = host.activate(&t, &tok).unwrap();
+    let Some(agent) = report.transfer.agent_id else {
+        panic!("{t} did not become an agent: {:?}", report.outcome);
+    };
+    (t, agent)
+}
+
+/// One human post to `agent` (in a conversation of its own) and the opportunity that answers
+/// it: the time of the opportunity alone.
+fn first_answer(host: &Host, agent: &str, n: usize) -> Duration {
+    let operator = Caller::full(OPERATOR_SUBJECT).unwrap();
+    let mut db = host.store().locked();
+    let new = NewConversation {
+        title: format!("sample {n}"),
+        agents: vec![agent.to_owned()],
+    };
+    let cv = db
+        .create_conversation(&operator, &new, &format!("cv-{n}"))
+        .unwrap()
+        .value
+        .id;
+    let msg = NewMessage {
+        conversation: cv,
+        acting: Acting::Human,
+        body: "echo hello".into(),
+        reply_to: None,
+        idempotency: IdempotencyKey::Key(format!("m-{n}")),
+    };
+    db.post_message(&operator, &msg).unwrap();
+    drop(db);
+    let started = Instant::now();
+    let d = host.agents().drive(agent).unwrap();
+    let took = started.elapsed();
+    assert_eq!(d.consumed, 1, "the agent answered");
+    took
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let live = env("AHP_DENSITY_LIVE", 15_000);
+    let parked = env("AHP_DENSITY_PARKED", 15_000);
+    let sample = env("AHP_DENSITY_SAMPLE", 50).min(parked).min(live);
+    let dir = tempfile::tempdir().unwrap();
+    let key = TokenKey::random();
+    let pool = StorePool::open(dir.path().join("ahp.db"), DEFAULT_POOL_CONNECTIONS, |s| {
+        Ok(s.with_token_key(key.clone()))
+    })
+    .unwrap();
+    let host = HostBuilder::new(pool, dir.path())
+        .policy(testing::policy())
+        .engine(|e| {
+            e.max_live_sandboxes = u32::try_from(live).unwrap() + 16;
+            e.max_memory_bytes = Tier::Nano.limits().memory_bytes;
+            e.max_table_elements = Tier::Nano.limits().table_elements;
+            e.memory_image_cow = std::env::var("AHP_DENSITY_COW").is_ok_and(|v| v == "1");
+        })
+        .parking(Parking {
+            idle_after: None,
+            max_live: live,
+        })
+        .build()
+        .unwrap();
+    host.sandboxes()
+        .register_component_file(guests::TURN_PROBER, Some("turn-prober"))
+        .unwrap();
+    println!(
+        "parked: {live} live, {parked} parked beyond them; vm.max_map_count {}",
+        std::fs::read_to_string("/proc/sys/vm/max_map_count")
+            .unwrap_or_default()
+            .trim()
+    );
+    step("host built, component compiled", Duration::ZERO);
+
+    let mut agents: Vec<(String, String)> = Vec::with_capacity(live + parked);
+    let started = Instant::now();
+    for i in 0..live + parked {
+        agents.push(agent(&host, &key));
+        if (i + 1) % 5_000 == 0 || i + 1 == live || i + 1 == live + parked {
+            let s = host.sandboxes();
+            step(
+                &format!("{} agents: {} live, {} parked", i + 1, s.live_count(), s.parks()),
+                started.elapsed(),
+            );
+        }
+    }
+    assert_eq!(host.sandboxes().live_count(), live);
+    if let Ok(path) = std::env::var("AHP_DENSITY_MAPS") {
+        std::fs::copy("/proc/self/maps", path).unwrap();
+    }
+    assert_eq!(host.agents().carrier_count(), live + parked);
+    drop(host.agents().drain_queue());
+
+    // The earliest agents were parked first; the latest are live.
+    let mut cold = Vec::new();
+    let mut warm = Vec::new();
+    for n in 0..sample {
+        let (t, a) = &agents[n];
+        assert!(!host.sandboxes().is_live(t), "agent {n} is parked");
+        cold.push(first_answer(&host, a, n));
+        let (t, a) = &agents[agents.len() - 1 - n];
+        assert!(host.sandboxes().is_live(t), "agent {} is live", agents.len() - 1 - n);
+        warm.push(first_answer(&host, a, sample + n));
+    }
+    if sample > 0 {
+        let (cold, warm) = (p50(cold), p50(warm));
+        println!(
+            "first answer p50 over {sample}: parked {:.2} ms, live {:.2} ms (+{:.2} ms)",
+            cold.as_secs_f64() * 1e3,
+            warm.as_secs_f64() * 1e3,
+            cold.saturating_sub(warm).as_secs_f64() * 1e3
+        );
+    }
+
+    let a = host.agents();
+    let timed = |what: &str, f: &dyn Fn()| {
+        let started = Instant::now();
+        f();
+        println!("upkeep {what:<16} {:>9.1} ms", started.elapsed().as_secs_f64() * 1e3);
+    };
+    timed("sweep", &|| drop(a.sweep().unwrap()));
+    timed("renew_leases", &|| a.renew_leases());
+    timed("schedule_all", &|| a.schedule_all());
+    timed("repair_bindings", &|| drop(a.repair_bindings().unwrap()));
+    step("after the answers and one upkeep", started.elapsed());
+}
