@@ -512,6 +512,39 @@ fn leases() {
     assert_eq!(w.agents().carrier(&a.id).unwrap().lease_expires_at, lease(&w));
 }
 
+/// The tick's sweep drops exactly the carriers whose transfer ended behind the host's back
+/// (as `ahp transfer terminate` from another process ends it), asking the store in batches.
+#[test]
+fn sweep() {
+    let w = world();
+    let kept = w.agent();
+    let ended = w.agent();
+    w.db().terminate(&ended.transfer, "operator ended it").unwrap();
+    assert_eq!(w.agents().sweep().unwrap(), vec![ended.transfer.clone()]);
+    assert!(w.agents().carrier(&ended.id).is_none());
+    assert!(!w.host.sandboxes().is_live(&ended.transfer), "its sandbox is dropped");
+    w.assert_carried(&kept);
+    assert!(w.agents().sweep().unwrap().is_empty(), "nothing else ended");
+    w.assert_answers_the_next_message(&kept, "one");
+}
+
+/// A carrier the bulk renewal passes over — its endpoint replaced meanwhile (a re-bind, as a
+/// takeover's) — is renewed alone, which finds the endpoint gone and drops it; the others are
+/// renewed in bulk.
+#[test]
+fn lease_of_an_endpoint_the_bulk_renewal_passes_over() {
+    let w = world();
+    let kept = w.agent();
+    let taken = w.agent();
+    w.db().bind_transfer_agent(&taken.transfer, CARRIER_LEASE).unwrap();
+    w.clock.advance(CARRIER_LEASE / 2 + Duration::from_secs(60));
+    w.agents().renew_leases();
+    assert!(w.agents().carrier(&taken.id).is_none(), "its endpoint was replaced");
+    let renewed = w.agents().carrier(&kept.id).unwrap().lease_expires_at;
+    assert_eq!(renewed, w.clock.now().saturating_add(CARRIER_LEASE));
+    w.assert_answers_the_next_message(&kept, "one");
+}
+
 #[test]
 fn lease() {
     let w = world();

@@ -509,6 +509,43 @@ impl Store {
     }
 }
 
+/// Transfers [`Store::active_among`] reads per statement (the rest of its `IN` list padded).
+const ACTIVE_AMONG_BATCH: usize = 100;
+
+impl Store {
+    /// Which of `transfers` are `active`, in the order given: what a host's sweep asks of
+    /// every transfer it carries, one statement per hundred instead of one read each. An id no
+    /// transfer has is not active.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for more than [`MAX_LIST_LIMIT`] ids or a malformed one.
+    pub fn active_among(&mut self, transfers: &[String]) -> Result<Vec<String>> {
+        if transfers.len() > MAX_LIST_LIMIT {
+            return Err(Error::invalid("transfers", format!("at most {MAX_LIST_LIMIT} at once")));
+        }
+        for t in transfers {
+            crate::transfer::check_id(t)?;
+        }
+        let placeholders: Vec<String> = (1..=ACTIVE_AMONG_BATCH).map(|i| format!("?{i}")).collect();
+        let sql = format!(
+            "SELECT id FROM transfers WHERE status = 'active' AND id IN ({})",
+            placeholders.join(", ")
+        );
+        let tx = self.autocommit();
+        let mut stmt = tx.prepare_cached(&sql)?;
+        let mut active = std::collections::HashSet::new();
+        for batch in transfers.chunks(ACTIVE_AMONG_BATCH) {
+            let mut params: Vec<&str> = batch.iter().map(String::as_str).collect();
+            params.resize(ACTIVE_AMONG_BATCH, "");
+            for id in stmt.query_map(params, |r| r.get::<_, String>(0))? {
+                active.insert(id?);
+            }
+        }
+        Ok(transfers.iter().filter(|t| active.contains(*t)).cloned().collect())
+    }
+}
+
 /// Refuses a write for `transfer` unless this host carries it (or nobody does yet): a host that
 /// lost an agent to another (a takeover, a move) must not overwrite its state.
 pub(crate) fn check_carries(tx: &Tx<'_>, transfer: &str, me: &str) -> Result<()> {

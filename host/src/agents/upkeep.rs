@@ -2,9 +2,10 @@
 //! transfers that ended, renew leases that are more than half spent, bind the active transfers
 //! left without a carrier, and schedule the agents with a wake to claim.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use ahp_store::TransferStatus;
+use ahp_store::conversation::MAX_LEASE_RENEWALS;
 
 use super::recovery::Failure;
 use super::{Agents, CARRIER_LEASE, Carrier, PAGE};
@@ -114,30 +115,31 @@ impl Agents {
     }
 
     /// Drops the carriers (and sandboxes) of transfers no longer `active`, or gone; returns
-    /// their transfer ids. A transfer that cannot be read now is kept and looked at again on
-    /// the next tick.
+    /// their transfer ids. The store is asked about a thousand carriers at a time
+    /// ([`active_among`](ahp_store::Store::active_among): one statement per hundred), not one
+    /// read each. Carriers whose batch cannot be read now are kept and looked at again on the
+    /// next tick.
     ///
     /// # Errors
     ///
-    /// The first store failure met (after every other carrier was looked at).
+    /// The first store failure met (after every other batch was looked at).
     pub fn sweep(&self) -> Result<Vec<String>, crate::sandbox::Error> {
         let held: Vec<Carrier> = self.carriers.locked().values().cloned().collect();
         let mut ended = Vec::new();
         let mut failed = None;
-        for c in held {
-            let read = self.store.locked().transfer(&c.transfer);
-            let active = match read {
-                Ok(t) => t.status == TransferStatus::Active,
-                Err(ahp_store::Error::TransferNotFound(_)) => false,
+        for batch in held.chunks(ahp_store::transfer::MAX_LIST_LIMIT) {
+            let ids: Vec<String> = batch.iter().map(|c| c.transfer.clone()).collect();
+            let active: HashSet<String> = match self.store.locked().active_among(&ids) {
+                Ok(active) => active.into_iter().collect(),
                 Err(e) => {
-                    tracing::warn!(transfer = %c.transfer, error = %e, "cannot read the transfer of a carrier; keeping it");
+                    tracing::warn!(carriers = batch.len(), error = %e, "cannot read the transfers of these carriers; keeping them");
                     failed.get_or_insert(e);
                     continue;
                 }
             };
-            if !active {
-                self.release_carrier(&c);
-                ended.push(c.transfer);
+            for c in batch.iter().filter(|c| !active.contains(&c.transfer)) {
+                self.release_carrier(c);
+                ended.push(c.transfer.clone());
             }
         }
         match failed {
@@ -147,17 +149,55 @@ impl Agents {
     }
 
     /// Renews the endpoint lease of every carrier this process holds that has less than half
-    /// of [`CARRIER_LEASE`] left (a fresh lease is not written again). A carrier whose endpoint
-    /// is gone is dropped; one whose renewal failed otherwise is kept and tried again on the
-    /// next tick (it still has half a lease).
+    /// of [`CARRIER_LEASE`] left (a fresh lease is not written again): all of them in one
+    /// commit per [`MAX_LEASE_RENEWALS`] ([`renew_carried_leases`]), so that a host carrying a
+    /// million parked agents does not commit once per agent. A carrier the bulk renewal passed
+    /// over (its endpoint replaced, detached, expired or claimed by another host) is renewed
+    /// alone: one whose endpoint is gone is dropped; one whose renewal failed otherwise is kept
+    /// and tried again on the next tick (it still has half a lease), as is everything when the
+    /// bulk renewal fails.
+    ///
+    /// [`renew_carried_leases`]: ahp_store::Store::renew_carried_leases
     pub fn renew_leases(&self) {
-        let held: Vec<Carrier> = self.carriers.locked().values().cloned().collect();
         let now = self.store.locked().now();
         let due = now.saturating_add(CARRIER_LEASE / 2);
-        for c in held {
-            if c.lease_expires_at > due {
-                continue;
+        if !self.carriers.locked().values().any(|c| c.lease_expires_at <= due) {
+            return;
+        }
+        loop {
+            let renewed =
+                self.store
+                    .locked()
+                    .renew_carried_leases(CARRIER_LEASE, CARRIER_LEASE / 2, MAX_LEASE_RENEWALS);
+            match renewed {
+                Ok(r) => {
+                    let mut carriers = self.carriers.locked();
+                    for (agent, endpoint, generation) in &r.endpoints {
+                        if let Some(held) = carriers.get_mut(agent)
+                            && held.actor.endpoint == *endpoint
+                            && held.actor.generation == *generation
+                        {
+                            held.lease_expires_at = r.lease_expires_at;
+                        }
+                    }
+                    if r.endpoints.len() < MAX_LEASE_RENEWALS {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot renew the carriers' leases; the next tick retries");
+                    return;
+                }
             }
+        }
+        let passed_over: Vec<Carrier> = self
+            .carriers
+            .locked()
+            .values()
+            .filter(|c| c.lease_expires_at <= due)
+            .cloned()
+            .collect();
+        for c in passed_over {
             let agent = &c.actor.agent;
             let renewed =
                 self.store

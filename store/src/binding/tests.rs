@@ -492,6 +492,113 @@ fn transfers_without_an_agent_move_as_before() {
 }
 
 #[test]
+fn carried_leases_renew_in_one_commit_only_what_this_host_carries_and_is_due() {
+    use crate::conversation::MAX_LEASE_RENEWALS;
+    let mut f = fixture();
+    let (_, one) = f.carried();
+    let (_, two) = f.carried();
+    let (_, three) = f.carried();
+    let (rebound, _) = f.carried();
+    // Nothing due: nothing written.
+    let before = f.bytes();
+    let r = f.store.renew_carried_leases(LEASE, LEASE / 2, 10).unwrap();
+    assert!(r.endpoints.is_empty());
+    assert!(f.bytes() == before);
+    // Carried by another host now, and replaced by a re-bind (its new endpoint not registered
+    // as a carrier): neither is this host's to renew.
+    f.store
+        .autocommit()
+        .execute(
+            "UPDATE agent_endpoints SET host_id = 'elsewhere' WHERE id = ?1",
+            [&three.endpoint.id],
+        )
+        .unwrap();
+    f.store.bind_transfer_agent(&rebound, LEASE).unwrap();
+    f.clock.advance(LEASE / 2 + Duration::from_secs(1));
+    let now = f.clock.now();
+    // Bounds, each refused changing nothing; the largest limit is accepted.
+    let before = f.bytes();
+    for (lease, due, limit, field) in [
+        (Duration::ZERO, Duration::ZERO, 10, "lease"),
+        (Duration::from_secs(3601), LEASE, 10, "lease"),
+        (LEASE, LEASE + Duration::from_secs(1), 10, "due_within"),
+        (LEASE, LEASE / 2, 0, "limit"),
+        (LEASE, LEASE / 2, MAX_LEASE_RENEWALS + 1, "limit"),
+    ] {
+        match f.store.renew_carried_leases(lease, due, limit) {
+            Err(ConversationError::InvalidInput { field: got, .. }) => assert_eq!(got, field),
+            other => panic!("{field}: {other:?}"),
+        }
+    }
+    assert!(f.bytes() == before);
+    // The soonest first, at most `limit`, then the rest.
+    let first = f.store.renew_carried_leases(LEASE, LEASE / 2, 1).unwrap();
+    assert_eq!(first.endpoints.len(), 1);
+    assert_eq!(first.lease_expires_at, now.saturating_add(LEASE));
+    let rest = f
+        .store
+        .renew_carried_leases(LEASE, LEASE / 2, MAX_LEASE_RENEWALS)
+        .unwrap();
+    let mut renewed: Vec<_> = first.endpoints.into_iter().chain(rest.endpoints).collect();
+    renewed.sort();
+    let mut expected = vec![
+        (one.agent.id.clone(), one.endpoint.id.clone(), 1),
+        (two.agent.id.clone(), two.endpoint.id.clone(), 1),
+    ];
+    expected.sort();
+    assert_eq!(renewed, expected);
+    for b in [&one, &two] {
+        let ep = f.store.get_endpoint(&operator(), &b.agent.id, &b.endpoint.id).unwrap();
+        assert_eq!(ep.lease_expires_at, now.saturating_add(LEASE));
+    }
+    let other = f
+        .store
+        .get_endpoint(&operator(), &three.agent.id, &three.endpoint.id)
+        .unwrap();
+    assert_eq!(
+        other.lease_expires_at,
+        START.saturating_add(LEASE),
+        "another host's lease is its own"
+    );
+    // Renewed ones are not due again.
+    assert!(
+        f.store
+            .renew_carried_leases(LEASE, LEASE / 2, 10)
+            .unwrap()
+            .endpoints
+            .is_empty()
+    );
+}
+
+#[test]
+fn active_among_says_which_transfers_are_active_in_batches() {
+    let mut f = fixture();
+    let active: Vec<String> = (0..150).map(|_| f.active(&TransferOwner::Operator)).collect();
+    let ended = f.active(&TransferOwner::Operator);
+    f.store.terminate(&ended, "done").unwrap();
+    let unknown = "tr_000000000000000000000000".to_owned();
+    // More than one batch of a hundred, in the order given, without the ended and the unknown.
+    let mut asked = vec![ended.clone(), unknown.clone()];
+    asked.extend(active.iter().rev().cloned());
+    let mut expected = active.clone();
+    expected.reverse();
+    assert_eq!(f.store.active_among(&asked).unwrap(), expected);
+    assert!(f.store.active_among(&[]).unwrap().is_empty());
+    // Bounds: at most 1,000 ids, each well formed.
+    let many = vec![unknown.clone(); crate::transfer::MAX_LIST_LIMIT];
+    assert!(f.store.active_among(&many).unwrap().is_empty());
+    let too_many = vec![unknown; crate::transfer::MAX_LIST_LIMIT + 1];
+    assert!(matches!(
+        f.store.active_among(&too_many),
+        Err(Error::InvalidInput { .. })
+    ));
+    assert!(matches!(
+        f.store.active_among(&["x'; DROP TABLE transfers; --".to_owned()]),
+        Err(Error::InvalidInput { .. })
+    ));
+}
+
+#[test]
 fn carrier_leases_renew_only_the_exact_current_endpoint() {
     let mut f = fixture();
     let (t, b) = f.carried();

@@ -110,6 +110,7 @@ pub mod attempt;
 pub mod audit;
 pub mod bootstrap;
 pub mod bounds;
+pub mod carried_leases;
 pub mod carrier;
 // The domain is named after its central concept; `conversation::conversation` is that concept.
 #[allow(clippy::module_inception)]
@@ -136,6 +137,7 @@ pub use attempt::{
 };
 pub use audit::{AuditEvent, AuditKind};
 pub use bootstrap::Bootstrap;
+pub use carried_leases::{MAX_LEASE_RENEWALS, RenewedLeases};
 pub use carrier::{TurnEnd, TurnSpend};
 pub use conversation::{Acting, CONVERSATION_ID_PREFIX, Conversation, ConversationState, NewConversation};
 pub use delivery::{Delivery, DeliveryState};
