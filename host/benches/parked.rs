@@ -14,7 +14,8 @@
 //!    many live ones, each followed by one dispatch opportunity (`Agents::drive`): the p50 of a
 //!    parked agent's first answer beside a warm one's.
 //! 4. **Upkeep:** each of the reaper tick's per-agent calls (`sweep`, `renew_leases`,
-//!    `schedule_all`, `repair_bindings`) timed once at this size.
+//!    `schedule_all`, `repair_bindings`) timed once at this size, and the renewal of every
+//!    carried agent's lease in bulk beside one commit per carrier (the baseline).
 //!
 //! `cargo bench -p ahp-host --bench parked` (~3 min at the defaults on this machine; past
 //! about 15,000 live the kernel's `vm.max_map_count` must be raised, see `ahp serve`).
@@ -25,7 +26,9 @@ use ahp_host::guests;
 use ahp_host::host::{Host, HostBuilder};
 use ahp_host::sandbox::Parking;
 use ahp_host::shared_store::StoreLock;
-use ahp_host::store::conversation::{Acting, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT};
+use ahp_host::store::conversation::{
+    Acting, Caller, IdempotencyKey, MAX_LEASE_RENEWALS, NewConversation, NewMessage, OPERATOR_SUBJECT,
+};
 use ahp_host::store::{DEFAULT_POOL_CONNECTIONS, StorePool, Tier, TokenKey};
 use ahp_host::testing;
 use serde_json::json;
@@ -201,5 +204,47 @@ fn main() {
     timed("renew_leases", &|| a.renew_leases());
     timed("schedule_all", &|| a.schedule_all());
     timed("repair_bindings", &|| drop(a.repair_bindings().unwrap()));
+    // The renewal when every lease is due (the tick's renewal finds none due this early, so
+    // every lease is moved back by half of it and a minute first): in bulk, and — the baseline, the path before — one commit per carrier for a thousand.
+    let lease = ahp_host::agents::CARRIER_LEASE;
+    let half = lease / 2;
+    rusqlite::Connection::open(dir.path().join("ahp.db"))
+        .unwrap()
+        .execute(
+            "UPDATE agent_endpoints SET lease_expires_at = lease_expires_at - ?1 WHERE state = 'attached'",
+            [half.as_micros() as i64 + 60_000_000],
+        )
+        .unwrap();
+    let renewing = Instant::now();
+    let mut renewed = 0;
+    loop {
+        let r = host
+            .store()
+            .locked()
+            .renew_carried_leases(lease, half, MAX_LEASE_RENEWALS)
+            .unwrap();
+        renewed += r.endpoints.len();
+        if r.endpoints.len() < MAX_LEASE_RENEWALS {
+            break;
+        }
+    }
+    let bulk = renewing.elapsed();
+    assert_eq!(renewed, live + parked, "every carried agent's lease");
+    let one_by_one = agents.len().min(1_000);
+    let renewing = Instant::now();
+    for (_, agent) in &agents[..one_by_one] {
+        let c = a.carrier(agent).unwrap();
+        host.store()
+            .locked()
+            .renew_carrier_lease(agent, &c.actor.endpoint, c.actor.generation, lease)
+            .unwrap();
+    }
+    let single = renewing.elapsed();
+    println!(
+        "renewal of all {renewed} leases in bulk {:.1} ms ({:.2} µs each); one by one {:.1} µs each (over {one_by_one})",
+        bulk.as_secs_f64() * 1e3,
+        bulk.as_secs_f64() * 1e6 / renewed as f64,
+        single.as_secs_f64() * 1e6 / one_by_one as f64
+    );
     step("after the answers and one upkeep", started.elapsed());
 }

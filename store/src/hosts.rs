@@ -528,8 +528,10 @@ impl Store {
             crate::transfer::check_id(t)?;
         }
         let placeholders: Vec<String> = (1..=ACTIVE_AMONG_BATCH).map(|i| format!("?{i}")).collect();
+        // By primary key only: a `status` condition would let a planner scan every active
+        // transfer through the status index instead.
         let sql = format!(
-            "SELECT id FROM transfers WHERE status = 'active' AND id IN ({})",
+            "SELECT id, status FROM transfers WHERE id IN ({})",
             placeholders.join(", ")
         );
         let tx = self.autocommit();
@@ -538,8 +540,11 @@ impl Store {
         for batch in transfers.chunks(ACTIVE_AMONG_BATCH) {
             let mut params: Vec<&str> = batch.iter().map(String::as_str).collect();
             params.resize(ACTIVE_AMONG_BATCH, "");
-            for id in stmt.query_map(params, |r| r.get::<_, String>(0))? {
-                active.insert(id?);
+            for row in stmt.query_map(params, |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {
+                let (id, status) = row?;
+                if status == "active" {
+                    active.insert(id);
+                }
             }
         }
         Ok(transfers.iter().filter(|t| active.contains(*t)).cloned().collect())

@@ -521,7 +521,7 @@ fn carried_leases_renew_in_one_commit_only_what_this_host_carries_and_is_due() {
     for (lease, due, limit, field) in [
         (Duration::ZERO, Duration::ZERO, 10, "lease"),
         (Duration::from_secs(3601), LEASE, 10, "lease"),
-        (LEASE, LEASE + Duration::from_secs(1), 10, "due_within"),
+        (LEASE, LEASE / 2 + Duration::from_secs(1), 10, "due_within"),
         (LEASE, LEASE / 2, 0, "limit"),
         (LEASE, LEASE / 2, MAX_LEASE_RENEWALS + 1, "limit"),
     ] {

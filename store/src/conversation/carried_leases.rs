@@ -43,7 +43,7 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for a lease outside
-    /// [`MIN_ENDPOINT_LEASE`]..=[`MAX_ENDPOINT_LEASE`], a `due_within` longer than `lease`, or
+    /// [`MIN_ENDPOINT_LEASE`]..=[`MAX_ENDPOINT_LEASE`], a `due_within` over half of `lease`, or
     /// a limit outside 1..=[`MAX_LEASE_RENEWALS`], changing nothing; the database's failure
     /// (nothing renewed).
     pub fn renew_carried_leases(
@@ -53,8 +53,10 @@ impl Store {
         limit: usize,
     ) -> Result<RenewedLeases> {
         bounds::lease("lease", lease, MIN_ENDPOINT_LEASE, MAX_ENDPOINT_LEASE)?;
-        if due_within > lease {
-            return Err(Error::invalid("due_within", "must not be longer than the lease"));
+        if due_within > lease / 2 {
+            // A lease just renewed must not be due again soon: a caller renewing until none is
+            // due would not stop.
+            return Err(Error::invalid("due_within", "must be at most half the lease"));
         }
         if limit == 0 || limit > MAX_LEASE_RENEWALS {
             return Err(Error::invalid("limit", format!("must be 1 to {MAX_LEASE_RENEWALS}")));
