@@ -170,7 +170,9 @@ fn main() {
     if let Ok(path) = std::env::var("AHP_DENSITY_MAPS") {
         std::fs::copy("/proc/self/maps", path).unwrap();
     }
-    assert_eq!(host.agents().carrier_count(), live + parked);
+    // A parked agent's carrier is its rows: only the live agents' are held in memory.
+    println!("carriers held in memory: {}", host.agents().carrier_count());
+    assert!(host.agents().carrier_count() <= live);
     drop(host.agents().drain_queue());
 
     // The earliest agents were parked first; the latest are live.
@@ -233,10 +235,10 @@ fn main() {
     let one_by_one = agents.len().min(1_000);
     let renewing = Instant::now();
     for (_, agent) in &agents[..one_by_one] {
-        let c = a.carrier(agent).unwrap();
+        let ep = host.store().locked().carried_agent(agent).unwrap().unwrap().endpoint;
         host.store()
             .locked()
-            .renew_carrier_lease(agent, &c.actor.endpoint, c.actor.generation, lease)
+            .renew_carrier_lease(agent, &ep.id, ep.generation, lease)
             .unwrap();
     }
     let single = renewing.elapsed();

@@ -29,6 +29,10 @@ pub trait Carriers: Send + Sync + 'static {
     fn residency(&self, _endpoint: &Endpoint) -> Option<Residency> {
         None
     }
+
+    /// The sandboxes of `transfers` were just parked (dropped): forget what is held for them
+    /// while they were live. It must not read the store. Nothing by default.
+    fn parked(&self, _transfers: &[String]) {}
 }
 
 /// Where a carried agent's sandbox is.

@@ -371,10 +371,30 @@ mod parking {
         assert_eq!(sandboxes.live_count(), 0);
         assert_eq!(sandboxes.parks(), 1);
         assert_eq!(residency(&h, &agent), Some(Residency::Parked));
-        // The next message is answered from a fresh sandbox (a turn, no resume), charged.
+        // Nothing of it is held in memory: its carrier is its rows.
+        let agents = h.host.agents();
+        assert!(agents.carrier(&agent).is_none());
+        assert_eq!(agents.carrier_count(), 0);
+        // Nor renewing, sweeping or scheduling it needs anything held: its lease renews in
+        // bulk, the sweep keeps it, and a wake nobody scheduled is found from its rows.
+        assert!(agents.sweep().unwrap().is_empty());
+        drop(agents.drain_queue());
+        agents.schedule_all();
+        assert!(agents.drain_queue().is_empty(), "no wake yet");
+        // The next message — committed where nobody scheduled it — is found by the tick from
+        // its rows, and answered from a fresh sandbox (a turn, no resume), charged.
         let spent = h.db().budget(&transfer).unwrap().unwrap().spent_micro_usd;
-        assert_eq!(h.ask(&agent, &cv, "echo two").unwrap(), "echo: echo two");
+        let question = h.post(&cv, "echo two");
+        agents.schedule_all();
+        assert_eq!(agents.drain_queue(), std::slice::from_ref(&agent));
+        assert_eq!(agents.drive(&agent).unwrap().consumed, 1);
+        assert!(
+            h.transcript(&cv)
+                .iter()
+                .any(|m| m.reply_to.as_deref() == Some(question.as_str()) && m.body == "echo: echo two")
+        );
         assert_eq!(residency(&h, &agent), Some(Residency::Live));
+        assert!(agents.carrier(&agent).is_some(), "held again while live");
         assert!(
             h.db().budget(&transfer).unwrap().unwrap().spent_micro_usd > spent,
             "the turn is charged"
@@ -398,6 +418,11 @@ mod parking {
                 assert_eq!(h.ask(agent, cv, &body).unwrap(), format!("echo: {body}"));
                 assert!(sandboxes.is_live(transfer), "the agent that just answered is live");
                 assert!(sandboxes.live_count() <= 2, "never more than the cap");
+                assert!(
+                    h.host.agents().carrier_count() <= 2,
+                    "no carrier held for a parked agent"
+                );
+                assert!(h.host.agents().carrier(agent).is_some());
             }
         }
         // Every answer after the activations needed room: round robin over three agents with

@@ -69,6 +69,14 @@ fn introspection_reads_a_tables_columns_keys_and_indexes() {
                 }
             ),
             (
+                "agent_endpoints_carried_by_lease".to_owned(),
+                Index {
+                    columns: names(&["host_id", "lease_expires_at"]),
+                    unique: false,
+                    predicate: Some("state = 'attached' AND host_held = 1 AND wake_capable = 1".into()),
+                }
+            ),
+            (
                 "agent_endpoints_by_host".to_owned(),
                 Index {
                     columns: names(&["host_id", "state"]),

@@ -315,6 +315,8 @@ impl Store {
 }
 
 #[cfg(test)]
+mod carried_tests;
+#[cfg(test)]
 mod host_held_tests;
 #[cfg(test)]
 mod tests;

@@ -52,6 +52,7 @@
 pub mod activation_writes;
 pub mod binding;
 pub mod budget;
+pub mod carried;
 pub mod checkpoint;
 pub mod clock;
 pub mod component;
@@ -95,6 +96,7 @@ pub use ahp_store_sql as sql;
 pub use activation_writes::{ActivationWrite, ActivationWrites, MAX_ACTIVATION_WRITES};
 pub use binding::AgentBinding;
 pub use budget::{Budget, MAX_BUDGET_MICRO_USD, MAX_USAGE_REPORT_MICRO_USD};
+pub use carried::CarriedAgent;
 pub use checkpoint::Checkpoint;
 pub use clock::{Clock, ManualClock, OffsetClock, SystemClock, Timestamp};
 pub use component::{ComponentRecord, MAX_COMPONENT_BYTES, digest_of};

@@ -34,9 +34,22 @@ impl Agents {
     /// and what was recorded before it stays recorded.
     pub fn drive(&self, agent: &str) -> Result<Drive, crate::sandbox::Error> {
         let mut drive = Drive::default();
-        for _ in 0..MAX_TURNS_PER_OPPORTUNITY {
-            let Some(carrier) = self.carrier(agent) else {
-                break;
+        for n in 0..MAX_TURNS_PER_OPPORTUNITY {
+            // The carrier held, or, at the start, the one its rows say (a parked agent); one
+            // released during the opportunity ends it.
+            let carrier = if n == 0 {
+                self.carrier_to_drive(agent)
+            } else {
+                Ok(self.carrier(agent))
+            };
+            let carrier = match carrier {
+                Ok(Some(carrier)) => carrier,
+                Ok(None) => break,
+                Err(failure) => {
+                    tracing::info!(%agent, ?failure, "cannot read the agent's carrier; rescheduling it");
+                    drive.retry = true;
+                    break;
+                }
             };
             if self.is_leaving(agent) {
                 // Between turns: no turn of it runs here now.
@@ -46,7 +59,7 @@ impl Agents {
             if !self.lease_fresh() {
                 // Another host may claim this one's agents any moment: no turn may start.
                 tracing::warn!(%agent, "the host lease is not fresh; dropping the carrier");
-                self.release_carrier(&carrier);
+                self.fence(carrier);
                 break;
             }
             match self.turn(&carrier, &mut drive) {

@@ -163,6 +163,8 @@ impl Agents {
             Err(StoreError::HostLeaseLost { why, .. }) => {
                 tracing::warn!(host = %h.lease.host, %why, "the host lost its lease; stopping every sandbox and joining again");
                 self.fence_all();
+                // Not this host's to bind again: the join claims back what is still its own.
+                self.fenced.locked().clear();
                 match self.join(h.length, None, h.shared, "interrupted: the host lost its lease") {
                     Ok(r) => tracing::info!(incarnation = r.incarnation, "joined again"),
                     Err(e) => tracing::error!(error = %e, "cannot join again; the next tick retries"),
@@ -200,30 +202,26 @@ impl Agents {
         claims
     }
 
-    /// Binds again, at the next generation, every transfer this host carries but holds no
-    /// carrier for (its carriers were dropped while its lease was not fresh).
+    /// Binds again, at the next generation, every agent whose sandbox was stopped while this
+    /// host's lease was not fresh and that its rows say this host still carries (a turn may
+    /// have been cut short: the next generation fences what it left). A parked agent had no
+    /// sandbox to stop: it is carried on at its generation, and costs nothing here.
     fn rebind_carried(&self) {
-        let mut after: Option<String> = None;
-        loop {
-            let page = match self.store.locked().carried_transfers(after.as_deref(), super::PAGE) {
-                Ok(page) => page,
+        let fenced = std::mem::take(&mut *self.fenced.locked());
+        let mut transfers = Vec::new();
+        for c in fenced.into_values() {
+            match self.store.locked().carried_agent(&c.actor.agent) {
+                Ok(Some(carried)) => transfers.push(carried.transfer.id),
+                Ok(None) => {}
                 Err(e) => {
-                    tracing::warn!(error = %e, "cannot list the transfers this host carries");
-                    return;
+                    tracing::warn!(agent = %c.actor.agent, error = %e, "cannot read a fenced agent; the repair binds it if it needs it");
                 }
-            };
-            let held: std::collections::HashSet<String> =
-                self.carriers.locked().values().map(|c| c.transfer.clone()).collect();
-            let missing: Vec<String> = page.iter().filter(|t| !held.contains(*t)).cloned().collect();
-            self.bind_claimed(&HostClaim {
-                transfers: missing,
-                ..HostClaim::default()
-            });
-            match page.last() {
-                Some(last) if page.len() == super::PAGE => after = Some(last.clone()),
-                _ => break,
             }
         }
+        self.bind_claimed(&HostClaim {
+            transfers,
+            ..HostClaim::default()
+        });
     }
 
     /// Binds the active transfers of `claim` here (one that fails is left to the repair).
@@ -254,18 +252,39 @@ impl Agents {
             }
         };
         for m in moves {
-            let carrier = self
+            let held = self
                 .carriers
                 .locked()
                 .values()
                 .find(|c| c.transfer == m.transfer_id)
                 .cloned();
-            let Some(c) = carrier else { continue };
+            let Some(c) = held.or_else(|| self.parked_carrier_of(&m.transfer_id)) else {
+                continue;
+            };
             if self.leaving.locked().insert(c.actor.agent.clone()) {
                 tracing::info!(agent = %c.actor.agent, to = %m.to_host, "moving an agent");
             }
             if self.queue.locked().push(&c.actor.agent) {
                 self.ready.notify_one();
+            }
+        }
+    }
+
+    /// The carrier of `transfer`'s agent as its rows say, if this process carries it though
+    /// it holds nothing of it (a parked agent). A failed read is logged: the next poll retries.
+    fn parked_carrier_of(&self, transfer: &str) -> Option<Carrier> {
+        let agent = match self.store.locked().transfer(transfer) {
+            Ok(t) => t.agent_id?,
+            Err(e) => {
+                tracing::warn!(%transfer, error = %e, "cannot read a moving transfer");
+                return None;
+            }
+        };
+        match self.carrier_to_drive(&agent) {
+            Ok(c) => c,
+            Err(failure) => {
+                tracing::warn!(%transfer, ?failure, "cannot read a moving agent's carrier");
+                None
             }
         }
     }
@@ -347,11 +366,19 @@ impl Agents {
         }
     }
 
-    /// Drops every carrier and sandbox this process holds.
+    /// Drops every carrier and sandbox this process holds, and remembers them
+    /// ([`rebind_carried`](Self::rebind_carried) binds them again once the lease is fresh).
     fn fence_all(&self) {
         let held: Vec<Carrier> = self.carriers.locked().values().cloned().collect();
         for c in held {
-            self.release_carrier(&c);
+            self.fence(c);
         }
+    }
+
+    /// Drops `c` and its sandbox because the host lease is not fresh, and remembers it
+    /// ([`rebind_carried`](Self::rebind_carried) binds it again once the lease is fresh).
+    pub(super) fn fence(&self, c: Carrier) {
+        self.release_carrier(&c);
+        self.fenced.locked().insert(c.actor.agent.clone(), c);
     }
 }

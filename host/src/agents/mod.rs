@@ -4,7 +4,10 @@
 //! **Binding.** When a transfer becomes `active`, [`Agents::bind`] binds it to its Agent
 //! identity (created on first activation, owned by the transfer's owner) and attaches a fresh
 //! endpoint; if the component takes turns (`ahp:agent@0.2.0`), this process registers itself as
-//! the endpoint's wake carrier and holds it ([`Carriers`]: the readiness flag).
+//! the endpoint's wake carrier ([`Carriers`]: the readiness flag). The carrier is the
+//! endpoint's rows (wake-capable, naming this host); this process holds it in memory only while
+//! the agent's sandbox is live here (`resident`). A parked agent costs no memory: its carrier is
+//! read from the store when a wake comes for it ([`ahp_store::Store::carried_agent`]).
 //!
 //! **The controller** (the conversation protocol's semantics). A message commit (by any surface,
 //! through [`crate::posting`], for the agents it woke), a wake consume, a carrier registration
@@ -42,6 +45,7 @@ mod dispatch;
 pub mod hosting;
 mod queue;
 pub mod recovery;
+mod resident;
 pub mod run;
 pub mod takeover;
 mod upkeep;
@@ -54,6 +58,7 @@ use ahp_store::conversation::{AgentActor, Caller, Endpoint};
 use ahp_store::{AgentBinding, Timestamp, Transfer};
 
 use self::queue::DispatchQueue;
+use self::resident::Resident;
 use crate::carrier::{Carriers, Residency};
 use crate::sandbox::Sandboxes;
 use crate::shared_store::{SharedStore, StoreLock};
@@ -135,7 +140,10 @@ pub struct TurnFailure {
 pub struct Agents {
     store: SharedStore,
     sandboxes: Arc<Sandboxes>,
-    carriers: Mutex<HashMap<String, Carrier>>,
+    /// This store's host: an endpoint naming it is carried here.
+    host_id: String,
+    /// The carriers held in memory: those of live agents (see `resident`).
+    carriers: Mutex<Resident>,
     queue: Mutex<DispatchQueue>,
     ready: tokio::sync::Notify,
     config: AgentsConfig,
@@ -148,6 +156,9 @@ pub struct Agents {
     activating: Mutex<HashSet<String>>,
     /// The host lease this process holds, once it joined ([`hosting`]).
     hosting: Mutex<Option<hosting::Hosting>>,
+    /// The carriers a stale host lease made this process drop, to bind again once it is fresh
+    /// ([`hosting`]).
+    fenced: Mutex<HashMap<String, Carrier>>,
     /// Agents being moved to another host: handed over instead of claimed ([`hosting`]).
     leaving: Mutex<HashSet<String>>,
     /// Where signals for other hosts go, on a shared database ([`Agents::signal_with`]).
@@ -179,7 +190,7 @@ impl std::fmt::Debug for Agents {
 
 impl Carriers for Agents {
     fn holds(&self, endpoint: &ahp_store::conversation::Endpoint) -> bool {
-        let here = self.carried(endpoint).is_some();
+        let here = self.carried(endpoint).is_some() || self.carries_by_rows(endpoint);
         here || (endpoint.wake_capable
             && endpoint
                 .host_id
@@ -188,21 +199,29 @@ impl Carriers for Agents {
     }
 
     fn residency(&self, endpoint: &ahp_store::conversation::Endpoint) -> Option<Residency> {
-        let transfer = self.carried(endpoint)?;
-        Some(if self.sandboxes.is_live(&transfer) {
-            Residency::Live
-        } else {
-            Residency::Parked
-        })
+        match self.carried(endpoint) {
+            Some(transfer) if self.sandboxes.is_live(&transfer) => Some(Residency::Live),
+            Some(_) => Some(Residency::Parked),
+            None => self.carries_by_rows(endpoint).then_some(Residency::Parked),
+        }
     }
 
     fn schedule_woken(&self, agents: &[String]) {
         for agent in agents {
-            if self.carriers.locked().contains_key(agent) {
-                self.schedule(agent);
-            } else {
-                // Perhaps another host's: tell it (a no-op without a shared database).
+            if !self.carriers.locked().contains(agent) {
+                // Parked here (its worker reads its carrier), or another host's: tell it too (a
+                // no-op without a shared database).
                 self.signal(format!("wake {agent}"));
+            }
+            self.schedule(agent);
+        }
+    }
+
+    fn parked(&self, transfers: &[String]) {
+        let mut carriers = self.carriers.locked();
+        for transfer in transfers {
+            if !self.sandboxes.is_live(transfer) {
+                carriers.remove_transfer(transfer);
             }
         }
     }
@@ -217,13 +236,57 @@ impl Agents {
         (c.actor.endpoint == endpoint.id && c.actor.generation == endpoint.generation).then(|| c.transfer.clone())
     }
 
+    /// Whether `endpoint`'s rows say this process carries it (wake-capable, attached, held by
+    /// this host) while its host lease is fresh: a parked agent's readiness.
+    fn carries_by_rows(&self, endpoint: &ahp_store::conversation::Endpoint) -> bool {
+        endpoint.wake_capable
+            && endpoint.host_held
+            && endpoint.state == ahp_store::conversation::EndpointState::Attached
+            && endpoint.host_id.as_deref() == Some(self.host_id.as_str())
+            && self.lease_fresh()
+    }
+
+    /// The carrier of `agent` for a turn: the one held, or else the one its rows say this
+    /// process carries (a parked agent, or one carried since a restart), then held. `None` for
+    /// an agent not carried here, or one this process is activating (its activation takes the
+    /// carrier up).
+    pub(super) fn carrier_to_drive(&self, agent: &str) -> Result<Option<Carrier>, recovery::Failure> {
+        if let Some(c) = self.carrier(agent) {
+            return Ok(Some(c));
+        }
+        let carried = self
+            .store
+            .locked()
+            .carried_agent(agent)
+            .map_err(|e| recovery::Failure::of_store(&e))?;
+        let Some(carried) = carried else { return Ok(None) };
+        if self.activating.locked().contains(&carried.transfer.id) {
+            return Ok(None);
+        }
+        let caller = carried
+            .transfer
+            .owner()
+            .and_then(|o| o.host_caller())
+            .map_err(|e| recovery::Failure::Refused(e.to_string()))?;
+        let c = Carrier {
+            transfer: carried.transfer.id,
+            actor: AgentActor::of(&carried.endpoint),
+            caller,
+            lease_expires_at: carried.endpoint.lease_expires_at,
+        };
+        self.carriers.locked().insert(c.clone());
+        Ok(Some(c))
+    }
+
     /// A controller over `store` that runs its agents in `sandboxes` (workers start with
     /// [`run_workers`](Self::run_workers)).
     pub fn new(store: SharedStore, sandboxes: Arc<Sandboxes>, config: AgentsConfig) -> Self {
+        let host_id = store.locked().host_id().to_owned();
         Self {
             store,
             sandboxes,
-            carriers: Mutex::new(HashMap::new()),
+            host_id,
+            carriers: Mutex::new(Resident::default()),
             queue: Mutex::new(DispatchQueue::new(config.capacity.max(1))),
             ready: tokio::sync::Notify::new(),
             config,
@@ -231,6 +294,7 @@ impl Agents {
             unsettled: Mutex::new(HashSet::new()),
             activating: Mutex::new(HashSet::new()),
             hosting: Mutex::new(None),
+            fenced: Mutex::new(HashMap::new()),
             leaving: Mutex::new(HashSet::new()),
             signals: Mutex::new(None),
             peers: Mutex::new(HashSet::new()),
@@ -242,12 +306,13 @@ impl Agents {
         &self.sandboxes
     }
 
-    /// How many carriers this process holds.
+    /// How many carriers this process holds in memory (those of its live agents: a parked
+    /// agent's is read from the store when it is woken).
     pub fn carrier_count(&self) -> usize {
         self.carriers.locked().len()
     }
 
-    /// The carrier of `agent`, if this process holds it.
+    /// The carrier of `agent`, if this process holds it in memory (not a parked agent's).
     pub fn carrier(&self, agent: &str) -> Option<Carrier> {
         self.carriers.locked().get(agent).cloned()
     }
@@ -295,7 +360,7 @@ impl Agents {
             caller: t.owner()?.host_caller()?,
             lease_expires_at: registered.lease_expires_at,
         };
-        self.carriers.locked().insert(registered.agent_id.clone(), carrier);
+        self.carriers.locked().insert(carrier);
         self.schedule(&registered.agent_id);
         Ok(())
     }
@@ -310,10 +375,10 @@ impl Agents {
         }
     }
 
-    /// Schedules one dispatch opportunity for `agent` if this process holds its carrier (and
-    /// is not moving it away).
+    /// Schedules one dispatch opportunity for `agent` unless this process is moving it away;
+    /// its worker drives it if this process carries it (held, or as its rows say).
     pub fn schedule(&self, agent: &str) {
-        if !self.carriers.locked().contains_key(agent) || self.is_leaving(agent) {
+        if self.is_leaving(agent) {
             return;
         }
         if self.queue.locked().push(agent) {
@@ -358,6 +423,15 @@ impl Agents {
     pub fn release(&self, agent: &str) {
         if let Some(c) = self.carriers.locked().remove(agent) {
             self.sandboxes.drop_sandbox(&c.transfer);
+        }
+    }
+
+    /// Forgets `c` if it is still the carrier held for its agent, without touching its sandbox
+    /// or its rows (the agent stays carried here: a wake reads its carrier again).
+    pub(super) fn forget_carrier(&self, c: &Carrier) {
+        let mut carriers = self.carriers.locked();
+        if carriers.get(&c.actor.agent).is_some_and(|held| held.actor == c.actor) {
+            carriers.remove(&c.actor.agent);
         }
     }
 

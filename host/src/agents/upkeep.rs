@@ -2,7 +2,7 @@
 //! transfers that ended, renew leases that are more than half spent, bind the active transfers
 //! left without a carrier, and schedule the agents with a wake to claim.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use ahp_store::TransferStatus;
 use ahp_store::conversation::MAX_LEASE_RENEWALS;
@@ -77,35 +77,25 @@ impl Agents {
 
     /// The reaper tick's safety net (after a restart, or for posts another process committed):
     /// schedules every agent this process carries whose endpoint has a wake to claim — one
-    /// bounded, paged store query
-    /// ([`wake_ready_endpoints`](ahp_store::Store::wake_ready_endpoints)) matched against the
-    /// carriers indexed by endpoint and generation — and every agent whose last turn's end is
-    /// still to be settled. If the query fails, every carrier is scheduled.
+    /// bounded, paged store query over the open wakes
+    /// ([`carried_with_wakes`](ahp_store::Store::carried_with_wakes)), so its cost follows the
+    /// agents with work, not the agents carried — and every agent whose last turn's end is
+    /// still to be settled. If the query fails, every carrier held is scheduled.
     pub fn schedule_all(&self) {
-        let by_endpoint: HashMap<(String, u64), String> = self
-            .carriers
-            .locked()
-            .iter()
-            .map(|(agent, c)| ((c.actor.endpoint.clone(), c.actor.generation), agent.clone()))
-            .collect();
         let mut due: Vec<String> = self.unsettled.locked().iter().cloned().collect();
         let mut after: Option<String> = None;
         loop {
-            let page = match self.store.locked().wake_ready_endpoints(after.as_deref(), PAGE) {
+            let page = match self.store.locked().carried_with_wakes(after.as_deref(), PAGE) {
                 Ok(page) => page,
                 Err(e) => {
-                    tracing::warn!(error = %e, "cannot list the agents with wakes; scheduling every carrier");
-                    due.extend(by_endpoint.into_values());
+                    tracing::warn!(error = %e, "cannot list the agents with wakes; scheduling every carrier held");
+                    due.extend(self.carriers.locked().iter().map(|(agent, _)| agent.clone()));
                     break;
                 }
             };
-            for actor in &page {
-                if let Some(agent) = by_endpoint.get(&(actor.endpoint.clone(), actor.generation)) {
-                    due.push(agent.clone());
-                }
-            }
+            due.extend(page.iter().map(|actor| actor.agent.clone()));
             match page.last() {
-                Some(last) if page.len() == PAGE => after = Some(last.endpoint.clone()),
+                Some(last) if page.len() == PAGE => after = Some(last.agent.clone()),
                 _ => break,
             }
         }
@@ -115,7 +105,11 @@ impl Agents {
     }
 
     /// Drops the carriers (and sandboxes) of transfers no longer `active`, or gone; returns
-    /// their transfer ids. The store is asked about a thousand carriers at a time
+    /// their transfer ids; and forgets the carriers held for agents with no sandbox here (bound
+    /// at a takeover and not woken since, say): their rows still say this process carries them,
+    /// and a wake reads them again. Only the carriers held are looked at — a parked agent's
+    /// transfer that ended was detached by the store, and nothing of it is held here. The store
+    /// is asked about a thousand carriers at a time
     /// ([`active_among`](ahp_store::Store::active_among): one statement per hundred), not one
     /// read each. Carriers whose batch cannot be read now are kept and looked at again on the
     /// next tick.
@@ -137,9 +131,13 @@ impl Agents {
                     continue;
                 }
             };
-            for c in batch.iter().filter(|c| !active.contains(&c.transfer)) {
-                self.release_carrier(c);
-                ended.push(c.transfer.clone());
+            for c in batch {
+                if !active.contains(&c.transfer) {
+                    self.release_carrier(c);
+                    ended.push(c.transfer.clone());
+                } else if !self.sandboxes.is_live(&c.transfer) {
+                    self.forget_carrier(c);
+                }
             }
         }
         match failed {
@@ -148,22 +146,20 @@ impl Agents {
         }
     }
 
-    /// Renews the endpoint lease of every carrier this process holds that has less than half
-    /// of [`CARRIER_LEASE`] left (a fresh lease is not written again): all of them in one
-    /// commit per [`MAX_LEASE_RENEWALS`] ([`renew_carried_leases`]), so that a host carrying a
-    /// million parked agents does not commit once per agent. A carrier the bulk renewal passed
-    /// over (its endpoint replaced, detached, expired or claimed by another host) is renewed
-    /// alone: one whose endpoint is gone is dropped; one whose renewal failed otherwise is kept
-    /// and tried again on the next tick (it still has half a lease), as is everything when the
-    /// bulk renewal fails.
+    /// Renews the endpoint lease of every agent this process carries (held or parked: the
+    /// store's rows say which) that has less than half of [`CARRIER_LEASE`] left (a fresh lease
+    /// is not written again): all of them in one commit per [`MAX_LEASE_RENEWALS`]
+    /// ([`renew_carried_leases`]), so that a host carrying a million parked agents does not
+    /// commit once per agent. A carrier held that the bulk renewal passed over (its endpoint
+    /// replaced, detached, expired or claimed by another host) is renewed alone: one whose
+    /// endpoint is gone is dropped; one whose renewal failed otherwise is kept and tried again
+    /// on the next tick (it still has half a lease), as is everything when the bulk renewal
+    /// fails.
     ///
     /// [`renew_carried_leases`]: ahp_store::Store::renew_carried_leases
     pub fn renew_leases(&self) {
         let now = self.store.locked().now();
         let due = now.saturating_add(CARRIER_LEASE / 2);
-        if !self.carriers.locked().values().any(|c| c.lease_expires_at <= due) {
-            return;
-        }
         loop {
             let renewed =
                 self.store

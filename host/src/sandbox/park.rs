@@ -4,9 +4,11 @@
 //! A conversation agent's durable state is its checkpoint, never its sandbox: after a restart
 //! its next turn runs in a fresh sandbox from the cached component, and the guest restores what
 //! it needs from `checkpoint`. A *parked* agent is one whose sandbox was dropped the same way
-//! while its host kept its carrier: it is still ready (its wakes are claimed and dispatched
+//! while its host still carries it: it is still ready (its wakes are claimed and dispatched
 //! here), and its next turn instantiates a fresh sandbox and runs `turn` — no `resume` —
-//! charged like any turn. Two rules park a sandbox:
+//! charged like any turn. Nothing of it stays in the host's memory: the controller is told
+//! ([`Carriers::parked`](crate::carrier::Carriers::parked)) and forgets its carrier, which the
+//! store's rows hold. Two rules park a sandbox:
 //!
 //! - **Idle** ([`Parking::idle_after`]): a sandbox no run has used for that long, on the next
 //!   sweep ([`Sandboxes::park_idle`], every reaper tick of `ahp serve`).
@@ -96,14 +98,20 @@ impl Sandboxes {
         }
         let count = parked.len() as u64;
         self.parked.fetch_add(count, Ordering::Relaxed);
-        parked
+        let parked: Vec<String> = parked
             .into_iter()
             .map(|(transfer, sandbox)| {
                 drop(sandbox);
                 tracing::debug!(%transfer, "parked the sandbox");
                 transfer
             })
-            .collect()
+            .collect();
+        if !parked.is_empty()
+            && let Some(carriers) = self.carriers.get().and_then(std::sync::Weak::upgrade)
+        {
+            carriers.parked(&parked);
+        }
+        parked
     }
 
     /// Sandboxes parked since the host started (each park counts; a parked agent that ran

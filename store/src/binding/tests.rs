@@ -58,7 +58,7 @@ impl Fixture {
     }
 
     /// A new `active` transfer owned by `owner`.
-    fn active(&mut self, owner: &TransferOwner) -> String {
+    pub(super) fn active(&mut self, owner: &TransferOwner) -> String {
         let t = self.store.snapshot_state_as(&snapshot(), owner).unwrap().id;
         let tok = self.token(&t, TokenScope::ProvisionRuntime);
         self.store
@@ -72,7 +72,7 @@ impl Fixture {
     }
 
     /// A bound `active` transfer of the operator whose endpoint has a registered carrier.
-    fn carried(&mut self) -> (String, AgentBinding) {
+    pub(super) fn carried(&mut self) -> (String, AgentBinding) {
         let t = self.active(&TransferOwner::Operator);
         let b = self.store.bind_transfer_agent(&t, LEASE).unwrap();
         self.store

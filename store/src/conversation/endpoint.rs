@@ -157,9 +157,9 @@ impl AgentActor {
     }
 }
 
-pub(super) const ENDPOINT_COLUMNS: &str = "id, agent_id, generation, state, lease_expires_at, wake_capable, attached_at, updated_at, ended_at, host_held, host_id";
+pub(crate) const ENDPOINT_COLUMNS: &str = "id, agent_id, generation, state, lease_expires_at, wake_capable, attached_at, updated_at, ended_at, host_held, host_id";
 
-pub(super) fn from_row(r: &Row) -> Result<Endpoint> {
+pub(crate) fn from_row(r: &Row) -> Result<Endpoint> {
     let id: String = r.get(0)?;
     let state: String = r.get(3)?;
     let state = state
