@@ -84,10 +84,12 @@ impl Store {
         let now = self.now();
         let tx = self.autocommit();
         let mut stmt = tx.prepare_cached(
+            // CROSS JOIN: SQLite keeps the open wakes as the outer loop (their partial index),
+            // rather than this host's every endpoint.
             "SELECT e.agent_id, e.id, e.generation FROM wakes w
-             JOIN agent_endpoints e ON e.agent_id = w.agent_id AND e.state = 'attached'
+             CROSS JOIN agent_endpoints e
              WHERE w.state IN ('pending', 'claimed') AND w.agent_id > ?1
-               AND e.wake_capable = 1 AND e.host_held = 1 AND e.host_id = ?2 AND e.lease_expires_at > ?3
+               AND e.agent_id = w.agent_id AND e.state = 'attached' AND e.wake_capable = 1 AND e.host_held = 1 AND e.host_id = ?2 AND e.lease_expires_at > ?3
              ORDER BY w.agent_id LIMIT ?4",
         )?;
         let rows = stmt.query_map((after.unwrap_or(""), &me, now.as_micros(), limit as i64), |r| {
