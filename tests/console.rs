@@ -444,7 +444,11 @@ async fn a_long_event_log_is_paged_and_its_chart_stays_bounded() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!(points <= CHART_POINTS && points > CHART_POINTS / 2, "{points}");
+    // The curve samples evenly spaced instants from the budget's opening to now, so how many
+    // distinct points a burst of reports yields depends on how long the rest of the window
+    // took (on a loaded machine, most instants fall before or after the burst): only the bound
+    // is this test's (the sampling itself is unit-tested in `store/src/spend_curve.rs`).
+    assert!((2..=CHART_POINTS).contains(&points), "{points}");
     assert!(
         page.contains(&format!("Spend $0.{reports:06} of")),
         "the curve ends at the spend"

@@ -127,7 +127,8 @@ impl Delivery {
     }
 
     /// Marks the delivery handled, so no later turn sees it queued. Consuming it twice changes
-    /// nothing.
+    /// nothing. The host records it with the turn's end (one commit with the turn's outcome);
+    /// this turn's later inbox reads already see it consumed.
     ///
     /// # Errors
     ///
@@ -231,6 +232,18 @@ pub fn post(conversation_id: &str, body: &str) -> Result<Message, Error> {
 /// ```
 pub fn reply_to(conversation_id: &str, message_id: &str, body: &str) -> Result<Message, Error> {
     Ok(raw::reply(conversation_id, Some(message_id), body)?)
+}
+
+/// Marks the delivery of message `message_id` in this agent's inbox handled: for a message an
+/// earlier turn read (kept in the [`checkpoint`](crate::checkpoint)). To consume a delivery of
+/// this turn use [`Delivery::consume`].
+///
+/// # Errors
+///
+/// [`Error::NotFound`] for a message not delivered to this agent, [`Error::NoWake`] outside a
+/// turn, [`Error::Refused`] past the turn's bound on consumes, [`Error::Unavailable`].
+pub fn consume(message_id: &str) -> Result<(), Error> {
+    Ok(raw::consume(message_id)?)
 }
 
 /// One page of the inbox: at most `limit` deliveries after the cursor `after` (exclusive; 0

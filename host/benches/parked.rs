@@ -10,11 +10,19 @@
 //! 2. **Parked:** `AHP_DENSITY_PARKED` (default 15,000) more activated the same way; each new
 //!    sandbox needs room, so the least recently used is parked — the host then carries
 //!    live + parked agents and keeps `AHP_DENSITY_LIVE` sandboxes.
-//! 3. **First answers:** a human post to each of `AHP_DENSITY_SAMPLE` (50) parked agents and as
+//! 3. **Copies:** with `AHP_DENSITY_COPIES` = k (default 0; 33 makes 1,020,000 agents with the
+//!    defaults), every agent so far is copied k times in the database — its `agents`,
+//!    `transfers`, `budgets` and `agent_endpoints` rows, ids rewritten (the last 8 hex digits
+//!    are the copy's number), the count with them — which is what registering them one by one
+//!    leaves, in a minute instead of an hour (registering through the store costs ~2 ms an
+//!    agent here: five commits). Each copy is a parked agent this host carries, with no
+//!    sandbox; `AHP_DENSITY_SAMPLE` of them answer a first message, measured beside the others.
+//! 4. **First answers:** a human post to each of `AHP_DENSITY_SAMPLE` (50) parked agents and as
 //!    many live ones, each followed by one dispatch opportunity (`Agents::drive`): the p50 of a
 //!    parked agent's first answer beside a warm one's.
-//! 4. **Upkeep:** each of the reaper tick's per-agent calls (`sweep`, `renew_leases`,
-//!    `schedule_all`, `repair_bindings`) timed once at this size, and the renewal of every
+//! 5. **Upkeep:** each of the reaper tick's per-agent calls (`sweep`, `renew_leases`,
+//!    `schedule_all`, `repair_some_bindings` — and the whole `repair_bindings` of a takeover)
+//!    timed once at this size, and the renewal of every
 //!    carried agent's lease in bulk beside one commit per carrier (the baseline).
 //!
 //! `cargo bench -p ahp-host --bench parked` (~3 min at the defaults on this machine; past
@@ -86,6 +94,62 @@ fn agent(host: &Host, key: &TokenKey) -> (String, String) {
     (t, agent)
 }
 
+/// Copies every agent of the database at `path` `copies` times (see the module docs), in one
+/// transaction; returns the ids of the copied agents of the first copy, in the order of
+/// `agents`.
+fn copy_agents(path: &std::path::Path, agents: &[(String, String)], copies: usize) -> Vec<String> {
+    // A copy's id: the original's with its last 8 hex digits replaced by the copy's number.
+    let rewrite = |col: &str| format!("substr({col}, 1, length({col}) - 8) || printf('%08x', c.n)");
+    let mut conn = rusqlite::Connection::open(path).unwrap();
+    conn.busy_timeout(Duration::from_secs(60)).unwrap();
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .unwrap();
+    for (table, ids) in [
+        ("agents", &["id", "handle"][..]),
+        ("transfers", &["id", "agent_id"][..]),
+        ("budgets", &["transfer_id"][..]),
+        ("agent_endpoints", &["id", "agent_id"][..]),
+    ] {
+        let columns: Vec<String> = tx
+            .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let select: Vec<String> = columns
+            .iter()
+            .map(|c| {
+                if ids.contains(&c.as_str()) {
+                    rewrite(c)
+                } else {
+                    c.clone()
+                }
+            })
+            .collect();
+        let copied = tx
+            .execute(
+                &format!(
+                    "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < ?1)
+                     INSERT INTO {table} ({}) SELECT {} FROM {table}, c",
+                    columns.join(", "),
+                    select.join(", ")
+                ),
+                [copies as i64],
+            )
+            .unwrap();
+        println!("copied {copied} rows of {table}");
+    }
+    tx.execute("UPDATE agent_total SET agents = (SELECT count(*) FROM agents)", [])
+        .unwrap();
+    tx.commit().unwrap();
+    agents
+        .iter()
+        .map(|(_, a)| format!("{}{:08x}", &a[..a.len() - 8], 1))
+        .collect()
+}
+
 /// One human post to `agent` (in a conversation of its own) and the opportunity that answers
 /// it: the time of the opportunity alone.
 fn first_answer(host: &Host, agent: &str, n: usize) -> Duration {
@@ -122,6 +186,7 @@ fn main() {
     }
     let live = env("AHP_DENSITY_LIVE", 15_000);
     let parked = env("AHP_DENSITY_PARKED", 15_000);
+    let copies = env("AHP_DENSITY_COPIES", 0);
     let sample = env("AHP_DENSITY_SAMPLE", 50).min(parked).min(live);
     let dir = tempfile::tempdir().unwrap();
     let key = TokenKey::random();
@@ -175,6 +240,22 @@ fn main() {
     assert!(host.agents().carrier_count() <= live);
     drop(host.agents().drain_queue());
 
+    let copied = if copies > 0 {
+        let copying = Instant::now();
+        let first_copy = copy_agents(&dir.path().join("ahp.db"), &agents, copies);
+        step(
+            &format!(
+                "{} agents ({} copied, no sandbox)",
+                agents.len() * (copies + 1),
+                agents.len() * copies
+            ),
+            copying.elapsed(),
+        );
+        first_copy
+    } else {
+        Vec::new()
+    };
+
     // The earliest agents were parked first; the latest are live.
     let mut cold = Vec::new();
     let mut warm = Vec::new();
@@ -185,6 +266,17 @@ fn main() {
         let (t, a) = &agents[agents.len() - 1 - n];
         assert!(host.sandboxes().is_live(t), "agent {} is live", agents.len() - 1 - n);
         warm.push(first_answer(&host, a, sample + n));
+    }
+    let mut fresh = Vec::new();
+    for (n, a) in copied.iter().take(sample).enumerate() {
+        fresh.push(first_answer(&host, a, 2 * sample + n));
+    }
+    if !fresh.is_empty() {
+        println!(
+            "first answer p50 over {}: a copied agent (never had a sandbox) {:.2} ms",
+            fresh.len(),
+            p50(fresh).as_secs_f64() * 1e3
+        );
     }
     if sample > 0 {
         let (cold, warm) = (p50(cold), p50(warm));
@@ -206,6 +298,9 @@ fn main() {
     timed("renew_leases", &|| a.renew_leases());
     timed("schedule_all", &|| a.schedule_all());
     timed("repair_bindings", &|| drop(a.repair_bindings().unwrap()));
+    timed("repair_some_bindings", &|| {
+        drop(a.repair_some_bindings(ahp_host::agents::REPAIR_SLICE).unwrap())
+    });
     // The renewal when every lease is due (the tick's renewal finds none due this early, so
     // every lease is moved back by half of it and a minute first): in bulk, and — the baseline, the path before — one commit per carrier for a thousand.
     let lease = ahp_host::agents::CARRIER_LEASE;
@@ -231,7 +326,7 @@ fn main() {
         }
     }
     let bulk = renewing.elapsed();
-    assert_eq!(renewed, live + parked, "every carried agent's lease");
+    assert_eq!(renewed, (live + parked) * (copies + 1), "every carried agent's lease");
     let one_by_one = agents.len().min(1_000);
     let renewing = Instant::now();
     for (_, agent) in &agents[..one_by_one] {

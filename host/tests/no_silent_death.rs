@@ -637,6 +637,30 @@ fn a_failed_first_bind_is_repaired_by_the_tick() {
 }
 
 #[test]
+fn the_tick_s_repair_walks_the_active_transfers_a_slice_at_a_time() {
+    let w = world();
+    let mut ts: Vec<String> = (0..3)
+        .map(|_| {
+            let t = w.pushed();
+            w.fault(FaultStep::AttachEndpoint, 0, 2);
+            assert_eq!(w.activate(&t).transfer.status, TransferStatus::Active);
+            t
+        })
+        .collect();
+    ts.sort();
+    // Two examined per tick: the first two, then the third (the end of the walk).
+    assert_eq!(w.agents().repair_some_bindings(2).unwrap(), ts[..2]);
+    assert_eq!(w.agents().repair_some_bindings(2).unwrap(), ts[2..]);
+    // The next walk starts over and finds every one carried.
+    assert!(w.agents().repair_some_bindings(2).unwrap().is_empty());
+    assert!(w.agents().repair_some_bindings(2).unwrap().is_empty());
+    for t in &ts {
+        let a = w.conversation(t);
+        w.assert_carried(&a);
+    }
+}
+
+#[test]
 fn a_failed_registration_is_repaired_by_the_tick() {
     let w = world();
     let t = w.pushed();

@@ -5,6 +5,8 @@
 //! - `bounds`: the per-turn bounds of `checkpoint.load`, `metering.budget` and
 //!   `conversations.consume`, at the limit and one past it, as the guest sees them;
 //! - `spin`: a call-free loop stopped by the wall clock is charged the fuel it burnt;
+//! - `consumes`: a turn's consumes are checked at once and recorded in its end's commit, and
+//!   the turn's own inbox reads see them;
 //! - `parking`: an idle agent's sandbox is parked and its next turn starts a fresh one, the
 //!   least recently used are parked to make room, and a resume-only sandbox is never parked.
 
@@ -23,7 +25,7 @@ use ahp_host::shared_store::StoreLock;
 use ahp_host::store::conversation::{
     Acting, Author, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT, TranscriptMessage,
 };
-use ahp_host::store::{EventKind, Store, Tier, TokenKey, TransferStatus};
+use ahp_host::store::{EventKind, Store, StorePool, Tier, TokenKey, TransferStatus};
 use ahp_host::testing::{self, snapshot};
 use serde_json::json;
 
@@ -45,9 +47,28 @@ fn host_with_workers(cap: CeilingCap, workers: usize) -> Host {
 
 /// A host built through `configure`, whose controller runs `workers` turns at once.
 fn host_configured(configure: impl FnOnce(HostBuilder) -> HostBuilder, workers: usize) -> Host {
-    let dir = tempfile::tempdir().unwrap();
     let key = TokenKey::random();
     let db = Store::open_in_memory().unwrap().with_token_key(key.clone());
+    host_over(db.into(), key, tempfile::tempdir().unwrap(), configure, workers)
+}
+
+/// A host on a database file whose connections share one group commit, as `ahp serve`'s do:
+/// its commits can be counted.
+fn host_on_a_file() -> Host {
+    let key = TokenKey::random();
+    let dir = tempfile::tempdir().unwrap();
+    let k = key.clone();
+    let pool = StorePool::open(dir.path().join("ahp.db"), 2, |s| Ok(s.with_token_key(k.clone()))).unwrap();
+    host_over(pool, key, dir, |b| b, AgentsConfig::default().workers)
+}
+
+fn host_over(
+    db: StorePool,
+    key: TokenKey,
+    dir: tempfile::TempDir,
+    configure: impl FnOnce(HostBuilder) -> HostBuilder,
+    workers: usize,
+) -> Host {
     let builder = HostBuilder::new(db, PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandbox-cache"));
     let host = configure(builder)
         .agents(AgentsConfig {
@@ -258,6 +279,81 @@ mod bounds {
             ended.detail["reason"],
             "sandbox stopped: guest trapped: more than 256 metering.budget calls in one turn"
         );
+    }
+}
+
+mod consumes {
+    use super::*;
+
+    #[test]
+    fn a_turn_s_consumes_ride_in_its_end_and_its_own_reads_see_them() {
+        let h = host_on_a_file();
+        let (_, agent) = h.prober();
+        let cv = h.conversation(&[&agent]);
+        let first = h.post(&cv, "consume-then-read");
+        let later = h.post(&cv, "later");
+        let commits = || h.host.store().group().unwrap().stats().commits;
+        let before = commits();
+        let drive = h.host.agents().drive(&agent).unwrap();
+        assert_eq!(drive.consumed, 1, "{drive:?}");
+        // The claim with its fence, the reply, and the end with the consume: no commit for it.
+        assert_eq!(commits() - before, 3, "{drive:?}");
+        let reply = h
+            .transcript(&cv)
+            .into_iter()
+            .find(|m| m.reply_to.as_deref() == Some(&first));
+        assert_eq!(reply.unwrap().body, "1 queued; consumed Some(true)");
+        let carrier = h.host.agents().carrier(&agent).unwrap();
+        let inbox = h
+            .db()
+            .read_inbox(&carrier.caller, &carrier.actor, 0, 10, false)
+            .unwrap();
+        let states: Vec<_> = inbox
+            .iter()
+            .map(|d| (d.message.id.clone(), d.consumed_at.is_some()))
+            .collect();
+        assert_eq!(states, [(first, true), (later, false)], "recorded with the turn's end");
+    }
+
+    #[test]
+    fn held_consumes_are_skipped_however_many_pages_they_fill() {
+        let h = host_with(CeilingCap::default());
+        let (_, agent) = h.prober();
+        let cv = h.conversation(&[&agent]);
+        // 230 queued: the first 200 the store returns are all held once the turn consumed
+        // 225 of them, so the inbox reads on past a page with nothing to show.
+        let first = h.post(&cv, "consume-all-but 5");
+        for i in 1..230 {
+            h.post(&cv, &format!("filler {i}"));
+        }
+        let drive = h.host.agents().drive(&agent).unwrap();
+        assert_eq!(drive.consumed, 1, "{drive:?}");
+        let last = h
+            .db()
+            .read_transcript(&h.operator, &Acting::Human, &cv, 230, 10)
+            .unwrap();
+        let reply = last.into_iter().find(|m| m.reply_to.as_deref() == Some(&first));
+        assert_eq!(reply.expect("the reply is message 231").body, "225 consumed, 5 queued");
+        let carrier = h.host.agents().carrier(&agent).unwrap();
+        let queued = h
+            .db()
+            .read_inbox(&carrier.caller, &carrier.actor, 0, 200, true)
+            .unwrap();
+        assert_eq!(queued.len(), 5, "the end recorded the 225");
+    }
+
+    #[test]
+    fn a_consume_of_a_message_not_delivered_to_the_agent_is_refused_at_once() {
+        let h = host_with(CeilingCap::default());
+        let ((_, a), (_, b)) = (h.prober(), h.prober());
+        let (cv_a, cv_b) = (h.conversation(&[&a]), h.conversation(&[&b]));
+        let b_s = h.post(&cv_b, "noop");
+        let answer = h.ask(&a, &cv_a, &format!("consume-id {b_s}")).unwrap();
+        assert!(answer.starts_with("refused: "), "{answer}");
+        // Nothing was held for A's turn's end, and B's delivery is untouched.
+        let carrier = h.host.agents().carrier(&b).unwrap();
+        let inbox = h.db().read_inbox(&carrier.caller, &carrier.actor, 0, 10, true).unwrap();
+        assert_eq!(inbox.len(), 1, "B's message is still queued for B");
     }
 }
 

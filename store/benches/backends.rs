@@ -25,10 +25,11 @@
 //!   (`host/src/interfaces/conversations.rs`, the meter) make it: the post; `transfer`,
 //!   `budget`; `claim_and_dispatch` (the claim and the fence, one commit); the meter's
 //!   `budget`; `read_inbox`; the reply `post_message` (wake-reply idempotency);
-//!   `consume_delivery`; the guest SDK's second `read_inbox` page (empty);
-//!   `finish_turn_spending` (accepted: the exact consume, with the turn's last compute
-//!   settlement); then the next opportunity's `transfer`, `budget` and `claim_and_dispatch`
-//!   finding nothing. Five commits and seven reads; no sandbox.
+//!   the consume's check (`read_delivery`, held for the turn's end); the guest SDK's second
+//!   `read_inbox` page (empty); `finish_turn_spending` (accepted: the exact consume, the held
+//!   delivery consume and the turn's last compute settlement); then the next opportunity's
+//!   `transfer`, `budget` and `claim_and_dispatch` finding nothing. Four commits and eight
+//!   reads; no sandbox.
 //!
 //! Two parts, one command:
 //!
@@ -534,7 +535,7 @@ fn post_reply(store: &mut Store, c: &mut Carried, give_ups: &AtomicU64) {
     persist(give_ups, || store.budget(&c.transfer));
     let inbox = persist(give_ups, || store.read_inbox(host, actor, 0, INBOX_PAGE, true));
     assert_eq!(inbox.len(), 1, "one question waits");
-    let mut after = 0;
+    let (mut after, mut consumed) = (0, Vec::new());
     for (index, d) in inbox.iter().enumerate() {
         let reply = NewMessage {
             conversation: d.message.conversation_id.clone(),
@@ -547,7 +548,9 @@ fn post_reply(store: &mut Store, c: &mut Carried, give_ups: &AtomicU64) {
             },
         };
         persist(give_ups, || store.post_message(host, &reply));
-        persist(give_ups, || store.consume_delivery(host, actor, &d.message.id));
+        // The host checks the consume now and records it with the turn's end.
+        persist(give_ups, || store.read_delivery(host, actor, &d.message.id));
+        consumed.push(d.message.id.clone());
         after = d.delivery_order;
     }
     let rest = persist(give_ups, || store.read_inbox(host, actor, after, INBOX_PAGE, true));
@@ -557,7 +560,7 @@ fn post_reply(store: &mut Store, c: &mut Carried, give_ups: &AtomicU64) {
         micro_usd: 1,
     };
     persist(give_ups, || {
-        store.finish_turn_spending(host, actor, &ticket, DispatchOutcome::Accepted, Some(&spend))
+        store.finish_turn_spending(host, actor, &ticket, DispatchOutcome::Accepted, Some(&spend), &consumed)
     });
     // The next turn of the same opportunity finds nothing to claim.
     persist(give_ups, || store.transfer(&c.transfer));

@@ -13,8 +13,14 @@
 //!   commit in WAL mode), which isolates the CPU cost from the disk's fsync latency.
 //! - `wake_cycle/claim_dispatch_consume`: one claim → prepare_dispatch → consume_wake cycle (three
 //!   transactions), with the post that makes the wake pending done outside the timing.
+//! - `agents_among_a_million/create_agent`: one `create_agent` (fsynced) in a store that
+//!   already holds 1,000,000 agents (written with one SQL statement, the count with them): the
+//!   store-wide ceiling is one maintained row (migration 0015). Beside it,
+//!   `…/count_agents_raw`: the `SELECT count(*) FROM agents` each insert paid before, alone,
+//!   and `…/single_row_txn_floor`.
 //!
-//! Run with `cargo bench -p ahp-store --bench conversation`.
+//! Run with `cargo bench -p ahp-store --bench conversation` (`-- agents_among` for the last
+//! group alone: ~1 min, most of it writing the million rows).
 
 use std::hint::black_box;
 use std::path::Path;
@@ -229,12 +235,71 @@ fn wake_cycle(c: &mut Criterion) {
     g.finish();
 }
 
+/// Agents already in the store for [`agents_among_a_million`].
+const MILLION: i64 = 1_000_000;
+
+fn agents_among_a_million(c: &mut Criterion) {
+    let mut g = c.benchmark_group("agents_among_a_million");
+    g.throughput(Throughput::Elements(1));
+    let dir = tmpdir();
+    let (mut store, _, _, _) = setup(dir.path());
+    {
+        let conn = store.connection();
+        let tx = conn.transaction().unwrap();
+        tx.execute(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+             INSERT INTO agents (id, owner_principal, handle, display_name, description, specialties,
+                                 profile_revision, created_at, updated_at)
+             SELECT 'agt_' || CAST(100000000000000000 + i AS TEXT) || '000000', 'owner-' || (i % 5000),
+                    'h', 'H', '', '[]', 1, 0, 0 FROM n",
+            [MILLION],
+        )
+        .unwrap();
+        tx.execute("UPDATE agent_total SET agents = agents + ?1", [MILLION])
+            .unwrap();
+        tx.commit().unwrap();
+    }
+    let mut n = 0usize;
+    g.bench_function("create_agent", |b| {
+        b.iter(|| {
+            n += 1;
+            // A principal per 200 agents: the per-principal ceiling (256) is never met.
+            let who = Caller::full(&format!("account:many-{}", n / 200)).unwrap();
+            black_box(store.create_agent(&who, &card(n), &format!("many-{n}")).unwrap());
+        })
+    });
+    g.bench_function("count_agents_raw", |b| {
+        b.iter(|| {
+            let total: i64 = store
+                .connection()
+                .query_row("SELECT count(*) FROM agents", [], |r| r.get(0))
+                .unwrap();
+            black_box(total)
+        })
+    });
+    store
+        .connection()
+        .execute_batch("CREATE TABLE floor (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)")
+        .unwrap();
+    g.bench_function("single_row_txn_floor", |b| {
+        b.iter(|| {
+            let conn = store.connection();
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .unwrap();
+            tx.execute("INSERT INTO floor (v) VALUES (1)", []).unwrap();
+            tx.commit().unwrap();
+        })
+    });
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .sample_size(20)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5));
-    targets = post, wake_cycle
+    targets = post, wake_cycle, agents_among_a_million
 }
 criterion_main!(benches);

@@ -314,6 +314,79 @@ impl Store {
     }
 }
 
+/// Most transfers one [`Store::unbound_among_active`] call examines: a host's periodic
+/// repair walks its transfers this many at a time (~0.1 s each at a million), not all at once.
+pub const MAX_EXAMINED_TRANSFERS: usize = 100_000;
+
+/// One slice of a host's active transfers, examined for a carrier ([`Store::unbound_among_active`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExaminedTransfers {
+    /// Those without a carrier, as `(transfer id, agent id if bound)`, by transfer id.
+    pub unbound: Vec<(String, Option<String>)>,
+    /// The last transfer examined when the slice was full (the cursor of the next slice);
+    /// `None` when it reached the last one (the next walk starts over).
+    pub next_after: Option<String>,
+}
+
+impl Store {
+    /// Host-side: examines the next `examine` transfers by transfer id after the exclusive
+    /// cursor `after` (whatever their state), and returns the active ones this store's host
+    /// carries (or that no host carries yet) without a carrier — as
+    /// [`unbound_active_transfers`](Self::unbound_active_transfers) lists them — and where the
+    /// next slice starts. Unlike that list, whose every page may read every active transfer to
+    /// find a few unbound ones, a slice reads at most `examine` transfers.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for a malformed cursor or `examine` outside
+    /// 1..=[`MAX_EXAMINED_TRANSFERS`].
+    pub fn unbound_among_active(&mut self, after: Option<&str>, examine: usize) -> Result<ExaminedTransfers> {
+        if examine == 0 || examine > MAX_EXAMINED_TRANSFERS {
+            return Err(Error::invalid(
+                "examine",
+                format!("must be 1 to {MAX_EXAMINED_TRANSFERS}"),
+            ));
+        }
+        if let Some(a) = after {
+            transfer::check_id(a)?;
+        }
+        let me = self.host_id.clone();
+        let tx = self.autocommit();
+        let mut stmt = tx.prepare_cached(
+            // The slice is a range of the primary key whatever the transfers' states: a filter
+            // on status or host in the WHERE would let the planner read every active transfer
+            // through their indexes and sort them.
+            "SELECT t.id, t.agent_id,
+                    CASE WHEN t.status = 'active' AND (t.host_id IS NULL OR t.host_id = ?3)
+                          AND NOT EXISTS (SELECT 1 FROM agent_endpoints e
+                                          WHERE e.agent_id = t.agent_id AND e.state = 'attached'
+                                            AND e.wake_capable = 1)
+                         THEN 1 ELSE 0 END
+             FROM transfers t WHERE t.id > ?1 ORDER BY t.id LIMIT ?2",
+        )?;
+        let rows = stmt.query_map((after.unwrap_or(""), examine as i64, &me), |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<String>>(1)?,
+                r.get::<_, bool>(2)?,
+            ))
+        })?;
+        let mut slice = ExaminedTransfers::default();
+        let mut examined = 0;
+        let mut last = None;
+        for row in rows {
+            let (transfer, agent, unbound) = row?;
+            examined += 1;
+            if unbound {
+                slice.unbound.push((transfer.clone(), agent));
+            }
+            last = Some(transfer);
+        }
+        slice.next_after = last.filter(|_| examined == examine);
+        Ok(slice)
+    }
+}
+
 #[cfg(test)]
 mod carried_tests;
 #[cfg(test)]

@@ -94,7 +94,7 @@ pub mod write_turns;
 pub use ahp_store_sql as sql;
 
 pub use activation_writes::{ActivationWrite, ActivationWrites, MAX_ACTIVATION_WRITES};
-pub use binding::AgentBinding;
+pub use binding::{AgentBinding, ExaminedTransfers, MAX_EXAMINED_TRANSFERS};
 pub use budget::{Budget, MAX_BUDGET_MICRO_USD, MAX_USAGE_REPORT_MICRO_USD};
 pub use carried::CarriedAgent;
 pub use checkpoint::Checkpoint;

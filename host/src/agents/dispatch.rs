@@ -132,14 +132,14 @@ impl Agents {
             wake: ticket.wake.clone(),
             replies: 0,
         };
-        let (outcome, diagnosis, spend) = match self.run_dispatched(&c.transfer, ctx, budget) {
+        let (outcome, diagnosis, spend, consumed) = match self.run_dispatched(&c.transfer, ctx, budget) {
             Ok(run) => {
                 drive.fuel_consumed += run.fuel_consumed;
-                (run.outcome, run.diagnosis, run.deferred_spend)
+                (run.outcome, run.diagnosis, run.deferred_spend, run.consumed)
             }
             Err(e) => {
                 tracing::warn!(%agent, error = %e, "the turn could not run");
-                (RunOutcome::Stopped(e.to_string()), None, None)
+                (RunOutcome::Stopped(e.to_string()), None, None, Vec::new())
             }
         };
         if outcome != RunOutcome::Returned {
@@ -149,7 +149,7 @@ impl Agents {
             });
         }
         if outcome == RunOutcome::Returned
-            && self.finish(c, &ticket, DispatchOutcome::Accepted, spend)? == DispatchOutcome::Accepted
+            && self.finish(c, &ticket, DispatchOutcome::Accepted, spend, &consumed)? == DispatchOutcome::Accepted
         {
             drive.consumed += 1;
             return Ok(Next::Again);
@@ -159,7 +159,7 @@ impl Agents {
             tracing::info!(%agent, wake = %ticket.wake.id, ?outcome, "turn did not succeed: delivery unknown");
             // A turn that ended its transfer also detached its endpoint, which settled the
             // attempt as `delivery_unknown` already: the endpoint is then gone.
-            self.finish(c, &ticket, DispatchOutcome::Unknown, None)?;
+            self.finish(c, &ticket, DispatchOutcome::Unknown, None, &consumed)?;
         }
         let status = self.store.locked().transfer(&c.transfer).map(|t| t.status);
         match status {
@@ -170,9 +170,10 @@ impl Agents {
     }
 
     /// Records the end of a dispatched turn (one store transaction, retried in place), with the
-    /// turn's last compute spend, and returns the outcome recorded. An accepted turn whose end
-    /// cannot be recorded becomes `delivery_unknown` instead; if even that cannot be recorded,
-    /// the agent's next opportunity settles it (see [`recovery`]). A spend not recorded with
+    /// turn's last compute spend and the deliveries it consumed, and returns the outcome
+    /// recorded. An accepted turn whose end cannot be recorded becomes `delivery_unknown`
+    /// instead; if even that cannot be recorded, the agent's next opportunity settles it (see
+    /// [`recovery`]) and the consumes are recorded on their own. A spend not recorded with
     /// either stays owed in the sandbox's meter, which charges it at its next settlement.
     fn finish(
         &self,
@@ -180,6 +181,7 @@ impl Agents {
         ticket: &DispatchTicket,
         outcome: DispatchOutcome,
         spend: Option<DeferredSpend>,
+        consumed: &[String],
     ) -> Result<DispatchOutcome, Failure> {
         let (caller, actor) = (&c.caller, &c.actor);
         let agent = &actor.agent;
@@ -191,7 +193,7 @@ impl Agents {
             let ended = retry(|| {
                 self.store
                     .locked()
-                    .finish_turn_spending(caller, actor, ticket, outcome, turn_spend.as_ref())
+                    .finish_turn_spending(caller, actor, ticket, outcome, turn_spend.as_ref(), consumed)
             })?;
             if let Some(why) = &ended.spend_refused {
                 tracing::warn!(%agent, transfer = %c.transfer, %why, "the turn's last compute spend was refused");
@@ -220,6 +222,10 @@ impl Agents {
                 Err(e) if Failure::of(&e).is_gone() => return Err(Failure::of(&e)),
                 Err(_) => {}
             }
+        }
+        // The turn said it handled these: not lost with its end (a no-op where they are in).
+        if let Err(e) = retry(|| self.store.locked().consume_deliveries(caller, actor, consumed)) {
+            tracing::warn!(%agent, error = %e, "the turn's consumes are not recorded: its deliveries stay queued");
         }
         self.unsettled.locked().insert(agent.clone());
         Err(Failure::Transient(format!(

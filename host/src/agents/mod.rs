@@ -59,6 +59,7 @@ use ahp_store::{AgentBinding, Timestamp, Transfer};
 
 use self::queue::DispatchQueue;
 use self::resident::Resident;
+pub use self::upkeep::REPAIR_SLICE;
 use crate::carrier::{Carriers, Residency};
 use crate::sandbox::Sandboxes;
 use crate::shared_store::{SharedStore, StoreLock};
@@ -101,7 +102,8 @@ pub struct AgentsConfig {
 impl Default for AgentsConfig {
     fn default() -> Self {
         Self {
-            capacity: 100_000,
+            // One slot per agent the store may hold; a slot exists only while its agent is queued.
+            capacity: usize::try_from(crate::store::conversation::bounds::MAX_AGENTS).unwrap_or(usize::MAX),
             workers: std::thread::available_parallelism()
                 .map_or(2, |n| n.get())
                 .saturating_mul(2)
@@ -154,6 +156,8 @@ pub struct Agents {
     unsettled: Mutex<HashSet<String>>,
     /// Transfers this process is activating: the repair leaves them to their activation's bind.
     activating: Mutex<HashSet<String>>,
+    /// Where the periodic repair's next slice starts (`upkeep`): `None` starts a new walk.
+    repair_after: Mutex<Option<String>>,
     /// The host lease this process holds, once it joined ([`hosting`]).
     hosting: Mutex<Option<hosting::Hosting>>,
     /// The carriers a stale host lease made this process drop, to bind again once it is fresh
@@ -293,6 +297,7 @@ impl Agents {
             retries: Mutex::new(HashMap::new()),
             unsettled: Mutex::new(HashSet::new()),
             activating: Mutex::new(HashSet::new()),
+            repair_after: Mutex::new(None),
             hosting: Mutex::new(None),
             fenced: Mutex::new(HashMap::new()),
             leaving: Mutex::new(HashSet::new()),

@@ -11,13 +11,36 @@ use super::recovery::Failure;
 use super::{Agents, CARRIER_LEASE, Carrier, PAGE};
 use crate::shared_store::StoreLock;
 
+/// Transfers one periodic repair examines ([`Agents::repair_some_bindings`]): every one up to
+/// this many, each tick; beyond, a walk of several ticks (ten for a million).
+pub const REPAIR_SLICE: usize = ahp_store::MAX_EXAMINED_TRANSFERS;
+
 impl Agents {
+    /// The periodic repair: binds the active transfers left without a carrier (as
+    /// [`repair_bindings`](Self::repair_bindings) does) among the next `examine` transfers,
+    /// continuing where the last call stopped and starting over
+    /// after the last one — so a tick's cost is bounded by `examine`, not by the host's agents,
+    /// and every transfer is examined once per walk. Returns the transfers bound.
+    ///
+    /// # Errors
+    ///
+    /// A store failure reading the slice (the next call reads the same slice again).
+    pub fn repair_some_bindings(&self, examine: usize) -> Result<Vec<String>, crate::sandbox::Error> {
+        let after = self.repair_after.locked().clone();
+        let slice = self.store.locked().unbound_among_active(after.as_deref(), examine)?;
+        *self.repair_after.locked() = slice.next_after;
+        let mut bound = Vec::new();
+        self.repair_listed(&slice.unbound, &mut bound);
+        Ok(bound)
+    }
+
     /// Binds every `active` transfer left without a carrier — its binding failed, or a process
     /// died between `complete_activation` and the bind — that this process is not activating
     /// right now (the store's
     /// [`unbound_active_transfers`](ahp_store::Store::unbound_active_transfers)). A transfer
     /// whose component takes no turns is bound once (it gets its agent) and never given a
-    /// carrier. Returns the transfers bound. Run on every reaper tick and at takeover.
+    /// carrier. Returns the transfers bound. Run at takeover, at start and when agents are
+    /// handed here; the periodic ticks run [`repair_some_bindings`](Self::repair_some_bindings).
     ///
     /// # Errors
     ///
@@ -30,18 +53,24 @@ impl Agents {
             let page = self.store.locked().unbound_active_transfers(after.as_deref(), PAGE)?;
             let Some((last, _)) = page.last() else { break };
             after = Some(last.clone());
-            for (transfer, agent) in &page {
-                match self.repair(transfer, agent.as_deref()) {
-                    Ok(true) => bound.push(transfer.clone()),
-                    Ok(false) => {}
-                    Err(e) => tracing::warn!(%transfer, error = %e, "cannot bind an active transfer without a carrier"),
-                }
-            }
+            self.repair_listed(&page, &mut bound);
             if page.len() < PAGE {
                 break;
             }
         }
         Ok(bound)
+    }
+
+    /// [`repair`](Self::repair)s each `(transfer, agent)` listed, adding those it bound to
+    /// `bound`; one that cannot be bound is logged and left to the next run.
+    fn repair_listed(&self, listed: &[(String, Option<String>)], bound: &mut Vec<String>) {
+        for (transfer, agent) in listed {
+            match self.repair(transfer, agent.as_deref()) {
+                Ok(true) => bound.push(transfer.clone()),
+                Ok(false) => {}
+                Err(e) => tracing::warn!(%transfer, error = %e, "cannot bind an active transfer without a carrier"),
+            }
+        }
     }
 
     /// Binds one transfer listed by the repair if it still needs it; returns whether it bound.

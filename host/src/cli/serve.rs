@@ -17,8 +17,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ahp_host::agents::Agents;
 use ahp_host::agents::hosting::JoinReport;
+use ahp_host::agents::{Agents, REPAIR_SLICE};
 use ahp_host::mcp::http::{self, Auth};
 use ahp_host::mcp::listener::{self, Limits};
 use ahp_host::mcp::{ConversationTools, TransferTools, serve_stdio};
@@ -361,7 +361,7 @@ async fn host_forever(agents: Arc<Agents>, shared: bool, every: Duration) {
             if shared {
                 a.claim_lapsed();
                 a.hand_over_moves();
-                if let Err(e) = a.repair_bindings() {
+                if let Err(e) = a.repair_some_bindings(REPAIR_SLICE) {
                     tracing::warn!(error = %e, "binding repair failed");
                 }
                 a.schedule_all();
@@ -415,7 +415,7 @@ async fn reap_forever(store: SharedStore, agents: Arc<Agents>, every: Duration, 
         let swept_agents = tokio::task::spawn_blocking(move || {
             let ended = a.sweep();
             a.renew_leases();
-            let repaired = a.repair_bindings();
+            let repaired = a.repair_some_bindings(REPAIR_SLICE);
             a.schedule_all();
             (ended, repaired)
         })

@@ -35,8 +35,10 @@ pub const MAX_LOADS_PER_TURN: u32 = 64;
 /// the budget.
 pub const MAX_BUDGET_CALLS_PER_TURN: u32 = 256;
 /// `conversations.consume` calls one turn may make: four inbox pages' worth. A consume that
-/// has something to do is a durable write; deliveries a turn cannot consume stay queued.
-pub const MAX_CONSUMES_PER_TURN: u32 = 256;
+/// has something to do is held for the turn's end, which records them all in its commit (the
+/// store's bound on one end's consumes is the same); deliveries a turn cannot consume stay
+/// queued.
+pub const MAX_CONSUMES_PER_TURN: u32 = ahp_store::conversation::bounds::MAX_TURN_CONSUMES as u32;
 
 /// Guests that may be in the database at once through a host's default pool
 /// ([`ahp_store::DEFAULT_POOL_CONNECTIONS`]; see [`guest_seats`]).
@@ -161,6 +163,10 @@ pub struct AgentCtx {
     pub calls: TurnCalls,
     /// The conversation turn, if this is one.
     pub turn: Option<TurnCtx>,
+    /// The queued deliveries this turn consumed, in order, each once: recorded with the turn's
+    /// end in its one commit (the controller's `finish`), not a commit each. The turn's own
+    /// inbox reads already show them consumed.
+    pub consumed: Vec<String>,
     /// Time this turn spent in the database (reads and commits, lock waits included).
     pub store_time: Cell<Duration>,
     /// Database calls this turn made (see [`db`](Self::db)).
@@ -220,6 +226,7 @@ impl AgentCtx {
         self.store_calls.set(0);
         self.turn_started = Instant::now();
         self.tools.start_turn();
+        self.consumed.clear();
         self.turn = turn;
     }
 }
@@ -318,6 +325,7 @@ pub(crate) mod test_support {
             vault: Arc::new(vault),
             calls: TurnCalls::default(),
             turn: None,
+            consumed: Vec::new(),
             store_time: Cell::new(Duration::ZERO),
             store_calls: Cell::new(0),
             turn_started: Instant::now(),

@@ -7,11 +7,13 @@
 //! identity is the turn's wake id and its index among the turn's replies
 //! ([`IdempotencyKey::WakeReply`]): the same wake's turn, run again, resolves to the messages
 //! already posted. A reply is posted through [`crate::posting`], which schedules the agents it
-//! woke at once. Reads ([`MAX_READS_PER_TURN`]) and consumes ([`MAX_CONSUMES_PER_TURN`]) are
+//! woke at once. A consume is checked at once but held ([`AgentCtx::consumed`]) and recorded
+//! with the turn's end, in the commit that records its outcome; the turn's own inbox reads see
+//! it consumed. Reads ([`MAX_READS_PER_TURN`]) and consumes ([`MAX_CONSUMES_PER_TURN`]) are
 //! counted per turn. Outside a turn (`resume`) every call but `current-wake` is refused with
 //! `no-wake`.
 
-use ahp_store::conversation::bounds::{MAX_MESSAGE_BODY_BYTES, MAX_WAKE_REPLY_OPERATIONS};
+use ahp_store::conversation::bounds::{MAX_MESSAGE_BODY_BYTES, MAX_PAGE_LIMIT, MAX_WAKE_REPLY_OPERATIONS};
 use ahp_store::conversation::{
     Acting, Author as StoreAuthor, ConversationError as StoreError, IdempotencyKey, NewMessage, TranscriptMessage,
 };
@@ -35,17 +37,42 @@ impl Host for AgentCtx {
 
     fn inbox(&mut self, after: u64, limit: u32, queued_only: bool) -> Result<Vec<Delivery>, Error> {
         let turn = self.read_turn(limit)?;
-        let deliveries = self
-            .db(|db| db.read_inbox(&turn.caller, &turn.actor, after, limit as usize, queued_only))
-            .map_err(refusal)?;
-        Ok(deliveries
-            .into_iter()
-            .map(|d| Delivery {
-                order: d.delivery_order,
-                consumed: d.consumed_at.is_some(),
-                message: message(d.message),
-            })
-            .collect())
+        let limit = limit as usize;
+        // The turn's held consumes are consumed in its view: shown consumed, or skipped with
+        // `queued-only`. Skipped ones would leave the page short, so each read asks for as
+        // many more as the turn holds (within the store's page bound) and reads on until the
+        // page is full or the inbox ends: with at most 256 held, three reads at most.
+        let fetch = if limit == 0 || !queued_only {
+            limit
+        } else {
+            (limit + self.consumed.len()).min(MAX_PAGE_LIMIT)
+        };
+        let mut page = Vec::with_capacity(limit);
+        let mut cursor = after;
+        loop {
+            let read = self
+                .db(|db| db.read_inbox(&turn.caller, &turn.actor, cursor, fetch, queued_only))
+                .map_err(refusal)?;
+            let ended = read.len() < fetch;
+            for d in read {
+                cursor = d.delivery_order;
+                let held = self.consumed.contains(&d.message.id);
+                if held && queued_only {
+                    continue;
+                }
+                page.push(Delivery {
+                    order: d.delivery_order,
+                    consumed: held || d.consumed_at.is_some(),
+                    message: message(d.message),
+                });
+                if page.len() == limit {
+                    return Ok(page);
+                }
+            }
+            if ended || limit == 0 {
+                return Ok(page);
+            }
+        }
     }
 
     fn transcript(&mut self, conversation_id: String, after: u64, limit: u32) -> Result<Vec<Message>, Error> {
@@ -99,10 +126,18 @@ impl Host for AgentCtx {
                 "more than {MAX_CONSUMES_PER_TURN} consumes in one turn"
             )));
         }
-        // A consume with nothing to do is answered from a read (the store's `consume_delivery`).
-        self.db(|db| db.consume_delivery(&turn.caller, &turn.actor, &message_id))
-            .map(|_| ())
-            .map_err(refusal)
+        if self.consumed.contains(&message_id) {
+            return Ok(());
+        }
+        // Checked now (a message not delivered to this agent is refused at once), recorded with
+        // the turn's end: a read here, no commit.
+        let delivery = self
+            .db(|db| db.read_delivery(&turn.caller, &turn.actor, &message_id))
+            .map_err(refusal)?;
+        if delivery.consumed_at.is_none() {
+            self.consumed.push(message_id);
+        }
+        Ok(())
     }
 }
 

@@ -63,6 +63,9 @@ pub struct Run {
     /// The turn's last compute spend, for the caller to record with the turn's end: only for a
     /// turn that returned after [`Sandbox::defer_last_settlement`] (see `meter`).
     pub(crate) deferred_spend: Option<meter::DeferredSpend>,
+    /// The queued deliveries a conversation turn consumed, held for the caller to record with
+    /// the turn's end (`Store::finish_turn_spending`), whatever the outcome.
+    pub(crate) consumed: Vec<String>,
 }
 
 /// Longest tail of the guest's output a [`Diagnosis`] keeps, in bytes.
@@ -241,6 +244,7 @@ impl Sandboxes {
         let (outcome, fuel, trace, deferred_spend) = run(sandbox, call);
         self.audit_ceiling(sandbox, &outcome);
         sandbox.store.data_mut().agent.turn = None;
+        let consumed = std::mem::take(&mut sandbox.store.data_mut().agent.consumed);
         let diagnosis = (outcome != RunOutcome::Returned).then(|| Diagnosis {
             trace,
             guest_log_tail: log_tail(&sandbox.store.data().log.contents(), DIAGNOSIS_LOG_BYTES),
@@ -253,6 +257,7 @@ impl Sandboxes {
             store_time: st.agent.store_time.get(),
             diagnosis,
             deferred_spend,
+            consumed,
         }
     }
 

@@ -115,6 +115,7 @@ impl SandboxState {
                 vault,
                 calls: TurnCalls::default(),
                 turn: None,
+                consumed: Vec::new(),
                 store_time: Cell::new(Duration::ZERO),
                 store_calls: Cell::new(0),
                 turn_started: Instant::now(),

@@ -730,18 +730,21 @@ fn transfer_agents_are_exempt_from_the_per_principal_ceiling_but_not_the_total()
 
     // The store-wide ceiling holds for bindings too, and refusing changes nothing.
     let t = f.active(&TransferOwner::ApiKey(ALICE.into()));
+    // Every transfer agent above is counted; the rest of the store stands in as the count.
     let have = f.count("SELECT count(*) FROM agents");
+    assert_eq!(f.count("SELECT agents FROM agent_total"), have);
+    assert_eq!(
+        f.count(&format!(
+            "SELECT agents FROM created_agents WHERE owner_principal = '{}'",
+            op.principal().as_str()
+        )),
+        MAX_AGENTS_PER_PRINCIPAL as i64,
+        "transfer agents are not counted as created"
+    );
     f.store
         .autocommit()
-        .execute(
-            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
-             INSERT INTO agents (id, owner_principal, handle, display_name, description, specialties,
-                                 profile_revision, created_at, updated_at)
-             SELECT 'agt_' || CAST(200000000000000000 + i AS TEXT) || '000000', 'filler', 'f', 'F', '', '[]', 1, 0, 0 FROM n",
-            [MAX_AGENTS as i64 - have],
-        )
+        .execute("UPDATE agent_total SET agents = ?1", [MAX_AGENTS as i64])
         .unwrap();
-    assert_eq!(f.count("SELECT count(*) FROM agents"), MAX_AGENTS as i64);
     let before = f.bytes();
     let err = f.store.bind_transfer_agent(&t, LEASE).unwrap_err();
     assert!(

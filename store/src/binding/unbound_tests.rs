@@ -1,5 +1,6 @@
 //! `unbound_active_transfers`: the active transfers a host must (re-)bind — no agent, or no
-//! attached wake-capable endpoint — paged by transfer id.
+//! attached wake-capable endpoint — paged by transfer id; and `unbound_among_active`, the same
+//! found in bounded slices of the active transfers.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -115,6 +116,33 @@ fn active_transfers_without_a_carrier_are_listed_and_paged() {
     }
     assert!(matches!(
         s.unbound_active_transfers(Some("agt_x"), 2),
+        Err(Error::InvalidInput { .. })
+    ));
+
+    // The same walked in slices of two examined: the six transfers (four active, one insolvent,
+    // one staged) fill three slices, the fourth finds the end.
+    let (mut sliced, mut after, mut slices) = (Vec::new(), None::<String>, 0);
+    loop {
+        let slice = s.unbound_among_active(after.as_deref(), 2).unwrap();
+        slices += 1;
+        sliced.extend(slice.unbound.into_iter().map(|(t, _)| t));
+        match slice.next_after {
+            Some(last) => after = Some(last),
+            None => break,
+        }
+    }
+    assert_eq!(sliced, expect);
+    assert_eq!(slices, 4);
+    let whole = s.unbound_among_active(None, MAX_EXAMINED_TRANSFERS).unwrap();
+    assert_eq!(whole.next_after, None, "one slice examined them all");
+    for examine in [0, MAX_EXAMINED_TRANSFERS + 1] {
+        assert!(matches!(
+            s.unbound_among_active(None, examine),
+            Err(Error::InvalidInput { field, .. }) if field == "examine"
+        ));
+    }
+    assert!(matches!(
+        s.unbound_among_active(Some("agt_x"), 2),
         Err(Error::InvalidInput { .. })
     ));
 }

@@ -132,11 +132,14 @@ pub(crate) fn load_owned(conn: &Tx<'_>, owner: &CommunicationPrincipal, agent: &
 /// Inserts a new agent owned by `owner` with a validated `card` and records `agent_created`;
 /// refused at [`MAX_AGENTS`] (the store-wide ceiling holds for every way an agent is made).
 /// Returns its id.
+///
+/// The ceiling is the maintained `agent_total` row (migration 0015), taken up by one
+/// conditional update: one row, whatever the number of agents. A refusal leaves it as it was.
 pub(crate) fn insert(tx: &Tx<'_>, owner: &CommunicationPrincipal, card: &AgentCard, now: Timestamp) -> Result<String> {
-    let total: i64 = tx
-        .prepare_cached("SELECT count(*) FROM agents")?
-        .query_row([], |r| r.get(0))?;
-    if total as u64 >= MAX_AGENTS {
+    let counted = tx
+        .prepare_cached("UPDATE agent_total SET agents = agents + 1 WHERE agents < ?1")?
+        .execute([MAX_AGENTS as i64])?;
+    if counted != 1 {
         return Err(Error::LimitReached {
             what: "agents in total",
             limit: MAX_AGENTS,
@@ -197,14 +200,16 @@ impl Store {
                 let agent = load_owned(&tx, caller.principal(), &id)?;
                 return Ok(Mutation::replayed(agent));
             }
-            // Agents a transfer became are bounded by transfers, not by this per-principal ceiling.
-            let owned: i64 = tx
+            // Agents a transfer became are bounded by transfers, not by this per-principal
+            // ceiling: `created_agents` counts only the agents this call made (migration 0015).
+            let counted = tx
                 .prepare_cached(
-                    "SELECT count(*) FROM agents WHERE owner_principal = ?1
-                     AND NOT EXISTS (SELECT 1 FROM transfers WHERE transfers.agent_id = agents.id)",
+                    "INSERT INTO created_agents (owner_principal, agents) VALUES (?1, 1)
+                     ON CONFLICT (owner_principal) DO UPDATE SET agents = created_agents.agents + 1
+                     WHERE created_agents.agents < ?2",
                 )?
-                .query_row([caller.principal().as_str()], |r| r.get(0))?;
-            if owned as u64 >= MAX_AGENTS_PER_PRINCIPAL {
+                .execute((caller.principal().as_str(), MAX_AGENTS_PER_PRINCIPAL as i64))?;
+            if counted != 1 {
                 return Err(Error::LimitReached {
                     what: "agents per principal",
                     limit: MAX_AGENTS_PER_PRINCIPAL,

@@ -30,10 +30,11 @@ pub const MAX_SPECIALTY_BYTES: usize = 48;
 /// its own agents, nor its agents stop a transfer from activating.
 pub const MAX_AGENTS_PER_PRINCIPAL: u64 = 256;
 /// Most agents in the whole store, however they were made (including the agents transfers
-/// became). A host keeps one bounded, deduplicated wake-notification
-/// slot per agent (the queue's capacity equals the durable agent capacity), so this is
-/// also what that queue may hold; 100,000 slots are a few MiB.
-pub const MAX_AGENTS: u64 = 100_000;
+/// became): a parked agent costs only its rows, so this is sized for a million parked agents
+/// with room to spare. The count is one maintained row (`agent_total`), so the ceiling costs an
+/// insert nothing at any size. A host's dispatch queue holds at most one slot per agent, so this
+/// is also the most it may hold (a slot exists only while the agent is queued).
+pub const MAX_AGENTS: u64 = 2_000_000;
 
 /// Shortest endpoint lease: below a second, renewal traffic would dominate.
 pub const MIN_ENDPOINT_LEASE: Duration = Duration::from_secs(1);
@@ -74,6 +75,10 @@ pub const IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// attempt dispatched or accepted through the agent's current endpoint, not yet consumed): a
 /// turn is running for it, so another wake would be a second concurrent turn. Consume it first.
 pub const MAX_UNRESOLVED_DISPATCHED_WAKES_PER_AGENT: u64 = 1;
+
+/// Most deliveries one call consumes at once ([`Store::consume_deliveries`](crate::Store::consume_deliveries),
+/// a turn's end): a turn may consume at most this many, so its end records them all.
+pub const MAX_TURN_CONSUMES: usize = 256;
 
 /// Most items one list page returns (transcripts, inboxes, agent and conversation lists).
 pub const MAX_PAGE_LIMIT: usize = 200;

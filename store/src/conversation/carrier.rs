@@ -24,6 +24,7 @@ use super::attempt::{
     self, AttemptEvent, AttemptState, DispatchOutcome, DispatchTicket, WakeAttempt, check_attempt_id,
     check_consume_token, load_attempt, load_attempt_for,
 };
+use super::delivery;
 use super::endpoint::{self, AgentActor};
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::Mutation;
@@ -127,22 +128,29 @@ impl Store {
         ticket: &DispatchTicket,
         outcome: DispatchOutcome,
     ) -> Result<Mutation<WakeAttempt>> {
-        Ok(self.finish_turn_spending(caller, actor, ticket, outcome, None)?.attempt)
+        Ok(self
+            .finish_turn_spending(caller, actor, ticket, outcome, None, &[])?
+            .attempt)
     }
 
-    /// [`finish_turn`](Self::finish_turn) with the turn's last compute spend in the same
-    /// transaction: one commit where there were two. The spend is recorded as `report_usage`
-    /// records compute (budget, `usage_reported` event, `insolvent` when it spends the last of
-    /// the budget) — but only when this call changes the attempt, so that an exact retry of a
-    /// finish that committed does not charge twice. A transfer that refuses the spend (no longer
-    /// `active`) leaves the end recorded without it ([`TurnEnd::spend_refused`]); nothing is
-    /// recorded when the transaction fails.
+    /// [`finish_turn`](Self::finish_turn) with the turn's last compute spend and the deliveries
+    /// it consumed in the same transaction: one commit where there were two or more. The spend
+    /// is recorded as `report_usage` records compute (budget, `usage_reported` event,
+    /// `insolvent` when it spends the last of the budget) — but only when this call changes the
+    /// attempt, so that an exact retry of a finish that committed does not charge twice. A
+    /// transfer that refuses the spend (no longer `active`) leaves the end recorded without it
+    /// ([`TurnEnd::spend_refused`]). Each of `consumed` is consumed as
+    /// [`consume_delivery`](Self::consume_delivery) consumes it (desired-state: a retry changes
+    /// nothing), whatever the outcome — the turn said it handled them. Nothing is recorded when
+    /// the transaction fails.
     ///
     /// # Errors
     ///
     /// As [`finish_turn`](Self::finish_turn); [`Error::InvalidInput`] (field `spend`) for an
-    /// amount outside 1..=[`MAX_USAGE_REPORT_MICRO_USD`] or a malformed transfer id, changing
-    /// nothing.
+    /// amount outside 1..=[`MAX_USAGE_REPORT_MICRO_USD`] or a malformed transfer id, and for
+    /// more than [`MAX_TURN_CONSUMES`](super::bounds::MAX_TURN_CONSUMES) consumes or a malformed
+    /// message id; [`Error::MessageNotFound`] for a consume of a message not delivered to the
+    /// agent — each changing nothing.
     pub fn finish_turn_spending(
         &mut self,
         caller: &Caller,
@@ -150,12 +158,14 @@ impl Store {
         ticket: &DispatchTicket,
         outcome: DispatchOutcome,
         spend: Option<&TurnSpend>,
+        consumed: &[String],
     ) -> Result<TurnEnd> {
         caller.require(Scope::Manage)?;
         actor.validate()?;
         check_attempt_id(&ticket.attempt.id)?;
         check_wake_id(&ticket.wake.id)?;
         check_consume_token(&ticket.consume_token)?;
+        delivery::check_consumes(consumed)?;
         if let Some(spend) = spend {
             if spend.micro_usd == 0 || spend.micro_usd > MAX_USAGE_REPORT_MICRO_USD {
                 return Err(Error::invalid(
@@ -169,6 +179,7 @@ impl Store {
             let (tx, now) = s.begin_immediate()?;
             endpoint::admit(&tx, caller, actor, now)?;
             let a = load_attempt_for(&tx, &actor.endpoint, &ticket.attempt.id)?;
+            delivery::consume_all_in(&tx, actor, consumed, now)?;
             let attempt = finish_in(&tx, actor, a, &ticket.wake.id, &ticket.consume_token, outcome, now)?;
             let (mut spent, mut refused) = (None, None);
             if let Some(spend) = spend.filter(|_| attempt.state_changed) {

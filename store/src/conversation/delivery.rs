@@ -206,26 +206,56 @@ impl Store {
             }
             let (tx, now) = s.begin_immediate()?;
             endpoint::admit(&tx, caller, actor, now)?;
-            let d = load(&tx, &actor.agent, message)?;
-            if d.state == DeliveryState::Consumed {
-                return Ok(Mutation::unchanged(d));
+            let consumed = consume_in(&tx, actor, message, now)?;
+            if consumed.state_changed {
+                tx.commit()?;
             }
-            tx.prepare_cached(
-                "UPDATE deliveries SET state = 'consumed', consumed_at = ?3
-                 WHERE recipient_agent_id = ?1 AND message_id = ?2 AND state = 'queued'",
-            )?
-            .execute((&actor.agent, message, now.as_micros()))?;
-            let d = load(&tx, &actor.agent, message)?;
-            audit::record(
-                &tx,
-                AuditKind::DeliveryConsumed,
-                Some(&actor.agent),
-                Some(&d.message.conversation_id),
-                json!({ "messageId": message, "deliveryOrder": d.delivery_order, "endpointId": actor.endpoint }),
-                now,
-            )?;
+            Ok(consumed)
+        })
+    }
+
+    /// Consumes each of `messages` in the acting agent's inbox, in one transaction: what a
+    /// turn consumed, recorded at once (a host holds a turn's consumes until its end, or until
+    /// the turn reads its inbox again). Each is as [`consume_delivery`](Self::consume_delivery)
+    /// — already consumed is a no-op — and either all are recorded or none. Returns how many
+    /// changed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidInput`] for more than [`MAX_TURN_CONSUMES`](bounds::MAX_TURN_CONSUMES)
+    /// ids or a malformed one; [`Error::MessageNotFound`] for a message not delivered to this
+    /// agent (nothing is consumed); the endpoint admission errors; [`Error::MissingScope`].
+    pub fn consume_deliveries(&mut self, caller: &Caller, actor: &AgentActor, messages: &[String]) -> Result<usize> {
+        caller.require(Scope::Manage)?;
+        actor.validate()?;
+        check_consumes(messages)?;
+        if messages.is_empty() {
+            return Ok(0);
+        }
+        self.admitted(|s| {
+            let (tx, now) = s.begin_immediate()?;
+            endpoint::admit(&tx, caller, actor, now)?;
+            let changed = consume_all_in(&tx, actor, messages, now)?;
             tx.commit()?;
-            Ok(Mutation::changed(d))
+            Ok(changed)
+        })
+    }
+
+    /// The acting agent's delivery of `message`, from a read transaction: what a host checks
+    /// before it holds a turn's consume for the turn's end ([`consume_deliveries`](Self::consume_deliveries)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MessageNotFound`] if the message was not delivered to this agent (or does not
+    /// exist); the endpoint admission errors; [`Error::InvalidInput`]; [`Error::MissingScope`].
+    pub fn read_delivery(&mut self, caller: &Caller, actor: &AgentActor, message: &str) -> Result<Delivery> {
+        caller.require(Scope::Manage)?;
+        actor.validate()?;
+        message::check_id(message)?;
+        self.admitted(|s| {
+            let (tx, now) = s.begin_read()?;
+            endpoint::admit(&tx, caller, actor, now)?;
+            load(&tx, &actor.agent, message)
         })
     }
 
@@ -238,4 +268,50 @@ impl Store {
         let d = load(&tx, &actor.agent, message)?;
         Ok((d.state == DeliveryState::Consumed).then_some(d))
     }
+}
+
+/// Checks a list of messages to consume at once: at most
+/// [`MAX_TURN_CONSUMES`](bounds::MAX_TURN_CONSUMES), each a well-formed message id.
+pub(crate) fn check_consumes(messages: &[String]) -> Result<()> {
+    if messages.len() > bounds::MAX_TURN_CONSUMES {
+        return Err(Error::invalid(
+            "consumes",
+            format!("at most {} messages at once", bounds::MAX_TURN_CONSUMES),
+        ));
+    }
+    messages.iter().try_for_each(|m| message::check_id(m))
+}
+
+/// Consumes the acting agent's delivery of `message` inside `tx` (admitted already): a queued
+/// delivery becomes `consumed` and is audited; a consumed one is returned unchanged.
+fn consume_in(tx: &Tx<'_>, actor: &AgentActor, message: &str, now: Timestamp) -> Result<Mutation<Delivery>> {
+    let d = load(tx, &actor.agent, message)?;
+    if d.state == DeliveryState::Consumed {
+        return Ok(Mutation::unchanged(d));
+    }
+    tx.prepare_cached(
+        "UPDATE deliveries SET state = 'consumed', consumed_at = ?3
+         WHERE recipient_agent_id = ?1 AND message_id = ?2 AND state = 'queued'",
+    )?
+    .execute((&actor.agent, message, now.as_micros()))?;
+    let d = load(tx, &actor.agent, message)?;
+    audit::record(
+        tx,
+        AuditKind::DeliveryConsumed,
+        Some(&actor.agent),
+        Some(&d.message.conversation_id),
+        json!({ "messageId": message, "deliveryOrder": d.delivery_order, "endpointId": actor.endpoint }),
+        now,
+    )?;
+    Ok(Mutation::changed(d))
+}
+
+/// [`consume_in`] for each of `messages` (checked with [`check_consumes`]); returns how many
+/// changed.
+pub(crate) fn consume_all_in(tx: &Tx<'_>, actor: &AgentActor, messages: &[String], now: Timestamp) -> Result<usize> {
+    let mut changed = 0;
+    for m in messages {
+        changed += usize::from(consume_in(tx, actor, m, now)?.state_changed);
+    }
+    Ok(changed)
 }

@@ -1,6 +1,7 @@
-//! A turn's end with its last compute spend in one commit (`finish_turn_spending`): recorded
-//! with the state change and only with it, refused by a transfer that left `active` without
-//! losing the end, bounded, and written not at all when the end fails.
+//! A turn's end with its last compute spend and its consumes in one commit
+//! (`finish_turn_spending`): the spend recorded with the state change and only with it, refused
+//! by a transfer that left `active` without losing the end, bounded, and written not at all
+//! when the end fails; the consumes recorded whatever the outcome, bounded, all or none.
 
 use super::*;
 use crate::fault::FaultStep;
@@ -47,7 +48,14 @@ fn a_turn_end_records_its_spend_in_the_same_commit_and_a_retry_charges_nothing()
     let (mut w, alice, actor, ticket, t) = setup();
     let end = w
         .store
-        .finish_turn_spending(&alice, &actor, &ticket, DispatchOutcome::Accepted, Some(&spend(&t, 7)))
+        .finish_turn_spending(
+            &alice,
+            &actor,
+            &ticket,
+            DispatchOutcome::Accepted,
+            Some(&spend(&t, 7)),
+            &[],
+        )
         .unwrap();
     assert_eq!(end.attempt.value.state, AttemptState::Consumed);
     assert_eq!(end.spend.map(|r| r.budget.spent_micro_usd), Some(7));
@@ -58,7 +66,14 @@ fn a_turn_end_records_its_spend_in_the_same_commit_and_a_retry_charges_nothing()
     // An exact retry (its first commit's answer lost, say) changes nothing and charges nothing.
     let again = w
         .store
-        .finish_turn_spending(&alice, &actor, &ticket, DispatchOutcome::Accepted, Some(&spend(&t, 7)))
+        .finish_turn_spending(
+            &alice,
+            &actor,
+            &ticket,
+            DispatchOutcome::Accepted,
+            Some(&spend(&t, 7)),
+            &[],
+        )
         .unwrap();
     assert!(!again.attempt.state_changed);
     assert!(again.spend.is_none());
@@ -76,6 +91,7 @@ fn a_spend_that_uses_up_the_budget_makes_the_transfer_insolvent_with_the_turn_en
             &ticket,
             DispatchOutcome::Unknown,
             Some(&spend(&t, BUDGET)),
+            &[],
         )
         .unwrap();
     assert_eq!(end.attempt.value.state, AttemptState::DeliveryUnknown);
@@ -89,7 +105,14 @@ fn a_spend_the_transfer_refuses_leaves_the_turn_end_recorded_without_it() {
     w.store.terminate(&t, "ended meanwhile").unwrap();
     let end = w
         .store
-        .finish_turn_spending(&alice, &actor, &ticket, DispatchOutcome::Accepted, Some(&spend(&t, 7)))
+        .finish_turn_spending(
+            &alice,
+            &actor,
+            &ticket,
+            DispatchOutcome::Accepted,
+            Some(&spend(&t, 7)),
+            &[],
+        )
         .unwrap();
     assert_eq!(end.attempt.value.state, AttemptState::Consumed);
     assert!(end.spend.is_none());
@@ -108,7 +131,7 @@ fn a_spend_out_of_bounds_is_refused_and_changes_nothing() {
     ] {
         let e = w
             .store
-            .finish_turn_spending(&alice, &actor, &ticket, DispatchOutcome::Accepted, Some(&bad))
+            .finish_turn_spending(&alice, &actor, &ticket, DispatchOutcome::Accepted, Some(&bad), &[])
             .unwrap_err();
         assert!(matches!(e, Error::InvalidInput { field: "spend", .. }), "{bad:?}: {e}");
     }
@@ -116,7 +139,7 @@ fn a_spend_out_of_bounds_is_refused_and_changes_nothing() {
     let at_bound = spend(&t, crate::budget::MAX_USAGE_REPORT_MICRO_USD);
     let end = w
         .store
-        .finish_turn_spending(&alice, &actor, &ticket, DispatchOutcome::Accepted, Some(&at_bound))
+        .finish_turn_spending(&alice, &actor, &ticket, DispatchOutcome::Accepted, Some(&at_bound), &[])
         .unwrap();
     assert_eq!(
         end.attempt.value.state,
@@ -137,14 +160,135 @@ fn a_failed_turn_end_records_no_spend() {
     let before = w.bytes();
     let e = w
         .store
-        .finish_turn_spending(&alice, &actor, &ticket, DispatchOutcome::Accepted, Some(&spend(&t, 7)))
+        .finish_turn_spending(
+            &alice,
+            &actor,
+            &ticket,
+            DispatchOutcome::Accepted,
+            Some(&spend(&t, 7)),
+            &[],
+        )
         .unwrap_err();
     assert!(e.is_transient(), "{e}");
     assert!(w.bytes() == before, "neither the end nor the spend was written");
     let end = w
         .store
-        .finish_turn_spending(&alice, &actor, &ticket, DispatchOutcome::Accepted, Some(&spend(&t, 7)))
+        .finish_turn_spending(
+            &alice,
+            &actor,
+            &ticket,
+            DispatchOutcome::Accepted,
+            Some(&spend(&t, 7)),
+            &[],
+        )
         .unwrap();
     assert_eq!(end.attempt.value.state, AttemptState::Consumed);
     assert_eq!(spent(&mut w, &t), 7, "the same call made again records both");
+}
+
+/// The ids of the deliveries queued in `actor`'s inbox, oldest first.
+fn queued(w: &mut World, alice: &Caller, actor: &AgentActor) -> Vec<String> {
+    let inbox = w.store.read_inbox(alice, actor, 0, 50, true).unwrap();
+    inbox.into_iter().map(|d| d.message.id).collect()
+}
+
+fn consumed_events(w: &mut World) -> i64 {
+    w.store
+        .autocommit()
+        .query_row(
+            "SELECT count(*) FROM communication_events WHERE kind = 'delivery_consumed'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+#[test]
+fn a_turn_end_records_the_deliveries_the_turn_consumed_in_its_commit() {
+    let (mut w, alice, actor, ticket, t) = setup();
+    let held = queued(&mut w, &alice, &actor);
+    assert_eq!(held.len(), 1);
+    let end = w
+        .store
+        .finish_turn_spending(
+            &alice,
+            &actor,
+            &ticket,
+            DispatchOutcome::Accepted,
+            Some(&spend(&t, 7)),
+            &held,
+        )
+        .unwrap();
+    assert_eq!(end.attempt.value.state, AttemptState::Consumed);
+    assert!(queued(&mut w, &alice, &actor).is_empty(), "the delivery is consumed");
+    assert_eq!(consumed_events(&mut w), 1, "and audited as a consume is");
+    // An exact retry changes nothing: the consume is desired state.
+    let again = w
+        .store
+        .finish_turn_spending(
+            &alice,
+            &actor,
+            &ticket,
+            DispatchOutcome::Accepted,
+            Some(&spend(&t, 7)),
+            &held,
+        )
+        .unwrap();
+    assert!(!again.attempt.state_changed);
+    assert_eq!(consumed_events(&mut w), 1);
+}
+
+#[test]
+fn a_failed_turn_s_end_records_its_consumes_too() {
+    let (mut w, alice, actor, ticket, _) = setup();
+    let held = queued(&mut w, &alice, &actor);
+    let end = w
+        .store
+        .finish_turn_spending(&alice, &actor, &ticket, DispatchOutcome::Unknown, None, &held)
+        .unwrap();
+    assert_eq!(end.attempt.value.state, AttemptState::DeliveryUnknown);
+    assert!(queued(&mut w, &alice, &actor).is_empty(), "the turn said it handled it");
+}
+
+#[test]
+fn consumes_out_of_bounds_or_not_delivered_are_refused_and_change_nothing() {
+    let (mut w, alice, actor, ticket, _) = setup();
+    let held = queued(&mut w, &alice, &actor);
+    // Bob's message in a conversation Alice's agent is not part of: not in its inbox.
+    let bob = w.bob.clone();
+    let other = w.agent(&bob);
+    let cv = w.conversation(&bob, &[&other]);
+    let foreign = w.post(&bob, &cv, Acting::Human, "not yours").unwrap().id;
+    let before = w.bytes();
+    let too_many = vec![held[0].clone(); bounds::MAX_TURN_CONSUMES + 1];
+    let cases: [(&[String], &str); 3] = [
+        (&too_many, "one past the bound"),
+        (&["msg_nope".to_owned()], "a malformed id"),
+        (&[held[0].clone(), foreign.clone()], "a message delivered elsewhere"),
+    ];
+    for (consumed, what) in cases {
+        let e = w
+            .store
+            .finish_turn_spending(&alice, &actor, &ticket, DispatchOutcome::Accepted, None, consumed)
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidInput { .. } | Error::MessageNotFound(_)),
+            "{what}: {e}"
+        );
+        let e = w.store.consume_deliveries(&alice, &actor, consumed).unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidInput { .. } | Error::MessageNotFound(_)),
+            "{what}: {e}"
+        );
+    }
+    assert!(w.bytes() == before, "refusals change nothing");
+    // At the bound (the same id repeated is one consume) both are accepted.
+    let at_bound = vec![held[0].clone(); bounds::MAX_TURN_CONSUMES];
+    assert_eq!(w.store.consume_deliveries(&alice, &actor, &at_bound).unwrap(), 1);
+    let end = w
+        .store
+        .finish_turn_spending(&alice, &actor, &ticket, DispatchOutcome::Accepted, None, &at_bound)
+        .unwrap();
+    assert_eq!(end.attempt.value.state, AttemptState::Consumed);
+    assert_eq!(consumed_events(&mut w), 1);
 }

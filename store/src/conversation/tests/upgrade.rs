@@ -135,3 +135,52 @@ fn a_schema_6_database_marks_exactly_the_endpoints_its_bindings_attached_as_host
         Err(Error::TransferBoundAgent(_))
     ));
 }
+
+#[test]
+fn a_schema_14_database_counts_the_agents_it_already_holds() {
+    if crate::testing::skip_on_postgres("upgrades a SQLite fixture file of an older schema") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let alice = Caller::full("account:alice").unwrap();
+    let bob = Caller::full("account:bob").unwrap();
+    {
+        let conn = Connection::open(&path).unwrap();
+        for sql in &crate::migrations::SQLITE[..14] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 14).unwrap();
+        for (i, owner) in [&alice, &alice, &bob].into_iter().enumerate() {
+            conn.execute(
+                "INSERT INTO agents (id, owner_principal, handle, display_name, description, specialties,
+                                     profile_revision, created_at, updated_at)
+                 VALUES (?1, ?2, 'h', 'H', '', '[]', 1, 1, 1)",
+                (format!("agt_{i:024}"), owner.principal().as_str()),
+            )
+            .unwrap();
+        }
+        // Bob's one agent is the agent a transfer became: counted in the total only.
+        conn.execute(
+            "INSERT INTO transfers (id, status, source_host, system_prompt, message_history, message_count,
+                                    tool_state, mcp_config, checksum, created_at, updated_at, agent_id)
+             VALUES ('tr_000000000000000000000001', 'active', 'laptop', 'p', '[]', 0, '{}', '[]', 'c', 1, 1,
+                     'agt_000000000000000000000002')",
+            [],
+        )
+        .unwrap();
+    }
+    let mut store = Store::open(&path).unwrap();
+    let count = |store: &mut Store, sql: &str| -> i64 { store.autocommit().query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(count(&mut store, "SELECT agents FROM agent_total"), 3);
+    assert_eq!(count(&mut store, "SELECT count(*) FROM created_agents"), 1);
+    assert_eq!(
+        count(
+            &mut store,
+            "SELECT agents FROM created_agents WHERE owner_principal = (SELECT owner_principal FROM agents WHERE id = 'agt_000000000000000000000000')"
+        ),
+        2
+    );
+    store.create_agent(&alice, &card("after"), "k").unwrap();
+    assert_eq!(count(&mut store, "SELECT agents FROM agent_total"), 4);
+}

@@ -22,6 +22,13 @@
 //! - `transcript`: replies with the number of messages in that message's conversation, read
 //!   page by page through its transcript, and consumes it;
 //! - `noop`: returns `Ok` without replying or consuming;
+//! - `consume-id <message-id>`: consumes that message by id and replies `consumed` or
+//!   `refused: <why>`, consuming nothing else;
+//! - `consume-all-but <k>`: consumes every queued delivery but the last `k`, reads the queued
+//!   inbox again and replies `<n> consumed, <m> queued`;
+//! - `consume-then-read`: consumes that message, reads the queued inbox and the whole one
+//!   again, and replies `<n> queued; consumed <Some(true) | Some(false) | None>` (what this
+//!   turn sees of its own consume);
 //! - `count <call> <n>`: makes `<n>` calls of the host call `<call>` (see [`host_call`]),
 //!   stopping at the first refusal, then replies `<k> <call> calls, then: <the refusal, or
 //!   nothing>` and returns `Ok` (the message stays queued unless `<call>` is `consume`);
@@ -93,6 +100,36 @@ impl Agent for TurnProber {
                 first.consume()?;
             }
             "noop" => {}
+            "consume-id" => {
+                let answer = match conversations::consume(argument.trim()) {
+                    Ok(()) => "consumed".to_owned(),
+                    Err(e) => format!("refused: {e}"),
+                };
+                first.reply(&answer)?;
+            }
+            "consume-all-but" => {
+                // Consumes every queued delivery but the last `k`, then counts the queued ones
+                // again: the turn's own held consumes skipped, however many pages they fill.
+                let keep: usize = argument.trim().parse().map_err(|_| "consume-all-but needs a number")?;
+                let consumed = queued.len().saturating_sub(keep);
+                for d in &queued[..consumed] {
+                    d.consume()?;
+                }
+                let left = conversations::inbox().collect::<Result<Vec<_>, _>>()?.len();
+                first.reply(&format!("{consumed} consumed, {left} queued"))?;
+            }
+            "consume-then-read" => {
+                // What a turn sees of its own consume: skipped from the queued inbox, shown
+                // consumed in the whole one.
+                first.consume()?;
+                let still = conversations::inbox().collect::<Result<Vec<_>, _>>()?.len();
+                let whole = conversations::inbox_page(0, conversations::MAX_PAGE, false)?;
+                let seen = whole
+                    .iter()
+                    .find(|d| d.message().id == first.message().id)
+                    .map(|d| d.is_consumed());
+                first.reply(&format!("{still} queued; consumed {seen:?}"))?;
+            }
             "count" => {
                 let (call, n) = argument.split_once(' ').ok_or("count needs a call and a number")?;
                 let n: u32 = n.trim().parse().map_err(|_| "count needs a number")?;
