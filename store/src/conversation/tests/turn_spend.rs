@@ -36,6 +36,19 @@ fn spent(w: &mut World, t: &str) -> u64 {
     w.store.budget(t).unwrap().unwrap().spent_micro_usd
 }
 
+/// `finish_turn_spending` of Alice's ticket with an accepted outcome.
+fn accepted(
+    w: &mut World,
+    alice: &Caller,
+    actor: &AgentActor,
+    ticket: &DispatchTicket,
+    spend: Option<&TurnSpend>,
+    consumed: &[String],
+) -> Result<TurnEnd> {
+    w.store
+        .finish_turn_spending(alice, actor, ticket, DispatchOutcome::Accepted, spend, consumed)
+}
+
 fn spend(t: &str, micro_usd: u64) -> TurnSpend {
     TurnSpend {
         transfer: t.to_owned(),
@@ -46,17 +59,7 @@ fn spend(t: &str, micro_usd: u64) -> TurnSpend {
 #[test]
 fn a_turn_end_records_its_spend_in_the_same_commit_and_a_retry_charges_nothing() {
     let (mut w, alice, actor, ticket, t) = setup();
-    let end = w
-        .store
-        .finish_turn_spending(
-            &alice,
-            &actor,
-            &ticket,
-            DispatchOutcome::Accepted,
-            Some(&spend(&t, 7)),
-            &[],
-        )
-        .unwrap();
+    let end = accepted(&mut w, &alice, &actor, &ticket, Some(&spend(&t, 7)), &[]).unwrap();
     assert_eq!(end.attempt.value.state, AttemptState::Consumed);
     assert_eq!(end.spend.map(|r| r.budget.spent_micro_usd), Some(7));
     assert_eq!(end.spend_refused, None);
@@ -64,17 +67,7 @@ fn a_turn_end_records_its_spend_in_the_same_commit_and_a_retry_charges_nothing()
     let events = w.count("SELECT count(*) FROM usage_events WHERE type = 'usage_reported'");
     assert_eq!(events, 1, "audited as report_usage audits compute");
     // An exact retry (its first commit's answer lost, say) changes nothing and charges nothing.
-    let again = w
-        .store
-        .finish_turn_spending(
-            &alice,
-            &actor,
-            &ticket,
-            DispatchOutcome::Accepted,
-            Some(&spend(&t, 7)),
-            &[],
-        )
-        .unwrap();
+    let again = accepted(&mut w, &alice, &actor, &ticket, Some(&spend(&t, 7)), &[]).unwrap();
     assert!(!again.attempt.state_changed);
     assert!(again.spend.is_none());
     assert_eq!(spent(&mut w, &t), 7);
@@ -103,17 +96,7 @@ fn a_spend_that_uses_up_the_budget_makes_the_transfer_insolvent_with_the_turn_en
 fn a_spend_the_transfer_refuses_leaves_the_turn_end_recorded_without_it() {
     let (mut w, alice, actor, ticket, t) = setup();
     w.store.terminate(&t, "ended meanwhile").unwrap();
-    let end = w
-        .store
-        .finish_turn_spending(
-            &alice,
-            &actor,
-            &ticket,
-            DispatchOutcome::Accepted,
-            Some(&spend(&t, 7)),
-            &[],
-        )
-        .unwrap();
+    let end = accepted(&mut w, &alice, &actor, &ticket, Some(&spend(&t, 7)), &[]).unwrap();
     assert_eq!(end.attempt.value.state, AttemptState::Consumed);
     assert!(end.spend.is_none());
     assert!(end.spend_refused.is_some());
@@ -129,18 +112,12 @@ fn a_spend_out_of_bounds_is_refused_and_changes_nothing() {
         spend(&t, crate::budget::MAX_USAGE_REPORT_MICRO_USD + 1),
         spend("not-a-transfer", 7),
     ] {
-        let e = w
-            .store
-            .finish_turn_spending(&alice, &actor, &ticket, DispatchOutcome::Accepted, Some(&bad), &[])
-            .unwrap_err();
+        let e = accepted(&mut w, &alice, &actor, &ticket, Some(&bad), &[]).unwrap_err();
         assert!(matches!(e, Error::InvalidInput { field: "spend", .. }), "{bad:?}: {e}");
     }
     assert!(w.bytes() == before, "refusals change nothing");
     let at_bound = spend(&t, crate::budget::MAX_USAGE_REPORT_MICRO_USD);
-    let end = w
-        .store
-        .finish_turn_spending(&alice, &actor, &ticket, DispatchOutcome::Accepted, Some(&at_bound), &[])
-        .unwrap();
+    let end = accepted(&mut w, &alice, &actor, &ticket, Some(&at_bound), &[]).unwrap();
     assert_eq!(
         end.attempt.value.state,
         AttemptState::Consumed,
@@ -158,30 +135,10 @@ fn a_failed_turn_end_records_no_spend() {
         .inject_transient_fault(FaultStep::FinishTurn, 0, crate::MAX_WRITE_ATTEMPTS)
         .unwrap();
     let before = w.bytes();
-    let e = w
-        .store
-        .finish_turn_spending(
-            &alice,
-            &actor,
-            &ticket,
-            DispatchOutcome::Accepted,
-            Some(&spend(&t, 7)),
-            &[],
-        )
-        .unwrap_err();
+    let e = accepted(&mut w, &alice, &actor, &ticket, Some(&spend(&t, 7)), &[]).unwrap_err();
     assert!(e.is_transient(), "{e}");
     assert!(w.bytes() == before, "neither the end nor the spend was written");
-    let end = w
-        .store
-        .finish_turn_spending(
-            &alice,
-            &actor,
-            &ticket,
-            DispatchOutcome::Accepted,
-            Some(&spend(&t, 7)),
-            &[],
-        )
-        .unwrap();
+    let end = accepted(&mut w, &alice, &actor, &ticket, Some(&spend(&t, 7)), &[]).unwrap();
     assert_eq!(end.attempt.value.state, AttemptState::Consumed);
     assert_eq!(spent(&mut w, &t), 7, "the same call made again records both");
 }
@@ -208,32 +165,12 @@ fn a_turn_end_records_the_deliveries_the_turn_consumed_in_its_commit() {
     let (mut w, alice, actor, ticket, t) = setup();
     let held = queued(&mut w, &alice, &actor);
     assert_eq!(held.len(), 1);
-    let end = w
-        .store
-        .finish_turn_spending(
-            &alice,
-            &actor,
-            &ticket,
-            DispatchOutcome::Accepted,
-            Some(&spend(&t, 7)),
-            &held,
-        )
-        .unwrap();
+    let end = accepted(&mut w, &alice, &actor, &ticket, Some(&spend(&t, 7)), &held).unwrap();
     assert_eq!(end.attempt.value.state, AttemptState::Consumed);
     assert!(queued(&mut w, &alice, &actor).is_empty(), "the delivery is consumed");
     assert_eq!(consumed_events(&mut w), 1, "and audited as a consume is");
     // An exact retry changes nothing: the consume is desired state.
-    let again = w
-        .store
-        .finish_turn_spending(
-            &alice,
-            &actor,
-            &ticket,
-            DispatchOutcome::Accepted,
-            Some(&spend(&t, 7)),
-            &held,
-        )
-        .unwrap();
+    let again = accepted(&mut w, &alice, &actor, &ticket, Some(&spend(&t, 7)), &held).unwrap();
     assert!(!again.attempt.state_changed);
     assert_eq!(consumed_events(&mut w), 1);
 }
@@ -267,10 +204,7 @@ fn consumes_out_of_bounds_or_not_delivered_are_refused_and_change_nothing() {
         (&[held[0].clone(), foreign.clone()], "a message delivered elsewhere"),
     ];
     for (consumed, what) in cases {
-        let e = w
-            .store
-            .finish_turn_spending(&alice, &actor, &ticket, DispatchOutcome::Accepted, None, consumed)
-            .unwrap_err();
+        let e = accepted(&mut w, &alice, &actor, &ticket, None, consumed).unwrap_err();
         assert!(
             matches!(e, Error::InvalidInput { .. } | Error::MessageNotFound(_)),
             "{what}: {e}"
@@ -285,10 +219,7 @@ fn consumes_out_of_bounds_or_not_delivered_are_refused_and_change_nothing() {
     // At the bound (the same id repeated is one consume) both are accepted.
     let at_bound = vec![held[0].clone(); bounds::MAX_TURN_CONSUMES];
     assert_eq!(w.store.consume_deliveries(&alice, &actor, &at_bound).unwrap(), 1);
-    let end = w
-        .store
-        .finish_turn_spending(&alice, &actor, &ticket, DispatchOutcome::Accepted, None, &at_bound)
-        .unwrap();
+    let end = accepted(&mut w, &alice, &actor, &ticket, None, &at_bound).unwrap();
     assert_eq!(end.attempt.value.state, AttemptState::Consumed);
     assert_eq!(consumed_events(&mut w), 1);
 }
