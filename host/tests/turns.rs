@@ -5,8 +5,9 @@
 //! - `bounds`: the per-turn bounds of `checkpoint.load`, `metering.budget` and
 //!   `conversations.consume`, at the limit and one past it, as the guest sees them;
 //! - `spin`: a call-free loop stopped by the wall clock is charged the fuel it burnt;
-//! - `consumes`: a turn's consumes are checked at once and recorded in its end's commit, and
-//!   the turn's own inbox reads see them;
+//! - `consumes`: a turn's consumes are checked at once and recorded in its end's commit (or,
+//!   for a turn a ceiling stopped, before its transfer ends), and the turn's own inbox reads
+//!   see them;
 //! - `parking`: an idle agent's sandbox is parked and its next turn starts a fresh one, the
 //!   least recently used are parked to make room, and a resume-only sandbox is never parked.
 
@@ -340,6 +341,37 @@ mod consumes {
             .read_inbox(&carrier.caller, &carrier.actor, 0, 200, true)
             .unwrap();
         assert_eq!(queued.len(), 5, "the end recorded the 225");
+    }
+
+    #[test]
+    fn a_turn_stopped_by_a_ceiling_still_records_what_it_consumed() {
+        let cap = CeilingCap {
+            wall_clock_per_turn: Some(Duration::from_millis(500)),
+            ..CeilingCap::default()
+        };
+        let h = host_with(cap);
+        let (t, agent) = h.prober();
+        let cv = h.conversation(&[&agent]);
+        // Consumes its message, then calls consume until a ceiling stops the turn.
+        let hammered = h.post(&cv, "hammer consume");
+        let left = h.post(&cv, "left alone");
+        let drive = h.host.agents().drive(&agent).unwrap();
+        assert_eq!(drive.unknown, 1, "the turn was stopped: {drive:?}");
+        let status = h.db().transfer(&t).unwrap().status;
+        assert_eq!(
+            status,
+            TransferStatus::Terminated,
+            "a stopped sandbox ends its transfer"
+        );
+        // Its endpoint is detached now, so the states are read from the table.
+        let state = |m: &str| -> String {
+            h.db()
+                .connection()
+                .query_row("SELECT state FROM deliveries WHERE message_id = ?1", [m], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(state(&hammered), "consumed", "recorded before the transfer ended");
+        assert_eq!(state(&left), "queued");
     }
 
     #[test]

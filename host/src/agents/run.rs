@@ -11,7 +11,7 @@
 //!   fail this wake; the controller records `delivery_unknown`);
 //! - otherwise — a repeated `resume` that failed, a trap, a broken ceiling, the budget spent —
 //!   the sandbox is dropped and the transfer, if still `active`, is terminated with the reason
-//!   `sandbox stopped: <what happened>`. A transfer that already left `active` is left as it is
+//!   `sandbox stopped: <what happened>`, once the consumes the turn held are recorded. A transfer that already left `active` is left as it is
 //!   (`insolvent` when the turn spent the last of the budget; the reaper ends it after its
 //!   grace). The check and the `terminate` are one transaction.
 //!
@@ -22,6 +22,7 @@
 use ahp_store::Transfer;
 
 use super::Agents;
+use super::recovery::retry;
 use crate::interfaces::TurnCtx;
 #[cfg(doc)]
 use crate::sandbox::Sandboxes;
@@ -84,7 +85,12 @@ impl Agents {
             sandbox.read_budget_before(remaining);
             sandbox.defer_last_settlement();
         }
-        let run = sandboxes.run(&mut sandbox, call);
+        // Whom a turn acts as: to record its consumes before its transfer ends (below).
+        let acting = match &call {
+            Call::Turn(t) => Some((t.caller.clone(), t.actor.clone())),
+            Call::Resume => None,
+        };
+        let mut run = sandboxes.run(&mut sandbox, call);
         let keep = match &run.outcome {
             RunOutcome::Returned => true,
             RunOutcome::GuestError(_) => conversation,
@@ -93,6 +99,15 @@ impl Agents {
         if keep {
             sandboxes.keep(sandbox);
             return Ok((run, None));
+        }
+        // Ending the transfer detaches the agent's endpoint, after which the turn's end (which
+        // records the consumes it held) is refused: the guest said it handled them, so they are
+        // recorded first.
+        if let Some((caller, actor)) = acting.filter(|_| !run.consumed.is_empty()) {
+            match retry(|| self.store.locked().consume_deliveries(&caller, &actor, &run.consumed)) {
+                Ok(_) => run.consumed.clear(),
+                Err(e) => tracing::warn!(%transfer, error = %e, "a stopped turn's consumes are not recorded"),
+            }
         }
         let reason = run.outcome.failure_reason().unwrap_or_default();
         tracing::info!(%transfer, outcome = ?run.outcome, "dropping sandbox");
