@@ -124,7 +124,7 @@ async fn spent(url: &str, key: Option<&str>, t: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_owner_talks_to_the_transferred_agent_over_http() {
-    let dir = data_dir(ahp_host::guests::FORECASTER, "forecaster");
+    let dir = data_dir(ahp_guests::FORECASTER, "forecaster");
     let scopes = [
         "transfer:read",
         "transfer:write",
@@ -184,7 +184,7 @@ fn kill(mut server: Server) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kill_after_the_dispatch_fence_never_answers_twice() {
-    let dir = data_dir(ahp_host::guests::TURN_PROBER, "turn-prober");
+    let dir = data_dir(ahp_guests::TURN_PROBER, "turn-prober");
     let server = serve(dir.path(), &["--auth", "none"]);
     let url = server.url.clone();
     let (_, agent) = activate(dir.path(), &url, None, "turn-prober", "small").await;
@@ -213,7 +213,7 @@ async fn a_kill_after_the_dispatch_fence_never_answers_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_a_crash_left_before_the_fence_runs_once_after_restart() {
     use ahp_store::conversation::{AgentActor, bounds::MAX_CLAIM_LEASE};
-    let dir = data_dir(ahp_host::guests::TURN_PROBER, "turn-prober");
+    let dir = data_dir(ahp_guests::TURN_PROBER, "turn-prober");
     let server = serve(dir.path(), &["--auth", "none"]);
     let url = server.url.clone();
     let (t, agent) = activate(dir.path(), &url, None, "turn-prober", "small").await;
@@ -250,7 +250,7 @@ async fn a_claim_a_crash_left_before_the_fence_runs_once_after_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kill_during_a_burst_of_posts_loses_and_duplicates_nothing() {
-    let dir = data_dir(ahp_host::guests::TURN_PROBER, "turn-prober");
+    let dir = data_dir(ahp_guests::TURN_PROBER, "turn-prober");
     let server = serve(dir.path(), &["--auth", "none"]);
     let url = server.url.clone();
     let (_, agent) = activate(dir.path(), &url, None, "turn-prober", "small").await;

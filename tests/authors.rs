@@ -43,7 +43,7 @@ fn run_activates_then_answers_each_message_in_its_own_turn() {
     let o = ahp(
         &[
             "run",
-            ahp_host::guests::TURN_PROBER,
+            ahp_guests::TURN_PROBER,
             "--snapshot",
             snap.to_str().unwrap(),
             "--tier",
@@ -81,7 +81,7 @@ fn run_shows_why_a_turn_failed_with_its_trace_and_exits_nonzero() {
     let o = ahp(
         &[
             "run",
-            ahp_host::guests::TURN_PROBER,
+            ahp_guests::TURN_PROBER,
             "--snapshot",
             snap,
             "--tier",
@@ -99,14 +99,7 @@ fn run_shows_why_a_turn_failed_with_its_trace_and_exits_nonzero() {
     assert!(err.contains("1 of 1 turns failed"), "{err}");
     // The guest's own `err` is shown as the guest said it.
     let o = ahp(
-        &[
-            "run",
-            ahp_host::guests::TURN_PROBER,
-            "--snapshot",
-            snap,
-            "--message",
-            "fail",
-        ],
+        &["run", ahp_guests::TURN_PROBER, "--snapshot", snap, "--message", "fail"],
         dir.path(),
     );
     let (out, _) = text(&o);
@@ -122,7 +115,7 @@ fn run_refuses_bad_flags_and_files_clearly() {
     let dir = tempfile::tempdir().unwrap();
     let snap = snapshot(dir.path());
     let snap = snap.to_str().unwrap();
-    let probe = ahp_host::guests::TURN_PROBER;
+    let probe = ahp_guests::TURN_PROBER;
     let bad_snapshot = dir.path().join("bad.json");
     std::fs::write(&bad_snapshot, r#"{"systemPrompt": "no source host"}"#).unwrap();
     let not_wasm = dir.path().join("not.wasm");
@@ -223,32 +216,7 @@ fn a_new_rust_agent_builds_with_the_documented_command_and_answers() {
         out.contains("echo: What can you do? (no model is configured for this agent)"),
         "{out}"
     );
-}
-
-/// The componentize-py to build Python agents with (`AHP_COMPONENTIZE_PY`, else the one on
-/// `PATH`), or `None` when there is none — unless `AHP_REQUIRE_PYTHON` or `CI` is set (CI
-/// installs it with `.ci/python-guests` and sets `AHP_REQUIRE_PYTHON`), in which case a
-/// missing one fails the test instead of skipping it.
-fn componentize_py() -> Option<PathBuf> {
-    let tool = std::env::var_os("AHP_COMPONENTIZE_PY").map_or_else(|| PathBuf::from("componentize-py"), PathBuf::from);
-    let found = Command::new(&tool)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if found {
-        return Some(tool);
-    }
-    let required = ["AHP_REQUIRE_PYTHON", "CI"]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()));
-    assert!(
-        !required,
-        "AHP_REQUIRE_PYTHON or CI is set but componentize-py is missing: bash .ci/python-guests"
-    );
-    eprintln!(
-        "skipping the Python agent test: componentize-py is not installed (pip install -r guest-sdk-python/build-requirements.txt)"
-    );
-    None
+    thinks_with_the_policy_s_model_and_reruns(&project, wasm.to_str().unwrap(), "hello-agent");
 }
 
 /// `ahp agent new hello-py --lang python` writes a project whose README's build command
@@ -258,7 +226,10 @@ fn componentize_py() -> Option<PathBuf> {
 /// template says so in its answer.
 #[test]
 fn a_new_python_agent_builds_with_the_documented_command_and_answers() {
-    let Some(tool) = componentize_py() else {
+    // The componentize-py the Python guests were built with (on `PATH`, or installed by the
+    // build); without one the test says why it is skipped.
+    let Ok(tool) = ahp_guests::python_guests("a_new_python_agent_builds_with_the_documented_command_and_answers")
+    else {
         return;
     };
     let root = tempfile::tempdir().unwrap();
@@ -276,7 +247,7 @@ fn a_new_python_agent_builds_with_the_documented_command_and_answers() {
     assert!(out.contains(command), "{out}");
     let mut words = command.split_whitespace();
     words.next();
-    let built = Command::new(&tool).args(words).current_dir(&project).output().unwrap();
+    let built = Command::new(tool).args(words).current_dir(&project).output().unwrap();
     assert!(
         built.status.success(),
         "{command}: {}",
@@ -309,4 +280,110 @@ fn a_new_python_agent_builds_with_the_documented_command_and_answers() {
         .expect(&out);
     assert!(first < second, "{out}");
     assert!(out.contains("[turn 2]") && !out.contains("[turn 3]"), "{out}");
+    thinks_with_the_policy_s_model_and_reruns(&project, "agent.wasm", "hello-py");
+}
+
+/// The model a new agent's policy offers: its id is not `default`, so a template that asks
+/// for `default` fails its turns.
+const LOCAL_MODEL_ID: &str = "mymodel";
+
+/// What the local model answers every call.
+const LOCAL_MODEL_ANSWER: &str = "Four, says the local model.";
+
+/// The project `name` (written by `ahp agent new`, its component at `wasm`) with a policy
+/// whose only model is [`LOCAL_MODEL_ID`], a local OpenAI-protocol provider (the host's
+/// scripted one): `ahp run` on a data directory answers with the model, whose request
+/// carried the snapshot's system prompt, its history and the message; a second `ahp run` on
+/// the same data directory works too, and loads the compiled component its first run cached.
+fn thinks_with_the_policy_s_model_and_reruns(project: &Path, wasm: &str, name: &str) {
+    use ahp_host::gateway::scripted::{Behaviour, ScriptedProvider};
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let provider = runtime.block_on(ScriptedProvider::start()).unwrap();
+    provider.set_responder(std::sync::Arc::new(|_| Behaviour::text(LOCAL_MODEL_ANSWER)));
+    let policy = project.join("policy.json");
+    let rule = serde_json::json!({
+        "models": [{
+            "id": LOCAL_MODEL_ID, "provider": "openai", "endpoint": provider.openai_endpoint(),
+            "providerModel": "local-model", "contextTokens": 32000, "maxOutputTokens": 256,
+            "priceMicroUsdPerMTok": { "input": 1000, "output": 4000, "cacheRead": 0, "cacheWrite": 0 }
+        }],
+        "allowNetworks": ["127.0.0.1/32"]
+    });
+    std::fs::write(&policy, rule.to_string()).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let run = |message: &str| {
+        let o = ahp(
+            &[
+                "run",
+                wasm,
+                "--snapshot",
+                "snapshot.json",
+                "--policy",
+                "policy.json",
+                "--data-dir",
+                data.path().to_str().unwrap(),
+                "--message",
+                message,
+            ],
+            project,
+        );
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{out}\n{err}");
+        assert!(out.contains(&format!(": {LOCAL_MODEL_ANSWER}")), "{out}");
+        assert!(!out.contains("replacing the policy"), "{out}");
+        out
+    };
+    let compiled = || -> Vec<(PathBuf, std::time::SystemTime)> {
+        let mut files: Vec<_> = std::fs::read_dir(data.path().join("compiled"))
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.path(), e.metadata().unwrap().modified().unwrap())
+            })
+            .collect();
+        files.sort();
+        files
+    };
+
+    run("What is 2 + 2?");
+    let received = provider.received();
+    assert_eq!(received.len(), 1, "one model call for one message");
+    assert_eq!(received[0].body["model"], "local-model");
+    let texts = received[0].texts();
+    let system = format!("You are {name}, a helpful agent. Answer briefly.");
+    let expected = [
+        system.as_str(),
+        "Hello, who are you?",
+        &format!("I am {name}; ask me anything."),
+        "What is 2 + 2?",
+    ];
+    let system_of = |body: &serde_json::Value| body["messages"][0]["content"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(system_of(&received[0].body), system, "{texts:?}");
+    for want in expected {
+        assert!(
+            texts.iter().any(|t| t == want),
+            "the model did not see {want:?}: {texts:?}"
+        );
+    }
+    let first = compiled();
+    assert_eq!(first.len(), 1, "{first:?}");
+
+    // The same command again: a new conversation on the same data directory, and the compiled
+    // component loaded, not compiled again.
+    let out = run("And 3 + 3?");
+    assert!(!out.contains("compiling"), "{out}");
+    assert_eq!(compiled(), first);
+    let received = provider.received();
+    assert_eq!(received.len(), 2);
+    let texts = received[1].texts();
+    assert!(texts.iter().any(|t| t == "And 3 + 3?"), "{texts:?}");
+    assert!(
+        !texts.iter().any(|t| t == "What is 2 + 2?"),
+        "a rerun opens its own conversation: {texts:?}"
+    );
 }

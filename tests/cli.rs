@@ -59,9 +59,41 @@ fn demo_runs_the_whole_lifecycle_and_ends_terminated() {
     assert!(out.contains("LOCAL SCRIPTED model"), "{out}");
     // The agent answers from its sandbox: its model called the inventory tool over MCP, and
     // the answer quotes what the server returned; no spend is invented.
-    assert!(out.contains("(scripted model) The inventory server says:"), "{out}");
-    assert!(out.contains("SKU-3307"), "{out}");
+    // The scripted model answers in a sentence built from the tool's numbers.
+    assert!(
+        out.contains("(scripted model) From the inventory tool: SKU-3307 has 0 on hand"),
+        "{out}"
+    );
+    assert!(
+        out.contains("short of the 8 its 10-day lead time needs: reorder 8"),
+        "{out}"
+    );
     assert!(!out.contains("report_usage"), "{out}");
+    // A story, not a log: no log line, trap or backtrace among the narrated lines; they went
+    // to the log file the demo names.
+    for noise in ["WARN", "INFO", "wasm backtrace", "wasm trap", "error while executing"] {
+        assert!(!out.contains(noise), "{noise} in the demo's output:\n{out}");
+    }
+    assert!(
+        out.contains(&format!("{}", dir.path().join("demo.log").display())),
+        "{out}"
+    );
+    // It ends when the budget does: one line says how, and no turn runs after it.
+    assert_eq!(out.matches("out of budget").count(), 1, "{out}");
+    assert!(out.contains("budget spent"), "{out}");
+    let cv = out
+        .split_whitespace()
+        .find(|w| w.starts_with("cv_"))
+        .expect("the demo names its conversation");
+    let operator = ahp_store::conversation::Caller::full(ahp_store::conversation::OPERATOR_SUBJECT).unwrap();
+    let questions = Store::open(dir.path().join("ahp.db"))
+        .unwrap()
+        .read_transcript(&operator, &ahp_store::conversation::Acting::Human, cv, 0, 200)
+        .unwrap()
+        .iter()
+        .filter(|m| m.author == ahp_store::conversation::Author::Human)
+        .count();
+    assert!((5..=40).contains(&questions), "{questions} questions asked:\n{out}");
     let mut store = Store::open(dir.path().join("ahp.db")).unwrap();
     let all = store.list_transfers(None, 10).unwrap();
     assert_eq!(all.len(), 1);

@@ -33,7 +33,7 @@ async fn a_kill_during_activation_is_failed_at_restart_and_a_new_token_activates
     let out = Command::new(env!("CARGO_BIN_EXE_ahp"))
         .arg("--data-dir")
         .arg(dir.path())
-        .args(["component", "add", ahp_host::guests::CPU_BURN, "--name", "cpu-burn"])
+        .args(["component", "add", ahp_guests::CPU_BURN, "--name", "cpu-burn"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

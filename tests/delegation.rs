@@ -78,10 +78,7 @@ struct Team {
 impl Team {
     async fn new(wait_mode: &str, slow_ms: u64, keyed: bool) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        for (path, name) in [
-            (ahp_host::guests::WORKER, "worker"),
-            (ahp_host::guests::COORDINATOR, "coordinator"),
-        ] {
+        for (path, name) in [(ahp_guests::WORKER, "worker"), (ahp_guests::COORDINATOR, "coordinator")] {
             let out = Command::new(env!("CARGO_BIN_EXE_ahp"))
                 .arg("--data-dir")
                 .arg(dir.path())

@@ -39,13 +39,7 @@ fn data_dir() -> tempfile::TempDir {
     let out = Command::new(env!("CARGO_BIN_EXE_ahp"))
         .arg("--data-dir")
         .arg(dir.path())
-        .args([
-            "component",
-            "add",
-            ahp_host::guests::TURN_PROBER,
-            "--name",
-            "turn-prober",
-        ])
+        .args(["component", "add", ahp_guests::TURN_PROBER, "--name", "turn-prober"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

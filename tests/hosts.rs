@@ -77,13 +77,7 @@ fn cluster(hosts: usize) -> Option<Cluster> {
     // Registered once, on the first host's directory: the others load it from the database.
     c.ahp(
         0,
-        &[
-            "component",
-            "add",
-            ahp_host::guests::TURN_PROBER,
-            "--name",
-            "turn-prober",
-        ],
+        &["component", "add", ahp_guests::TURN_PROBER, "--name", "turn-prober"],
     );
     Some(c)
 }

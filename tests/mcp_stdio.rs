@@ -66,7 +66,7 @@ pub(crate) fn register_forecaster(dir: &Path) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ahp"))
         .arg("--data-dir")
         .arg(dir)
-        .args(["component", "add", ahp_host::guests::FORECASTER, "--name", "forecaster"])
+        .args(["component", "add", ahp_guests::FORECASTER, "--name", "forecaster"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

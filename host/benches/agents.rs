@@ -29,7 +29,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ahp_host::guests;
+use ahp_guests as guests;
 use ahp_host::host::{Host, HostBuilder};
 use ahp_host::interfaces::TurnCtx;
 use ahp_host::sandbox::Call;

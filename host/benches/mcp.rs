@@ -25,7 +25,7 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ahp_host::guests;
+use ahp_guests as guests;
 use ahp_host::host::HostBuilder;
 use ahp_host::sandbox::{Call, RunOutcome};
 use ahp_host::testing;

@@ -30,7 +30,7 @@
 
 use std::time::{Duration, Instant};
 
-use ahp_host::guests;
+use ahp_guests as guests;
 use ahp_host::host::{Host, HostBuilder};
 use ahp_host::sandbox::Parking;
 use ahp_host::shared_store::StoreLock;

@@ -21,14 +21,14 @@
 
 use std::time::{Duration, Instant};
 
-use ahp_host::guests;
+use ahp_guests as guests;
 use ahp_host::host::HostBuilder;
 use ahp_host::sandbox::RunOutcome;
 use ahp_host::shared_store::StoreLock;
 use ahp_host::store::conversation::{Acting, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT};
 use ahp_host::store::{Store, Tier, TokenKey};
 use ahp_host::testing;
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use serde_json::json;
 
 mod common;
@@ -219,4 +219,11 @@ criterion_group! {
     config = Criterion::default().sample_size(20).measurement_time(Duration::from_secs(5));
     targets = printed, warm_instantiate, warm_turn
 }
-criterion_main!(benches);
+/// `criterion_main!`, after checking that there are Python guests to measure.
+fn main() {
+    if guests::python_guests("the Python benchmarks").is_err() {
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use ahp_host::guests;
+use ahp_guests as guests;
 use ahp_host::sandbox::RunOutcome;
 use ahp_host::sandbox::baseline::RawRunner;
 use ahp_host::testing;

@@ -16,7 +16,7 @@
 //! - [`mcp`]: the transfer and conversation tools over stdio and Streamable HTTP.
 //! - [`console`]: the web console at `/console` (transfers, budgets, event logs, agents,
 //!   conversations).
-//! - [`guests`]: paths of the example guest components built by `build.rs`.
+//! - [`guests`]: the demo's guest component, built by `build.rs` and embedded.
 
 pub use ahp_store as store;
 
@@ -41,8 +41,8 @@ pub mod vault;
 
 pub use error::{Error, Result};
 
-/// The guest components (`examples/` and the test guests of `host/tests/guests/`), compiled for
-/// `wasm32-wasip2` by `build.rs`.
+/// The guest component the demo runs (`examples/assistant`), compiled for `wasm32-wasip2` by
+/// `build.rs` and embedded. The tests' guests are the `ahp-guests` crate's.
 pub mod guests {
     include!(concat!(env!("OUT_DIR"), "/guests.rs"));
 }

@@ -1,7 +1,8 @@
 //! `ahp` — the operator's command: transfers, tokens, reapers and the demo.
 //!
-//! Logs go to stderr through `tracing` (`RUST_LOG` filters them); stdout carries only each
-//! command's result, so `ahp token issue` can be captured by a script.
+//! Logs go to stderr through `tracing` (`RUST_LOG` filters them) — the demo's to a file, out of
+//! its narrated output; stdout carries only each command's result, so `ahp token issue` can be
+//! captured by a script.
 //!
 //! Logging never stops the server: log lines go through a bounded in-memory queue drained by a
 //! writer thread (`tracing-appender`, lossy), so a stderr pipe nobody reads, or one that was
@@ -17,17 +18,18 @@ use clap::Parser;
 const LOG_QUEUE_LINES: usize = 16 * 1024;
 
 fn main() -> std::process::ExitCode {
-    let (stderr, _flush_on_exit) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+    let args = cli::Cli::parse();
+    let (log, _flush_on_exit) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .buffered_lines_limit(LOG_QUEUE_LINES)
         .lossy(true)
         .thread_name("ahp-log")
-        .finish(std::io::stderr());
+        .finish(cli::log::Sink);
     tracing_subscriber::fmt()
-        .with_writer(stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(log)
+        // No colour codes in a log the command sends to a file (the demo's).
+        .with_ansi(std::io::stderr().is_terminal() && args.logs_to_stderr())
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
         .init();
-    let args = cli::Cli::parse();
     match cli::run(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {

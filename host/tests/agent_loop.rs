@@ -11,8 +11,8 @@
 
 mod common;
 
+use ahp_guests::ASSISTANT;
 use ahp_host::gateway::scripted::Protocol;
-use ahp_host::guests::ASSISTANT;
 use common::assistant::{self, a_question_is_answered_with_a_tool_over_mcp};
 
 #[test]

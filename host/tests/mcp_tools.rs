@@ -441,7 +441,7 @@ mod guest {
             .unwrap();
         let sandboxes = host.sandboxes().clone();
         sandboxes
-            .register_component_file(ahp_host::guests::TOOL_PROBER, Some("tool-prober"))
+            .register_component_file(ahp_guests::TOOL_PROBER, Some("tool-prober"))
             .unwrap();
         let snap = SnapshotInput {
             mcp_config: servers,

@@ -81,7 +81,7 @@ fn host_with(cap: CeilingCap, prices: [u64; 4]) -> Host {
         .build()
         .unwrap();
     let sandboxes = host.sandboxes().clone();
-    for (name, path) in ahp_host::guests::ALL {
+    for (name, path) in ahp_guests::ALL {
         sandboxes.register_component_file(path, Some(name)).unwrap();
     }
     Host {

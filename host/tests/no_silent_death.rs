@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ahp_guests as guests;
 use ahp_host::agents::{Agents, CARRIER_LEASE};
-use ahp_host::guests;
 use ahp_host::host::HostBuilder;
 use ahp_host::sandbox::{RunOutcome, Sandboxes};
 use ahp_host::shared_store::StoreLock;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ahp_host::guests;
+use ahp_guests as guests;
 use ahp_host::host::HostBuilder;
 use ahp_host::policy::Policy;
 use ahp_host::sandbox::{Call, Ceiling, CeilingCap, RunOutcome, RunReport, Sandboxes, host_resources};
@@ -473,7 +473,10 @@ fn metering_ticks_while_the_guest_runs() {
 
 #[test]
 fn the_assistant_is_embedded_for_the_binary() {
-    assert_eq!(guests::ASSISTANT_WASM, std::fs::read(guests::ASSISTANT).unwrap());
+    assert_eq!(
+        ahp_host::guests::ASSISTANT_WASM,
+        std::fs::read(guests::ASSISTANT).unwrap()
+    );
 }
 
 #[test]
@@ -1525,7 +1528,7 @@ mod every_guest_is_tested {
             use super::$name as _;
         };
     }
-    ahp_host::foreach_guest!(assert_tested);
+    ahp_guests::foreach_guest!(assert_tested);
 }
 
 /// Every live sandbox keeps the fiber stack of its last call, so the pool needs a stack per

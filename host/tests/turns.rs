@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ahp_guests as guests;
 use ahp_host::agents::AgentsConfig;
-use ahp_host::guests;
 use ahp_host::host::HostBuilder;
 use ahp_host::sandbox::{
     Ceiling, CeilingCap, FUEL_FLUSH_INTERVAL, MAX_BUDGET_CALLS_PER_TURN, MAX_CONSUMES_PER_TURN, MAX_LOADS_PER_TURN,

@@ -45,7 +45,7 @@ pub fn server() -> Option<String> {
             // Straight to the process's stderr, past the test harness's output capture, so a
             // passing run still says that it skipped something.
             SKIPPED.call_once(|| {
-                let _ = writeln!(std::io::stderr(), "{ENV} not set: PostgreSQL suites skipped");
+                let _ = writeln!(std::io::stderr(), "skipped: {ENV} not set: PostgreSQL suites skipped (start a server with: eval \"$(bash .ci/postgres start)\")");
             });
             None
         }

@@ -18,12 +18,13 @@ class MyAgent(Agent):
     def turn(self):
         me = conversations.wake().agent_id
         answered = checkpoint.load_json() or 0
-        models = model.models()
+        # The first model the operator offers (its policy's order); none: a reply of our own.
+        offered = model.models()
         for delivery in conversations.inbox(limit=conversations.MAX_REPLIES):
             question = delivery.message
             answered += 1
-            if models:
-                answer = think(me, question)
+            if offered:
+                answer = think(offered[0].id, me, question)
             else:
                 answer = f"#{answered}: you said {question.body!r} (no model is offered to me)"
             delivery.reply(answer)
@@ -31,8 +32,9 @@ class MyAgent(Agent):
         checkpoint.save_json(answered)
 
 
-def think(me, question):
-    """The model's answer to `question`, seeing the session's history and the conversation."""
+def think(model_id, me, question):
+    """`model_id`'s answer to `question`, seeing the system prompt, the session's history and
+    the conversation so far."""
     messages = [
         model.user(m.content) if m.role == "user" else model.assistant(m.content)
         for m in snapshot.messages()
@@ -42,7 +44,7 @@ def think(me, question):
         if m.seq > question.seq:
             break
         messages.append(model.assistant(m.body) if conversations.is_mine(m, me) else model.user(m.body))
-    request = agent_loop.request_with_tools("default", snapshot.system_prompt(), messages)
+    request = agent_loop.request_with_tools(model_id, snapshot.system_prompt(), messages)
     try:
         return agent_loop.run(request, STEPS).text
     except agent_loop.StepCap as cap:

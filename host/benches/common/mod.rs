@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use ahp_host::guests;
+use ahp_guests as guests;
 use ahp_host::host::{Host, HostBuilder};
 use ahp_host::sandbox::engine::EngineConfig;
 use ahp_host::sandbox::{RunOutcome, Sandboxes};

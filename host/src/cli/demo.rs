@@ -64,11 +64,13 @@ pub(crate) struct DemoArgs {
 /// The bearer credential of the demo's inventory server, as the host's vault holds it.
 const INVENTORY_CREDENTIAL: &str = "demo-inventory-api-key";
 
-/// What the demo's scripted model costs: priced as a small local model, so a question costs
-/// a few µUSD (the reservation rule is the same at any price).
+/// What the demo's scripted model costs: priced so low (a thousandth of gpt-4.1-nano's list
+/// prices) that a call reserves and costs 1 µUSD, the least charge — as a tool call and a tick
+/// of compute do — so real charges spend the budget to its last µUSD (the reservation rule is
+/// the same at any price).
 const SCRIPTED_PRICES: ModelPriceRule = ModelPriceRule {
-    input: 1_000,
-    output: 4_000,
+    input: 100,
+    output: 400,
     cache_read: 0,
     cache_write: 0,
 };
@@ -153,8 +155,13 @@ fn scripted_answer(request: &Received) -> Behaviour {
         .collect();
     let part = if last["role"] == "tool" {
         let result = last["content"].as_str().unwrap_or_default();
-        let quoted: String = result.chars().take(400).collect();
-        ScriptedPart::Text(format!("(scripted model) The inventory server says: {quoted}"))
+        ScriptedPart::Text(match reorder_sentence(result) {
+            Some(sentence) => format!("(scripted model) From the inventory tool: {sentence}"),
+            None => format!(
+                "(scripted model) The inventory tool answered: {}",
+                result.chars().take(200).collect::<String>()
+            ),
+        })
     } else if let Some(tool) = tools.iter().find(|t| t.contains("inventory")) {
         let question = last["content"].as_str().unwrap_or_default();
         let sku = question
@@ -181,6 +188,38 @@ fn scripted_answer(request: &Received) -> Behaviour {
     }
 }
 
+/// One sentence per SKU of an inventory tool result (`{"inventory": [{"sku", "onHand",
+/// "dailySales", "leadTimeDays"}]}`): its stock, its sales rate, and what to reorder to cover
+/// its lead time — arithmetic on the tool's numbers, nothing more. `None` for anything else.
+fn reorder_sentence(result: &str) -> Option<String> {
+    let value: Value = serde_json::from_str(result).ok()?;
+    let items = value["inventory"].as_array()?;
+    let sentences: Vec<String> = items
+        .iter()
+        .map(|item| {
+            let sku = item["sku"].as_str()?;
+            let on_hand = item["onHand"].as_f64()?;
+            let lead = item["leadTimeDays"].as_f64()?;
+            let sales: Vec<f64> = item["dailySales"].as_array()?.iter().filter_map(Value::as_f64).collect();
+            let per_day = sales.iter().sum::<f64>() / sales.len().max(1) as f64;
+            // What sells while a reorder is on its way.
+            let needed = (per_day * lead).ceil();
+            Some(if on_hand < needed {
+                format!(
+                    "{sku} has {on_hand} on hand and sells {per_day:.1} a day, short of the {needed} its {lead}-day lead time needs: reorder {}",
+                    needed - on_hand
+                )
+            } else {
+                format!(
+                    "{sku} has {on_hand} on hand, {:.0} days of sales at {per_day:.1} a day against a {lead}-day lead time: no reorder yet",
+                    on_hand / per_day.max(f64::MIN_POSITIVE)
+                )
+            })
+        })
+        .collect::<Option<_>>()?;
+    (!sentences.is_empty()).then(|| format!("{}.", sentences.join("; ")))
+}
+
 fn narrative(text: &str) {
     println!("    [narrative] {text}");
 }
@@ -197,6 +236,12 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: DemoArgs) -> anyhow::Result<(
         "{} already holds a policy; the demo writes its own (its servers listen on fresh ports): use a fresh --data-dir",
         dir.path().display()
     );
+    // Log lines (warnings, traps and their wasm backtraces) go to a file, out of the story.
+    let log = match &temp {
+        Some(_) => std::env::temp_dir().join("ahp-demo.log"),
+        None => dir.path().join("demo.log"),
+    };
+    super::log::to_file(&log)?;
     // The demo's own servers, on loopback: a real MCP server with the inventory tool, and (unless
     // a real provider is named) a local model endpoint with scripted answers.
     let servers = tokio::runtime::Builder::new_multi_thread()
@@ -276,14 +321,15 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: DemoArgs) -> anyhow::Result<(
     let token = |store: &Store, t: &str, scope| issue_transfer_token(&key, t, scope, store.now(), DEFAULT_TOKEN_TTL);
 
     println!("ahp demo — data directory {}", dir.path().display());
-    println!("Lines marked [narrative] are flavour text about a fictional agent, not system claims.\n");
+    println!("Lines marked [narrative] are flavour text about a fictional agent, not system claims.");
+    println!("The host's log goes to {}.\n", log.display());
     println!(
         "  . MCP server        {} — the demo's own inventory server (rmcp, Streamable HTTP, bearer credential)",
         inventory.url()
     );
     match &scripted {
         Some(p) => println!(
-            "  . model             {} — a LOCAL SCRIPTED model speaking the OpenAI protocol: it calls the inventory tool, then quotes it; it does not think",
+            "  . model             {} — a LOCAL SCRIPTED model speaking the OpenAI protocol: it calls the inventory tool, then answers with arithmetic on its result; it does not think",
             p.openai_endpoint()
         ),
         None => println!(
@@ -362,10 +408,9 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: DemoArgs) -> anyhow::Result<(
     println!("\nConversation {} with {agent}:\n", cv.id);
     let mut n = 5;
     let mut turns = 0_u32;
-    // Turns after the shown ones whose model calls the budget could no longer pay for.
-    let mut unanswered = 0_u32;
     let mut asked = QUESTIONS.iter().cycle();
-    let status = loop {
+    // Ask until a turn goes unanswered or the budget is spent: the turn that ended it, and why.
+    let (transfer, b, unanswered) = loop {
         let question = asked.next().expect("cycle never ends");
         let before = lock()?.budget(&t)?.map_or(0, |b| b.spent_micro_usd);
         let posted = lock()?
@@ -382,9 +427,6 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: DemoArgs) -> anyhow::Result<(
             .value;
         let drive = host.agents().drive(&agent)?;
         turns += 1;
-        if turns > SHOWN_TURNS && drive.consumed == 0 {
-            unanswered += 1;
-        }
         let transfer = lock()?.transfer(&t)?;
         let b = lock()?.budget(&t)?.context("the transfer has a budget")?;
         let compute = tier.limits().compute_cost_micro_usd(drive.fuel_consumed);
@@ -392,11 +434,10 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: DemoArgs) -> anyhow::Result<(
             .read_transcript(&operator, &Acting::Human, &cv.id, posted.seq, 1)?
             .into_iter()
             .next();
-        if turns <= SHOWN_TURNS {
+        if turns <= SHOWN_TURNS && reply.is_some() {
             println!("    operator: {question}");
-            match &reply {
-                Some(r) => println!("    {agent}: {}", shortened(&r.body)),
-                None => println!("    ({agent} did not answer: its turn failed, see the event log)"),
+            if let Some(r) = &reply {
+                println!("    {agent}: {}", shortened(&r.body));
             }
             step(
                 n,
@@ -412,31 +453,54 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: DemoArgs) -> anyhow::Result<(
             );
             n += 1;
         }
-        if transfer.status.is_terminal()
-            || transfer.status == ahp_store::TransferStatus::Insolvent
-            || turns >= MAX_TURNS
-        {
-            break (transfer, b);
+        if reply.is_none() || transfer.status != ahp_store::TransferStatus::Active || turns >= MAX_TURNS {
+            let why = reply
+                .is_none()
+                .then(|| unanswered_because(question, drive.failure.as_ref()));
+            break (transfer, b, why);
         }
     };
-    if turns > SHOWN_TURNS {
+    let answered = turns - u32::from(unanswered.is_some());
+    if answered > SHOWN_TURNS {
         step(
             n,
             "turns",
-            &status.0,
+            &transfer,
             &format!(
-                "{} more real turns (the same questions again), {unanswered} of them unanswered because the budget could not pay for a model call (refused before the provider saw it), until it ran out: spent {}/{}",
-                turns - SHOWN_TURNS,
-                status.1.spent_micro_usd,
-                status.1.allocated_micro_usd
+                "{} more questions (the same again), each answered by a real turn and paid from the budget: spent {}/{}",
+                answered - SHOWN_TURNS,
+                b.spent_micro_usd,
+                b.allocated_micro_usd
             ),
         );
         n += 1;
     }
-    anyhow::ensure!(
-        status.0.status == ahp_store::TransferStatus::Insolvent,
-        "the agent answered {turns} questions without spending its budget; run with a smaller --budget"
-    );
+    // The one line that says how the budget ran out, with the refusal that ended it.
+    let left = b.allocated_micro_usd.saturating_sub(b.spent_micro_usd);
+    let ending = match &unanswered {
+        Some(why) => format!("budget spent: {why}"),
+        None => "budget spent by the last turn's charges".to_owned(),
+    };
+    step(n, "out of budget", &transfer, &format!("{ending}; {left} µUSD left"));
+    n += 1;
+    if transfer.status != ahp_store::TransferStatus::Insolvent {
+        // What is left cannot pay for a model call (a real provider's prices leave more than a
+        // call's reservation unspent): the operator ends the agent rather than let it spin.
+        anyhow::ensure!(
+            transfer.status == ahp_store::TransferStatus::Active && unanswered.is_some(),
+            "the agent answered {turns} questions without spending its budget; run with a smaller --budget"
+        );
+        let done = lock()?.terminate(&t, "its budget can no longer pay for a model call")?;
+        step(
+            n,
+            "terminate",
+            &done,
+            "by the operator: what is left pays for no model call",
+        );
+        println!("\nModel calls of {t} (the newest 10):\n");
+        print!("{}", table::model_calls(&lock()?.model_calls(&t, 10)?));
+        return Ok(());
+    }
     let mut store = lock()?;
     narrative("the budget is spent; the grace period starts.");
 
@@ -462,9 +526,24 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: DemoArgs) -> anyhow::Result<(
     Ok(())
 }
 
+/// Why the operator's `question` got no answer: how the turn ended (one line, no trace), or
+/// that it ran none.
+fn unanswered_because(question: &str, failure: Option<&ahp_host::agents::TurnFailure>) -> String {
+    use ahp_host::sandbox::RunOutcome;
+    let how = match failure.map(|f| &f.outcome) {
+        None => "no turn ran".to_owned(),
+        Some(RunOutcome::GuestError(m)) => format!("the turn returned an error: {}", shortened(m)),
+        Some(RunOutcome::BudgetExhausted) => {
+            "the host stopped the turn at the last fuel its budget paid for".to_owned()
+        }
+        Some(other) => other.failure_reason().map_or_else(String::new, |r| shortened(&r)),
+    };
+    format!("{question:?} went unanswered: {how}")
+}
+
 /// `text` cut to one readable line of the demo's output.
 fn shortened(text: &str) -> String {
-    const SHOWN_CHARS: usize = 160;
+    const SHOWN_CHARS: usize = 400;
     match text.char_indices().nth(SHOWN_CHARS) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_owned(),

@@ -8,6 +8,7 @@ mod data_dir;
 mod demo;
 mod goal;
 mod host;
+pub(crate) mod log;
 mod policy;
 mod principal;
 mod reap;
@@ -90,6 +91,13 @@ enum Command {
     Reap(reap::ReapArgs),
     /// Serve the MCP transfer and conversation tools (and run the reapers on an interval).
     Serve(serve::ServeArgs),
+}
+
+impl Cli {
+    /// Whether the command's log goes to stderr (all but the demo, which sends it to a file).
+    pub(crate) fn logs_to_stderr(&self) -> bool {
+        !matches!(self.command, Command::Demo(_))
+    }
 }
 
 /// Runs the parsed command.

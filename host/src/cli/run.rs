@@ -134,11 +134,16 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: RunArgs) -> anyhow::Result<()
     };
     let dir = DataDir::at(data_dir.unwrap_or_else(|| temp.as_ref().expect("set above").path().to_path_buf()))?;
     if let Some(policy) = &policy {
-        anyhow::ensure!(
-            !dir.path().join(POLICY_FILE).exists(),
-            "{} already holds a policy; drop --policy or use a fresh --data-dir",
-            dir.path().display()
-        );
+        // A rerun on the same data directory passes the same policy again; a changed one
+        // replaces the directory's (this is the author's own directory, not a server's).
+        let held = dir.path().join(POLICY_FILE);
+        if held.exists() && Policy::load(dir.path())? != *policy {
+            println!(
+                "replacing the policy in {} with {}",
+                dir.path().display(),
+                args.policy.as_ref().expect("set").display()
+            );
+        }
         policy.save(dir.path())?;
     }
     let host = dir.open_host()?;
@@ -146,9 +151,7 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: RunArgs) -> anyhow::Result<()
     let key = dir.token_key()?;
     let lock = || shared.locked();
 
-    let component = sandboxes
-        .register_component_file(&args.component, None)
-        .with_context(|| format!("registering {}", args.component.display()))?;
+    let component = register(&sandboxes, &args.component)?;
     let limits = args.tier.limits();
     println!(
         "ahp run — {} ({} bytes, {}), data directory {}{}",
@@ -213,7 +216,8 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: RunArgs) -> anyhow::Result<()
                 title: "ahp run".into(),
                 agents: vec![agent.clone()],
             },
-            "ahp-run",
+            // Unique per run: a rerun on the same data directory opens its own conversation.
+            &format!("ahp-run-{t}"),
         )?
         .value;
     let mut messages = if !args.messages.is_empty() {
@@ -242,7 +246,7 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: RunArgs) -> anyhow::Result<()
                     acting: Acting::Human,
                     body: text.clone(),
                     reply_to: None,
-                    idempotency: IdempotencyKey::Key(format!("ahp-run-{turns}")),
+                    idempotency: IdempotencyKey::Key(format!("ahp-run-{t}-{turns}")),
                 },
             )?
             .value;
@@ -283,6 +287,33 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: RunArgs) -> anyhow::Result<()
     print_logs(&shared, &t)?;
     anyhow::ensure!(failed == 0, "{failed} of {turns} turns failed");
     Ok(())
+}
+
+/// How long a registration may take before `ahp run` says it is compiling.
+const COMPILE_NOTICE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Registers the component at `path`: compiled once for this machine and kept in the data
+/// directory's cache (a rerun on the same `--data-dir` loads it). A compile that takes longer
+/// than [`COMPILE_NOTICE_AFTER`] (a Python component takes ~30 s) says so while it runs.
+fn register(sandboxes: &ahp_host::sandbox::Sandboxes, path: &Path) -> anyhow::Result<ahp_store::ComponentRecord> {
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            if finished.recv_timeout(COMPILE_NOTICE_AFTER) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                let size = std::fs::metadata(path).map_or(0, |m| m.len());
+                println!(
+                    "compiling {} ({:.1} MB) for this machine; a rerun with the same --data-dir reuses it…",
+                    path.display(),
+                    size as f64 / 1e6
+                );
+            }
+        });
+        let registered = sandboxes
+            .register_component_file(path, None)
+            .with_context(|| format!("registering {}", path.display()));
+        drop(done);
+        registered
+    })
 }
 
 /// `used` as a share of `ceiling`, e.g. `3.2% of the turn's ceiling`.

@@ -25,14 +25,27 @@ impl Agent for MyAgent {
     /// One turn: reply to each message waiting in the inbox, then consume it.
     fn turn() -> Result<(), Box<dyn std::error::Error>> {
         let me = conversations::wake().ok_or("a turn without a wake")?.agent_id;
+        // The first model the operator offers (its policy's order); none: the agent echoes.
         let model = model::models().into_iter().next().map(|m| m.id);
+        // The session this agent continues: the snapshot's user and assistant messages.
+        let history: Vec<Message> = match &model {
+            None => Vec::new(),
+            Some(_) => snapshot::history()?
+                .into_iter()
+                .filter(|m| matches!(m.role.as_str(), "user" | "assistant") && !m.content.is_empty())
+                .map(|m| match m.role.as_str() {
+                    "user" => Message::user(&m.content),
+                    _ => Message::assistant(&m.content),
+                })
+                .collect(),
+        };
         for delivery in conversations::inbox().take(conversations::MAX_REPLIES) {
             let delivery = delivery?;
             let question = delivery.message();
             let answer = match &model {
                 None => format!("echo: {} (no model is configured for this agent)", question.body),
                 Some(model) => {
-                    let mut messages = Vec::new();
+                    let mut messages = history.clone();
                     for m in conversations::transcript(&question.conversation_id) {
                         let m = m?;
                         if m.seq > question.seq {

@@ -5,11 +5,14 @@
 //! `agent`) with the SDK (`guest-sdk-python/`) on its path, into
 //! `<guest target dir>/python/<name>.wasm`.
 //!
-//! componentize-py is the version pinned in `guest-sdk-python/build-requirements.txt`; a
-//! missing or different one stops the build with the one command to run. It downloads nothing:
-//! its wheel carries CPython and the standard library. A guest is rebuilt only when it, the
-//! SDK or the WIT changed since its component was written (a build takes ~10 s of CPU), and
-//! the guests are built in parallel.
+//! componentize-py is the version pinned in `guest-sdk-python/build-requirements.txt`: the
+//! one named by `AHP_COMPONENTIZE_PY` or on `PATH` when it is that version, else one this
+//! build installs from PyPI into a virtual environment of its own under the guest target
+//! directory (its wheel carries CPython and the standard library, so the builds themselves
+//! download nothing). Without Python 3 or PyPI there are no Python guests: [`build`] says why,
+//! and the Python tests skip with that line (or fail where `AHP_REQUIRE_PYTHON` is set). A
+//! guest is rebuilt only when it, the SDK or the WIT changed since its component was written
+//! (a build takes ~10 s of CPU), and the guests are built in parallel.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -25,8 +28,16 @@ pub(crate) struct Guest {
     pub(crate) wasm: PathBuf,
 }
 
+/// What the Python guests' build made.
+pub(crate) struct Built {
+    /// Every Python guest, with where its component is (when `tool` is `Ok`) or would be.
+    pub(crate) guests: Vec<Guest>,
+    /// The componentize-py that built them, or why none could.
+    pub(crate) tool: Result<PathBuf, String>,
+}
+
 /// Builds every Python guest under the repository `root` into `target_dir/python`.
-pub(crate) fn build(root: &Path, target_dir: &Path) -> Vec<Guest> {
+pub(crate) fn build(root: &Path, target_dir: &Path) -> Built {
     let sdk = root.join("guest-sdk-python");
     let wit = root.join("wit/agent.wit");
     println!("cargo:rerun-if-changed={}", sdk.display());
@@ -58,8 +69,17 @@ pub(crate) fn build(root: &Path, target_dir: &Path) -> Vec<Guest> {
             built.is_none_or(|b| b < inputs.max(newest(&[dir.as_path()])))
         })
         .collect();
+    let tool = match componentize_py(&sdk, target_dir) {
+        Ok(tool) => tool,
+        Err(why) => {
+            // One installed later, or a Python put on `PATH`, is then found.
+            println!("cargo:rerun-if-env-changed=PATH");
+            println!("cargo:warning=no Python guests: {why}");
+            let guests = guests.into_iter().map(|(g, _)| g).collect();
+            return Built { guests, tool: Err(why) };
+        }
+    };
     if !stale.is_empty() {
-        let tool = componentize_py(&sdk);
         let children: Vec<(&Guest, Child)> = stale
             .iter()
             .map(|(g, dir)| {
@@ -90,7 +110,10 @@ pub(crate) fn build(root: &Path, target_dir: &Path) -> Vec<Guest> {
             );
         }
     }
-    guests.into_iter().map(|(g, _)| g).collect()
+    Built {
+        guests: guests.into_iter().map(|(g, _)| g).collect(),
+        tool: Ok(tool),
+    }
 }
 
 /// Copies the directory `from` to `to`, leaving out `__pycache__`.
@@ -131,32 +154,94 @@ fn newest(paths: &[&Path]) -> SystemTime {
     newest
 }
 
-/// The componentize-py to run (`AHP_COMPONENTIZE_PY`, else the one on `PATH`), checked to be
-/// the pinned version.
-fn componentize_py(sdk: &Path) -> PathBuf {
-    let pin = std::fs::read_to_string(sdk.join("build-requirements.txt")).expect("read the componentize-py pin");
+/// The componentize-py to run: `AHP_COMPONENTIZE_PY` or the one on `PATH` when it is the
+/// pinned version, else the one installed (now, if need be) in this build's own virtual
+/// environment; `Err` says why there is none and how to get one.
+fn componentize_py(sdk: &Path, target_dir: &Path) -> Result<PathBuf, String> {
+    let requirements = sdk.join("build-requirements.txt");
+    let pin = std::fs::read_to_string(&requirements).expect("read the componentize-py pin");
     let want = pin
         .lines()
         .find_map(|l| l.trim().strip_prefix("componentize-py=="))
         .expect("build-requirements.txt pins componentize-py")
         .to_owned();
-    let tool = std::env::var_os("AHP_COMPONENTIZE_PY").map_or_else(|| PathBuf::from("componentize-py"), PathBuf::from);
-    let found = Command::new(&tool)
-        .arg("--version")
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
-    let install = format!(
-        "Run:  pip install -r {}\n(or set AHP_COMPONENTIZE_PY to a componentize-py {want})",
-        sdk.join("build-requirements.txt").display()
+    let version = |tool: &Path| {
+        Command::new(tool)
+            .arg("--version")
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let wanted = format!("componentize-py {want}");
+    let named = std::env::var_os("AHP_COMPONENTIZE_PY").map(PathBuf::from);
+    if let Some(tool) = &named {
+        return match version(tool) {
+            Some(v) if v == wanted => Ok(tool.clone()),
+            found => Err(format!(
+                "AHP_COMPONENTIZE_PY names {}, which is {}, not {wanted}",
+                tool.display(),
+                found.unwrap_or_else(|| "not a componentize-py".into())
+            )),
+        };
+    }
+    let on_path = PathBuf::from("componentize-py");
+    if version(&on_path).is_some_and(|v| v == wanted) {
+        return Ok(on_path);
+    }
+    // Our own, in a virtual environment of the guest target directory.
+    let venv = target_dir.join("componentize-py");
+    let tool = venv.join("bin/componentize-py");
+    if version(&tool).is_some_and(|v| v == wanted) {
+        return Ok(tool);
+    }
+    let how = format!("pip install -r {}", requirements.display());
+    println!(
+        "cargo:warning=installing {wanted} from PyPI into {} for the Python guests",
+        venv.display()
     );
-    match found {
-        Some(v) if v == format!("componentize-py {want}") => tool,
-        Some(v) => panic!("the Python guests need componentize-py {want}, found {v}.\n{install}"),
-        None => panic!(
-            "the Python guests need componentize-py {want}, which is not installed ({} not found).\n{install}",
-            tool.display()
-        ),
+    let python = ["python3", "python"]
+        .into_iter()
+        .find(|p| {
+            Command::new(p)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .ok_or_else(|| {
+            format!("the Python guests need {wanted} and Python 3 to install it, which is not installed; then: {how}")
+        })?;
+    let _ = std::fs::remove_dir_all(&venv);
+    let run = |cmd: &mut Command, what: &str| {
+        let out = cmd.output().map_err(|e| format!("{what}: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    };
+    run(
+        Command::new(python).args(["-m", "venv"]).arg(&venv),
+        "creating a virtual environment for componentize-py",
+    )
+    .and_then(|()| {
+        run(
+            Command::new(venv.join("bin/python"))
+                .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"])
+                .arg(&requirements),
+            "installing componentize-py from PyPI",
+        )
+    })
+    .map_err(|e| format!("the Python guests need {wanted}, and {e}; install it yourself: {how}"))?;
+    match version(&tool) {
+        Some(v) if v == wanted => Ok(tool),
+        found => Err(format!(
+            "installed componentize-py into {}, but it reports {}; install {wanted} yourself: {how}",
+            venv.display(),
+            found.unwrap_or_else(|| "no version".into())
+        )),
     }
 }
