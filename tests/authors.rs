@@ -108,6 +108,33 @@ fn run_shows_why_a_turn_failed_with_its_trace_and_exits_nonzero() {
         out.contains("FAILED: the turn returned an error: asked to fail"),
         "{out}"
     );
+    // What the guest prints and the error it returns reach the operator's terminal escaped: no
+    // control sequence (a retitle, a clipboard write, a cleared screen) gets through.
+    let o = ahp(
+        &[
+            "run",
+            ahp_guests::TURN_PROBER,
+            "--snapshot",
+            snap,
+            "--message",
+            "escape",
+        ],
+        dir.path(),
+    );
+    let (out, err) = text(&o);
+    assert!(!o.status.success());
+    for c in ['\x1b', '\x07', '\r', '\u{202e}'] {
+        assert!(
+            !out.contains(c) && !err.contains(c),
+            "{c:?} got through:\n{out:?}\n{err:?}"
+        );
+    }
+    assert!(out.contains("  | title \\u{1b}]0;owned\\u{7} clipboard"), "{out}");
+    assert!(out.contains("bidi \\u{202e}"), "{out}");
+    assert!(
+        out.contains("FAILED: the turn returned an error: \\u{1b}[31mred\\u{1b}[0m error"),
+        "{out}"
+    );
 }
 
 #[test]

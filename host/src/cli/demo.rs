@@ -382,7 +382,7 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: DemoArgs) -> anyhow::Result<(
             "guest resumed in a wasm sandbox{}",
             match guest_said.trim() {
                 "" => String::new(),
-                said => format!(" and said: {said}"),
+                said => format!(" and said: {}", super::terminal::shown(said)),
             }
         ),
     );
@@ -532,11 +532,15 @@ fn unanswered_because(question: &str, failure: Option<&ahp_host::agents::TurnFai
     use ahp_host::sandbox::RunOutcome;
     let how = match failure.map(|f| &f.outcome) {
         None => "no turn ran".to_owned(),
-        Some(RunOutcome::GuestError(m)) => format!("the turn returned an error: {}", shortened(m)),
+        Some(RunOutcome::GuestError(m)) => {
+            format!("the turn returned an error: {}", super::terminal::shown(&shortened(m)))
+        }
         Some(RunOutcome::BudgetExhausted) => {
             "the host stopped the turn at the last fuel its budget paid for".to_owned()
         }
-        Some(other) => other.failure_reason().map_or_else(String::new, |r| shortened(&r)),
+        Some(other) => other
+            .failure_reason()
+            .map_or_else(String::new, |r| super::terminal::shown(&shortened(&r)).into_owned()),
     };
     format!("{question:?} went unanswered: {how}")
 }

@@ -16,6 +16,7 @@ mod run;
 mod serve;
 mod table;
 mod task;
+mod terminal;
 mod token;
 mod transfer;
 

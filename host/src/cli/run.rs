@@ -9,8 +9,9 @@
 //! `--message`, messages come from a prompt when stdin is a terminal, else one per line of
 //! stdin. Each turn prints the agent's replies, what the guest printed, its fuel (against the
 //! tier's per-turn ceiling), its wall-clock time and its spend; a turn that did not return
-//! `ok` prints the reason, the wasm backtrace and the last lines of the guest's output. On exit
-//! the model calls and the event log are printed. The data directory is throwaway unless
+//! `ok` prints the reason, the wasm backtrace and the last lines of the guest's output, every
+//! guest-controlled text with its control characters escaped (`terminal::shown`). On exit the
+//! model calls and the event log are printed. The data directory is throwaway unless
 //! `--data-dir` names one; `--policy FILE` is the operator's policy (models, MCP servers,
 //! egress), its credentials read from the data directory's vault.
 
@@ -27,7 +28,7 @@ use ahp_store::{DEFAULT_TOKEN_TTL, MAX_BUDGET_MICRO_USD, SnapshotInput, Tier, To
 use anyhow::Context;
 use clap::Args;
 
-use super::{DataDir, table};
+use super::{DataDir, table, terminal};
 
 /// Largest snapshot or policy file `ahp run` reads, in bytes.
 pub(crate) const MAX_INPUT_FILE_BYTES: u64 = 16 * 1024 * 1024;
@@ -189,6 +190,7 @@ pub(crate) fn run(data_dir: Option<PathBuf>, args: RunArgs) -> anyhow::Result<()
     let report = host.activate(&t, &tok)?;
     let elapsed = started.elapsed();
     if let Some(reason) = report.outcome.failure_reason() {
+        let reason = terminal::shown(&reason).into_owned();
         println!("\nactivation failed: {reason}");
         show_diagnosis(report.diagnosis.as_ref());
         print_logs(&shared, &t)?;
@@ -328,7 +330,7 @@ fn share(used: u64, ceiling: u64) -> String {
 fn print_new_output(log: &str, shown: &mut usize) {
     let new = log.get(*shown..).unwrap_or(log);
     for line in new.lines() {
-        println!("  | {line}");
+        println!("  | {}", terminal::shown(line));
     }
     *shown = log.len();
 }
@@ -339,7 +341,7 @@ fn show_failure(turn: usize, failure: &TurnFailure) {
         RunOutcome::GuestError(m) => format!("the turn returned an error: {m}"),
         _ => reason,
     };
-    println!("[turn {turn}] FAILED: {reason}");
+    println!("[turn {turn}] FAILED: {}", terminal::shown(&reason));
     show_diagnosis(failure.diagnosis.as_ref());
 }
 
@@ -348,13 +350,13 @@ fn show_diagnosis(diagnosis: Option<&Diagnosis>) {
     if let Some(trace) = &d.trace {
         println!("  wasm trace:");
         for line in trace.lines() {
-            println!("    {line}");
+            println!("    {}", terminal::shown(line));
         }
     }
     if !d.guest_log_tail.is_empty() {
         println!("  the guest's last output:");
         for line in d.guest_log_tail.lines() {
-            println!("  | {line}");
+            println!("  | {}", terminal::shown(line));
         }
     }
 }

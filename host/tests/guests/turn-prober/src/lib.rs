@@ -15,6 +15,8 @@
 //! - `burn <rounds>`: loops `<rounds>` times on the CPU without a host call, replies
 //!   `burnt <rounds> rounds` and returns `Ok` (a turn with a priced amount of compute);
 //! - `fail`: returns `Err("asked to fail")`, replying and consuming nothing;
+//! - `escape`: prints, and returns as its error, terminal control sequences (a retitle, an OSC 52
+//!   clipboard write, a cleared screen, a carriage return, a bidi override), replying nothing;
 //! - `flood`: replies `flood <n>` to that message again and again until a reply is refused,
 //!   then returns `Err("<n> replies, then: <the refusal>")`;
 //! - `big`: replies a 65 KiB body (over the 64 KiB bound) and returns `Err` with the refusal
@@ -77,6 +79,12 @@ impl Agent for TurnProber {
                 first.reply(&format!("burnt {rounds} rounds"))?;
             }
             "fail" => return Err("asked to fail".into()),
+            "escape" => {
+                // What a hostile component prints to the operator's terminal: a retitle, a
+                // clipboard write (OSC 52), a cleared screen, a carriage return, a bidi override.
+                println!("title \x1b]0;owned\x07 clipboard \x1b]52;c;aGk=\x07 clear \x1b[2J cr \r bidi \u{202e}");
+                return Err("\x1b[31mred\x1b[0m error".into());
+            }
             "flood" => {
                 let mut sent = 0_u32;
                 loop {
