@@ -372,6 +372,7 @@ fn thinks_with_the_policy_s_model_and_reruns(project: &Path, wasm: &str, name: &
                 let e = e.unwrap();
                 (e.path(), e.metadata().unwrap().modified().unwrap())
             })
+            .filter(|(p, _)| p.extension().is_some_and(|x| x == "cwasm"))
             .collect();
         files.sort();
         files

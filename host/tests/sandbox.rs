@@ -318,6 +318,52 @@ fn second_activation_of_the_same_component_does_no_compile() {
     assert_eq!(again.sandboxes.compiles(), 0);
 }
 
+/// A compiled file is native code the host maps and runs: one whose bytes no longer hash to
+/// the digest written beside it (a power loss's zeros, a stray write) is compiled again and
+/// replaced, never loaded — and so is one with no digest beside it.
+#[test]
+fn a_compiled_file_that_fails_its_digest_is_compiled_again_not_run() {
+    let cold = tempfile::tempdir().unwrap();
+    let all = (guests::ALL.len() + WAT_GUESTS.len()) as u64;
+    assert_eq!(
+        host_with(CeilingCap::default(), Some(cold.path().to_path_buf()))
+            .sandboxes
+            .compiles(),
+        all
+    );
+    let compiled: Vec<PathBuf> = std::fs::read_dir(cold.path().join("compiled"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+        .collect();
+    assert_eq!(compiled.len() as u64, all);
+    for (i, path) in compiled.iter().enumerate() {
+        let sidecar = path.with_extension("cwasm.sha256");
+        assert_eq!(std::fs::read_to_string(&sidecar).unwrap().len(), 64);
+        if i == 0 {
+            // No digest beside it.
+            std::fs::remove_file(sidecar).unwrap();
+        } else {
+            // One byte changed in the middle of its code, where wasmtime's own checks of the
+            // ELF framing and the engine do not look.
+            let mut bytes = std::fs::read(path).unwrap();
+            let middle = bytes.len() / 2;
+            bytes[middle] ^= 0xff;
+            std::fs::write(path, bytes).unwrap();
+        }
+    }
+    let again = host_with(CeilingCap::default(), Some(cold.path().to_path_buf()));
+    assert_eq!(again.sandboxes.compiles(), all, "every changed file compiled again");
+    again.assert_serves_a_forecaster();
+    // The files written again pass their check: the next host compiles nothing.
+    assert_eq!(
+        host_with(CeilingCap::default(), Some(cold.path().to_path_buf()))
+            .sandboxes
+            .compiles(),
+        0
+    );
+}
+
 #[test]
 fn loop_forever() {
     // Nano: 0.25 CPU-s of fuel, 2 s of wall clock: the fuel ceiling bites first.

@@ -6,6 +6,11 @@
 //!   `Engine::precompile_component`, where `<engine>` hashes the engine's compatibility
 //!   (wasmtime version, target, configuration). A host with a different engine compiles its
 //!   own file beside it; a file wasmtime refuses to load is recompiled and replaced.
+//! - `compiled/<hex>-<engine>.cwasm.sha256` — the SHA-256 of that file's bytes, written before
+//!   it. The file is native code the host runs: it is loaded only when it hashes to its
+//!   sidecar (a power loss's zeros or a stray write are compiled again, never run).
+//!
+//! Every file is written to a temporary name, synced, renamed, and its directory synced.
 //!
 //! In memory: one `Prepared` per digest — an `AgentPre` (an `InstancePre` with every import
 //! already resolved) and the component's [`ComponentCounts`], which the sandbox checks against
@@ -63,12 +68,25 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
 
 /// Writes `bytes` to `path` atomically: a reader sees the old file, the new one, or none. The
 /// temporary name is unique per process and call, so concurrent writers never share one.
+/// Writes `bytes` to `path` so that a crash or a power loss leaves either the old file or the
+/// whole new one: to a temporary file, synced, renamed over `path`, then the directory synced
+/// (a rename not yet on disk can leave a file of zeros under the new name).
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    use std::io::Write as _;
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    let mut file = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+    file.write_all(bytes).and_then(|()| file.sync_all()).map_err(io(&tmp))?;
+    drop(file);
+    std::fs::rename(&tmp, path).map_err(io(path))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
+}
+
+/// The SHA-256 of a compiled artifact, as its sidecar file holds it.
+fn artifact_digest(artifact: &[u8]) -> String {
+    hex::encode(Sha256::digest(artifact))
 }
 
 impl ComponentCache {
@@ -114,7 +132,8 @@ impl ComponentCache {
         if let Err(e) = self.prepared(&digest) {
             // Refused: leave the data directory as it was.
             if new {
-                for p in [path, self.compiled_path(&digest)] {
+                let compiled = self.compiled_path(&digest);
+                for p in [path, Self::sidecar_path(&compiled), compiled] {
                     let _ = std::fs::remove_file(p);
                 }
             }
@@ -163,20 +182,48 @@ impl ComponentCache {
             .join(format!("{}-{}.cwasm", Self::hex(digest), self.engine_tag))
     }
 
+    /// The sidecar of a compiled file: the SHA-256 of its bytes, written before it.
+    fn sidecar_path(compiled: &Path) -> PathBuf {
+        compiled.with_extension("cwasm.sha256")
+    }
+
+    /// The bytes of the compiled file at `compiled`, if they hash to what its sidecar recorded
+    /// when this host wrote it; else why not.
+    fn verified_artifact(compiled: &Path) -> Result<Vec<u8>, String> {
+        let recorded =
+            std::fs::read_to_string(Self::sidecar_path(compiled)).map_err(|e| format!("no digest beside it: {e}"))?;
+        let artifact = std::fs::read(compiled).map_err(|e| e.to_string())?;
+        let actual = artifact_digest(&artifact);
+        if actual != recorded.trim() {
+            return Err(format!(
+                "its bytes hash to {actual}, not to the recorded {}",
+                recorded.trim()
+            ));
+        }
+        Ok(artifact)
+    }
+
     /// The component `digest`, from its compiled file or compiled now, and its bytes as
-    /// registered.
+    /// registered. A compiled file is native code: it is loaded only when its bytes hash to the
+    /// digest recorded beside it, else compiled again and replaced.
     fn load(&self, digest: &str) -> Result<(Component, Vec<u8>), Error> {
         let bytes = self.registered_bytes(digest)?;
         let compiled = self.compiled_path(digest);
         if compiled.is_file() {
-            // SAFETY: the file is one this host wrote with `Engine::precompile_component` into
-            // its own data directory (never a guest- or network-supplied file), which is what
-            // `deserialize_file` requires; wasmtime still checks the engine compatibility.
-            #[allow(unsafe_code)]
-            match unsafe { Component::deserialize_file(&self.engine, &compiled) } {
-                Ok(c) => return Ok((c, bytes)),
-                Err(e) => {
-                    tracing::warn!(path = %compiled.display(), error = %e, "recompiling a stale compiled component")
+            match Self::verified_artifact(&compiled) {
+                // SAFETY: the bytes are those this host wrote with `Engine::precompile_component`
+                // into its own data directory (never a guest- or network-supplied file), checked
+                // against the digest it recorded beside them, which is what `deserialize`
+                // requires; wasmtime still checks the engine compatibility.
+                #[allow(unsafe_code)]
+                Ok(artifact) => match unsafe { Component::deserialize(&self.engine, &artifact) } {
+                    Ok(c) => return Ok((c, bytes)),
+                    Err(e) => {
+                        tracing::warn!(path = %compiled.display(), error = %e, "recompiling a stale compiled component")
+                    }
+                },
+                Err(why) => {
+                    tracing::warn!(path = %compiled.display(), %why, "recompiling a compiled component that fails its check")
                 }
             }
         }
@@ -187,6 +234,7 @@ impl ComponentCache {
             .map_err(|e| Error::InvalidComponent(format!("{digest} does not compile: {e:#}")))?;
         self.compiles.fetch_add(1, Ordering::Relaxed);
         tracing::info!(%digest, elapsed = ?started.elapsed(), "compiled component");
+        write_atomic(&Self::sidecar_path(&compiled), artifact_digest(&artifact).as_bytes())?;
         write_atomic(&compiled, &artifact)?;
         // SAFETY: `artifact` was produced by `precompile_component` of this very engine.
         #[allow(unsafe_code)]
