@@ -66,11 +66,11 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     }
 }
 
-/// Writes `bytes` to `path` atomically: a reader sees the old file, the new one, or none. The
-/// temporary name is unique per process and call, so concurrent writers never share one.
-/// Writes `bytes` to `path` so that a crash or a power loss leaves either the old file or the
-/// whole new one: to a temporary file, synced, renamed over `path`, then the directory synced
-/// (a rename not yet on disk can leave a file of zeros under the new name).
+/// Writes `bytes` to `path` atomically: a reader sees the old file, the new one, or none, and
+/// so does the host after a crash or a power loss — the bytes go to a temporary file, synced,
+/// renamed over `path`, then the directory is synced (a rename not yet on disk can leave a
+/// file of zeros under the new name). The temporary name is unique per process and call, so
+/// concurrent writers never share one.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     use std::io::Write as _;
     static NEXT: AtomicU64 = AtomicU64::new(0);
