@@ -325,12 +325,7 @@ const LOCAL_MODEL_ANSWER: &str = "Four, says the local model.";
 fn thinks_with_the_policy_s_model_and_reruns(project: &Path, wasm: &str, name: &str) {
     use ahp_host::gateway::scripted::{Behaviour, ScriptedProvider};
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let provider = runtime.block_on(ScriptedProvider::start()).unwrap();
+    let (_runtime, provider) = ScriptedProvider::start_on_own_runtime().unwrap();
     provider.set_responder(std::sync::Arc::new(|_| Behaviour::text(LOCAL_MODEL_ANSWER)));
     let policy = project.join("policy.json");
     let rule = serde_json::json!({

@@ -38,12 +38,7 @@ fn request() -> Request {
 }
 
 fn bench(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let provider = runtime.block_on(ScriptedProvider::start()).unwrap();
+    let (runtime, provider) = ScriptedProvider::start_on_own_runtime().unwrap();
     provider.set_responder(Arc::new(|_| Behaviour::text("Reorder 60.")));
     let dir = tempfile::tempdir().unwrap();
     let key = TokenKey::random();

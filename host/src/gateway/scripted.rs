@@ -212,6 +212,21 @@ impl ScriptedProvider {
         Ok(Self { addr, inner, server })
     }
 
+    /// [`start`](Self::start) on a one-thread runtime of its own, for synchronous tests and
+    /// benches; the provider serves while the runtime is kept.
+    ///
+    /// # Errors
+    ///
+    /// If the runtime cannot start or the port cannot be bound.
+    pub fn start_on_own_runtime() -> std::io::Result<(tokio::runtime::Runtime, Self)> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()?;
+        let provider = runtime.block_on(Self::start())?;
+        Ok((runtime, provider))
+    }
+
     /// Its address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
