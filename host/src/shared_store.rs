@@ -53,6 +53,22 @@ impl StoreLock<Store> for StorePool {
     }
 }
 
+/// Runs `f`, a wait of unbounded length (for a guest's seat at the database, a guest's pause),
+/// without holding up the runtime's other tasks: called from a task on a worker thread of a
+/// multi-thread runtime (a turn), the worker first hands its other tasks to another thread
+/// for the duration (`tokio::task::block_in_place`). Anywhere else — a blocking thread, a
+/// plain thread, a current-thread runtime — `f` simply runs.
+///
+/// A turn's ordinary store calls do not go through it: they are short (a statement, a commit
+/// that shares its fsync), and handing the worker over around each of them cost more than it
+/// saved (BENCHMARKS.md, "Every agent thinks at once").
+pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
 /// A new shared handle over `store`: a pool as opened, or a single store as a pool of one.
 pub fn share(store: impl Into<StorePool>) -> SharedStore {
     Arc::new(store.into())

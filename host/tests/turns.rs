@@ -38,19 +38,19 @@ struct Host {
 }
 
 fn host_with(cap: CeilingCap) -> Host {
-    host_with_workers(cap, AgentsConfig::default().workers)
+    host_with_turns(cap, None)
 }
 
-/// A host whose controller runs `workers` turns at once.
-fn host_with_workers(cap: CeilingCap, workers: usize) -> Host {
-    host_configured(|b| b.cap(cap), workers)
+/// A host whose controller runs `running_turns` turns at once (`None`: its default).
+fn host_with_turns(cap: CeilingCap, running_turns: Option<usize>) -> Host {
+    host_configured(|b| b.cap(cap), running_turns)
 }
 
-/// A host built through `configure`, whose controller runs `workers` turns at once.
-fn host_configured(configure: impl FnOnce(HostBuilder) -> HostBuilder, workers: usize) -> Host {
+/// A host built through `configure`, whose controller runs `running_turns` turns at once.
+fn host_configured(configure: impl FnOnce(HostBuilder) -> HostBuilder, running_turns: Option<usize>) -> Host {
     let key = TokenKey::random();
     let db = Store::open_in_memory().unwrap().with_token_key(key.clone());
-    host_over(db.into(), key, tempfile::tempdir().unwrap(), configure, workers)
+    host_over(db.into(), key, tempfile::tempdir().unwrap(), configure, running_turns)
 }
 
 /// A host on a database file whose connections share one group commit, as `ahp serve`'s do:
@@ -60,7 +60,7 @@ fn host_on_a_file() -> Host {
     let dir = tempfile::tempdir().unwrap();
     let k = key.clone();
     let pool = StorePool::open(dir.path().join("ahp.db"), 2, |s| Ok(s.with_token_key(k.clone()))).unwrap();
-    host_over(pool, key, dir, |b| b, AgentsConfig::default().workers)
+    host_over(pool, key, dir, |b| b, None)
 }
 
 fn host_over(
@@ -68,12 +68,12 @@ fn host_over(
     key: TokenKey,
     dir: tempfile::TempDir,
     configure: impl FnOnce(HostBuilder) -> HostBuilder,
-    workers: usize,
+    running_turns: Option<usize>,
 ) -> Host {
     let builder = HostBuilder::new(db, PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandbox-cache"));
     let host = configure(builder)
         .agents(AgentsConfig {
-            workers,
+            running_turns,
             ..AgentsConfig::default()
         })
         .vault(Arc::new(
@@ -180,9 +180,9 @@ mod replies {
 
     #[test]
     fn an_agent_to_agent_reply_schedules_the_other_agent_within_one_commit() {
-        // One worker, so the controller's order is deterministic: the opportunities the two
-        // bindings scheduled run B first, then A.
-        let h = host_with_workers(CeilingCap::default(), 1);
+        // One turn at a time: the opportunities the two bindings scheduled run one after the
+        // other.
+        let h = host_with_turns(CeilingCap::default(), Some(1));
         let ((_, b), (_, a)) = (h.prober(), h.prober());
         let cv = h.conversation(&[&a, &b]);
         h.post(&cv, &format!("ask {a} echo ping"));
@@ -465,7 +465,7 @@ mod parking {
     /// A host that parks after `idle_after` and keeps at most `max_live` sandboxes.
     fn parking_host(idle_after: Option<Duration>, max_live: usize) -> Host {
         let parking = Parking { idle_after, max_live };
-        host_configured(|b| b.parking(parking), 1)
+        host_configured(|b| b.parking(parking), Some(1))
     }
 
     /// Where `agent`'s sandbox is, as `list_agent_identities` and the console see it.

@@ -33,7 +33,20 @@ impl Agents {
     /// A store refusal that retrying does not fix (a bug, a corrupt row); the carrier is kept
     /// and what was recorded before it stays recorded.
     pub fn drive(&self, agent: &str) -> Result<Drive, crate::sandbox::Error> {
+        wasmtime_wasi::runtime::in_tokio(self.drive_async(agent))
+    }
+
+    /// [`drive`](Self::drive) as a future: what the controller's task for `agent` runs (see
+    /// [`run_workers`](Self::run_workers)). Its turns hold a place of the
+    /// [`Admission`](super::admission::Admission) while they run, and are cancelled when the
+    /// host lease stops being fresh ([`Agents::lease_lost`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`drive`](Self::drive).
+    pub async fn drive_async(&self, agent: &str) -> Result<Drive, crate::sandbox::Error> {
         let mut drive = Drive::default();
+        let mut admitted = None;
         for n in 0..MAX_TURNS_PER_OPPORTUNITY {
             // The carrier held, or, at the start, the one its rows say (a parked agent); one
             // released during the opportunity ends it.
@@ -62,7 +75,12 @@ impl Agents {
                 self.fence(carrier);
                 break;
             }
-            match self.turn(&carrier, &mut drive) {
+            if admitted.is_none() {
+                // A place among the turns running at once, fair between owners: waited for
+                // here, before the turn takes a sandbox (and its pool slot).
+                admitted = Some(self.admission.admit(carrier.caller.principal().as_str()).await);
+            }
+            match self.turn(&carrier, &mut drive).await {
                 Ok(Next::Again) => {}
                 Ok(Next::Idle) => break,
                 Err(Failure::Gone(why)) => {
@@ -85,7 +103,7 @@ impl Agents {
 
     /// One turn of `c`'s agent: settle what an earlier turn left, read the transfer and its
     /// budget, claim, cross the fence, run the turn, record its end.
-    fn turn(&self, c: &Carrier, drive: &mut Drive) -> Result<Next, Failure> {
+    async fn turn(&self, c: &Carrier, drive: &mut Drive) -> Result<Next, Failure> {
         let agent = c.actor.agent.as_str();
         let (caller, actor) = (&c.caller, &c.actor);
         if self.unsettled.locked().contains(agent) {
@@ -132,7 +150,7 @@ impl Agents {
             wake: ticket.wake.clone(),
             replies: 0,
         };
-        let (outcome, diagnosis, spend, consumed) = match self.run_dispatched(&c.transfer, ctx, budget) {
+        let (outcome, diagnosis, spend, consumed) = match self.run_dispatched(&c.transfer, ctx, budget, self.lease_lost()).await {
             Ok(run) => {
                 drive.fuel_consumed += run.fuel_consumed;
                 (run.outcome, run.diagnosis, run.deferred_spend, run.consumed)
@@ -142,6 +160,13 @@ impl Agents {
                 (RunOutcome::Stopped(e.to_string()), None, None, Vec::new())
             }
         };
+        if let RunOutcome::Cancelled(why) = &outcome {
+            // The lease is no longer fresh: nothing more is recorded for this agent here (its
+            // dispatched wake is settled by whichever host carries it next).
+            tracing::warn!(%agent, %why, "turn cancelled: dropping the carrier");
+            self.fence(c.clone());
+            return Ok(Next::Idle);
+        }
         if outcome != RunOutcome::Returned {
             drive.failure = Some(TurnFailure {
                 outcome: outcome.clone(),

@@ -124,6 +124,28 @@ impl Agents {
             .is_none_or(|h| !h.shared || h.renewed.elapsed() < h.length.mul_f64(FRESH_FRACTION))
     }
 
+    /// Completes when this process's host lease stops being fresh (see
+    /// [`lease_fresh`](Self::lease_fresh)), with the reason: what cuts a running turn short
+    /// before another host may claim its agent. Never completes for a process that has not
+    /// joined a shared database. One timer, set again after each renewal.
+    pub(crate) async fn lease_lost(&self) -> String {
+        loop {
+            let fresh_until = self
+                .hosting
+                .locked()
+                .as_ref()
+                .filter(|h| h.shared)
+                .map(|h| h.renewed + h.length.mul_f64(FRESH_FRACTION));
+            let Some(fresh_until) = fresh_until else {
+                return std::future::pending().await;
+            };
+            tokio::time::sleep_until(fresh_until.into()).await;
+            if !self.lease_fresh() {
+                return "the host lease was not renewed in time: another host may carry the agent".into();
+            }
+        }
+    }
+
     /// Renews the lease once a third of it has passed (and follows the database's clock
     /// again). A lease no longer fresh stops every sandbox first; a lease lost drops every
     /// carrier and joins again as a new incarnation (with no agents, unless none were claimed).

@@ -41,6 +41,7 @@
 //! agent gets no more turns; a terminated or expired one is detached by the store, and its
 //! carrier and sandbox dropped here ([`Agents::sweep`]).
 
+pub mod admission;
 mod dispatch;
 pub mod hosting;
 mod queue;
@@ -57,6 +58,7 @@ use std::time::Duration;
 use ahp_store::conversation::{AgentActor, Caller, Endpoint};
 use ahp_store::{AgentBinding, Timestamp, Transfer};
 
+use self::admission::Admission;
 use self::queue::DispatchQueue;
 use self::resident::Resident;
 pub use self::upkeep::REPAIR_SLICE;
@@ -93,21 +95,22 @@ pub struct Carrier {
 pub struct AgentsConfig {
     /// Most agents the dispatch queue holds (queued or running).
     pub capacity: usize,
-    /// Workers running turns at once (each turn occupies one blocking thread). Default: two
-    /// per core, at least four — a turn spends much of its time waiting for a commit to reach
-    /// the disk, and turns waiting together share the fsync.
-    pub workers: usize,
+    /// Most turns running at once ([`admission`]). `None` (the default): as many as the host
+    /// may hold live sandboxes ([`Sandboxes::live_cap`]), at most [`MAX_RUNNING_TURNS`] — a
+    /// running turn holds a sandbox, and no thread while it waits.
+    pub running_turns: Option<usize>,
 }
+
+/// The most turns running at once when neither the engine's pool nor the parking cap bounds
+/// the live sandboxes.
+pub const MAX_RUNNING_TURNS: usize = 10_000;
 
 impl Default for AgentsConfig {
     fn default() -> Self {
         Self {
             // One slot per agent the store may hold; a slot exists only while its agent is queued.
             capacity: usize::try_from(crate::store::conversation::bounds::MAX_AGENTS).unwrap_or(usize::MAX),
-            workers: std::thread::available_parallelism()
-                .map_or(2, |n| n.get())
-                .saturating_mul(2)
-                .max(4),
+            running_turns: None,
         }
     }
 }
@@ -148,7 +151,8 @@ pub struct Agents {
     carriers: Mutex<Resident>,
     queue: Mutex<DispatchQueue>,
     ready: tokio::sync::Notify,
-    config: AgentsConfig,
+    /// The places of the turns running at once, shared between owners.
+    admission: Admission,
     /// Consecutive rescheduled opportunities per agent (see [`recovery`]).
     retries: Mutex<HashMap<String, u32>>,
     /// Agents whose last turn's end could not be recorded at all: settled at their next
@@ -286,6 +290,9 @@ impl Agents {
     /// [`run_workers`](Self::run_workers)).
     pub fn new(store: SharedStore, sandboxes: Arc<Sandboxes>, config: AgentsConfig) -> Self {
         let host_id = store.locked().host_id().to_owned();
+        let running_turns = config
+            .running_turns
+            .unwrap_or_else(|| sandboxes.live_cap().min(MAX_RUNNING_TURNS));
         Self {
             store,
             sandboxes,
@@ -293,7 +300,7 @@ impl Agents {
             carriers: Mutex::new(Resident::default()),
             queue: Mutex::new(DispatchQueue::new(config.capacity.max(1))),
             ready: tokio::sync::Notify::new(),
-            config,
+            admission: Admission::new(running_turns),
             retries: Mutex::new(HashMap::new()),
             unsettled: Mutex::new(HashSet::new()),
             activating: Mutex::new(HashSet::new()),
@@ -391,36 +398,52 @@ impl Agents {
         }
     }
 
-    /// Runs the workers until the task is dropped: each waits for a scheduled agent and drives
-    /// it on a blocking thread.
+    /// How many turns may run at once, and how many do now.
+    pub fn running_turns(&self) -> (usize, usize) {
+        (self.admission.total(), self.admission.running())
+    }
+
+    /// Runs the controller until the task is dropped: each agent taken from the queue is
+    /// driven by a task of its own on the runtime (its turns wait for a place of the
+    /// [`admission`], fair between owners), so an agent whose turn waits on its model holds
+    /// no thread and keeps no other agent waiting. The queue holds an agent once, so no two
+    /// tasks drive one agent. Dropping this future drops every task it started.
     pub async fn run_workers(self: Arc<Self>) {
-        let mut workers = tokio::task::JoinSet::new();
-        for _ in 0..self.config.workers.max(1) {
-            let me = self.clone();
-            workers.spawn(async move {
-                loop {
-                    let next = me.queue.locked().pop();
-                    let Some(agent) = next else {
-                        me.ready.notified().await;
-                        continue;
-                    };
-                    let runner = me.clone();
-                    let a = agent.clone();
-                    match tokio::task::spawn_blocking(move || runner.drive(&a)).await {
-                        Ok(Ok(d)) if d.retry => me.reschedule_later(&agent),
-                        Ok(Ok(_)) => {
-                            me.retries.locked().remove(&agent);
-                        }
-                        Ok(Err(e)) => tracing::warn!(%agent, error = %e, "dispatch failed; the next tick tries again"),
-                        Err(e) => tracing::error!(%agent, error = %e, "dispatch task failed"),
-                    }
-                    if me.queue.locked().done(&agent) {
-                        me.ready.notify_one();
+        let mut opportunities = tokio::task::JoinSet::new();
+        loop {
+            while let Some(ended) = opportunities.try_join_next() {
+                if let Err(e) = ended {
+                    tracing::error!(error = %e, "a dispatch task failed");
+                }
+            }
+            let next = self.queue.locked().pop();
+            let Some(agent) = next else {
+                tokio::select! {
+                    () = self.ready.notified() => {}
+                    Some(Err(e)) = opportunities.join_next(), if !opportunities.is_empty() => {
+                        tracing::error!(error = %e, "a dispatch task failed");
                     }
                 }
-            });
+                continue;
+            };
+            let me = self.clone();
+            opportunities.spawn(async move { me.opportunity(agent).await });
         }
-        while workers.join_next().await.is_some() {}
+    }
+
+    /// One dispatch opportunity of `agent` as the controller runs it: the drive, then the
+    /// retry bookkeeping, then the agent's queue slot given back.
+    async fn opportunity(self: Arc<Self>, agent: String) {
+        match self.drive_async(&agent).await {
+            Ok(d) if d.retry => self.reschedule_later(&agent),
+            Ok(_) => {
+                self.retries.locked().remove(&agent);
+            }
+            Err(e) => tracing::warn!(%agent, error = %e, "dispatch failed; the next tick tries again"),
+        }
+        if self.queue.locked().done(&agent) {
+            self.ready.notify_one();
+        }
     }
 
     /// Stops carrying `agent`: forgets its carrier and drops its sandbox (also one out for a

@@ -43,7 +43,8 @@ impl Agents {
     /// the setup errors of [`Sandboxes::prepare`]; [`sandbox::Error::Store`] if the transfer can no
     /// longer be read or terminated.
     pub fn run_call(&self, transfer: &str, call: Call) -> Result<RunReport, sandbox::Error> {
-        let (run, ended) = self.run_in_sandbox(transfer, call, None)?;
+        let (run, ended) =
+            wasmtime_wasi::runtime::in_tokio(self.run_in_sandbox(transfer, call, None, std::future::pending()))?;
         let t = match ended {
             Some(t) => t?,
             None => self.store.locked().transfer(transfer)?,
@@ -55,20 +56,34 @@ impl Agents {
     /// (`budget_read`, remaining micro-USD) before crossing the wake's dispatch fence (see
     /// [`Sandbox::read_budget_before`]). Once the guest ran, its run is returned whatever happened
     /// to the bookkeeping after it (a transfer that could not be terminated is logged: its next
-    /// turn meets the same ceiling).
+    /// turn meets the same ceiling). `stop` cuts the turn short (see [`Sandboxes::run_async`]).
     ///
     /// # Errors
     ///
     /// As [`run_call`](Self::run_call), for a turn that could not start.
-    pub(crate) fn run_dispatched(&self, transfer: &str, ctx: TurnCtx, budget_read: u64) -> Result<Run, sandbox::Error> {
-        let (run, ended) = self.run_in_sandbox(transfer, Call::Turn(Box::new(ctx)), Some(budget_read))?;
+    pub(crate) async fn run_dispatched(
+        &self,
+        transfer: &str,
+        ctx: TurnCtx,
+        budget_read: u64,
+        stop: impl std::future::Future<Output = String>,
+    ) -> Result<Run, sandbox::Error> {
+        let (run, ended) = self
+            .run_in_sandbox(transfer, Call::Turn(Box::new(ctx)), Some(budget_read), stop)
+            .await?;
         if let Some(Err(e)) = ended {
             tracing::error!(%transfer, error = %e, "the sandbox stopped, but its transfer could not be ended");
         }
         Ok(run)
     }
 
-    fn run_in_sandbox(&self, transfer: &str, call: Call, budget_read: Option<u64>) -> Result<Ran, sandbox::Error> {
+    async fn run_in_sandbox(
+        &self,
+        transfer: &str,
+        call: Call,
+        budget_read: Option<u64>,
+        stop: impl std::future::Future<Output = String>,
+    ) -> Result<Ran, sandbox::Error> {
         let sandboxes = &self.sandboxes;
         let conversation = matches!(call, Call::Turn(_));
         let mut sandbox = match sandboxes.take(transfer) {
@@ -90,7 +105,7 @@ impl Agents {
             Call::Turn(t) => Some((t.caller.clone(), t.actor.clone())),
             Call::Resume => None,
         };
-        let mut run = sandboxes.run(&mut sandbox, call);
+        let mut run = sandboxes.run_async(&mut sandbox, call, stop).await;
         let keep = match &run.outcome {
             RunOutcome::Returned => true,
             RunOutcome::GuestError(_) => conversation,
@@ -98,6 +113,13 @@ impl Agents {
         };
         if keep {
             sandboxes.keep(sandbox);
+            return Ok((run, None));
+        }
+        if let RunOutcome::Cancelled(why) = &run.outcome {
+            // This host may no longer act for the agent: nothing more is written for it here.
+            tracing::warn!(%transfer, %why, "turn cancelled; dropping its sandbox");
+            drop(sandbox);
+            sandboxes.end_run(transfer);
             return Ok((run, None));
         }
         // Ending the transfer detaches the agent's endpoint, after which the turn's end (which

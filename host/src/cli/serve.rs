@@ -231,6 +231,8 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
     }
     runtime.block_on(async {
         let workers = tokio::spawn(agents.clone().run_workers());
+        // The lease on a timer of its own: no claim, bind or repair delays its renewal.
+        let lease = tokio::spawn(lease_forever(agents.clone(), args.host_lease / 6));
         let hosting = tokio::spawn(host_forever(
             agents.clone(),
             shared,
@@ -283,6 +285,7 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
         };
         reaper.abort();
         hosting.abort();
+        lease.abort();
         workers.abort();
         result
     })?;
@@ -350,6 +353,22 @@ fn signal_between_hosts(dir: &DataDir, agents: &Arc<Agents>) -> anyhow::Result<(
 /// Every `every`: keeps the host lease; on a shared database also claims lapsed hosts, hands
 /// over the agents being moved away, binds what was handed here and schedules the agents with
 /// wakes other hosts committed (the polling behind every signal).
+/// Keeps the host lease every `every` (it is renewed once a third of it has passed), on a
+/// blocking thread of its own: nothing else this host does waits in front of it.
+async fn lease_forever(agents: Arc<Agents>, every: Duration) {
+    let mut tick = tokio::time::interval(every.max(Duration::from_millis(10)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let a = agents.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || a.keep_lease()).await {
+            tracing::error!(error = %e, "keeping the host lease failed");
+        }
+    }
+}
+
+/// The host's other chores every `every`: on a shared database, claim lapsed hosts' agents,
+/// hand over moves, repair bindings a slice at a time, schedule agents with wakes.
 async fn host_forever(agents: Arc<Agents>, shared: bool, every: Duration) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -357,7 +376,6 @@ async fn host_forever(agents: Arc<Agents>, shared: bool, every: Duration) {
         tick.tick().await;
         let a = agents.clone();
         let ran = tokio::task::spawn_blocking(move || {
-            a.keep_lease();
             if shared {
                 a.claim_lapsed();
                 a.hand_over_moves();

@@ -19,6 +19,7 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -140,9 +141,24 @@ pub enum Behaviour {
         /// The status.
         status: u16,
     },
+    /// Waits `after`, then behaves as `then`: a model that takes its time.
+    After {
+        /// How long the provider thinks.
+        after: Duration,
+        /// What it then does.
+        then: Box<Behaviour>,
+    },
 }
 
 impl Behaviour {
+    /// `self` after a pause of `after`.
+    pub fn after(self, after: Duration) -> Self {
+        Self::After {
+            after,
+            then: Box::new(self),
+        }
+    }
+
     /// An answer of `text`, with usage estimated from its length.
     pub fn text(text: &str) -> Self {
         Self::Answer {
@@ -163,6 +179,26 @@ struct Inner {
     queue: Mutex<VecDeque<Behaviour>>,
     received: Mutex<Vec<Received>>,
     responder: Mutex<Responder>,
+    /// Requests being answered now, and the most at once so far.
+    in_flight: AtomicUsize,
+    peak_in_flight: AtomicUsize,
+}
+
+/// Counts a request in flight from its arrival until its handler returns.
+struct InFlight<'a>(&'a Inner);
+
+impl<'a> InFlight<'a> {
+    fn enter(inner: &'a Inner) -> Self {
+        let now = inner.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        inner.peak_in_flight.fetch_max(now, Ordering::SeqCst);
+        Self(inner)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// The running provider. Dropping it stops the server.
@@ -198,6 +234,8 @@ impl ScriptedProvider {
             queue: Mutex::new(VecDeque::new()),
             received: Mutex::new(Vec::new()),
             responder: Mutex::new(Arc::new(|_: &Received| Behaviour::text("ok"))),
+            in_flight: AtomicUsize::new(0),
+            peak_in_flight: AtomicUsize::new(0),
         });
         let app = Router::new()
             .route("/openai/v1/chat/completions", post(openai))
@@ -261,6 +299,11 @@ impl ScriptedProvider {
     pub fn request_count(&self) -> usize {
         self.inner.received.locked().len()
     }
+
+    /// The most requests it was answering at once so far (from arrival to answer).
+    pub fn peak_in_flight(&self) -> usize {
+        self.inner.peak_in_flight.load(Ordering::SeqCst)
+    }
 }
 
 fn header(h: &HeaderMap, name: &str) -> Option<String> {
@@ -286,6 +329,7 @@ fn record(inner: &Inner, protocol: Protocol, headers: &HeaderMap, body: &Bytes) 
 }
 
 async fn openai(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
+    let _in_flight = InFlight::enter(&inner);
     let (received, behaviour) = record(&inner, Protocol::Openai, &headers, &body);
     let model = received.body["model"].clone();
     let answer = |parts: &[ScriptedPart], usage: Option<&ModelUsage>| {
@@ -333,6 +377,7 @@ async fn openai(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes
 }
 
 async fn anthropic(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
+    let _in_flight = InFlight::enter(&inner);
     let (received, behaviour) = record(&inner, Protocol::Anthropic, &headers, &body);
     let model = received.body["model"].clone();
     let answer = |parts: &[ScriptedPart], usage: Option<&ModelUsage>| {
@@ -377,6 +422,11 @@ async fn respond(
 ) -> Response {
     let json =
         |status: StatusCode, v: Value| (status, [("content-type", "application/json")], v.to_string()).into_response();
+    let mut behaviour = behaviour;
+    while let Behaviour::After { after, then } = behaviour {
+        tokio::time::sleep(after).await;
+        behaviour = *then;
+    }
     match behaviour {
         Behaviour::Answer { parts, usage } => json(StatusCode::OK, answer(&parts, Some(&usage))),
         Behaviour::NoUsage => json(StatusCode::OK, answer(&[ScriptedPart::Text("ok".into())], None)),
@@ -430,6 +480,7 @@ async fn respond(
                 json!({ "error": { "message": format!("Incorrect API key provided: {key}") } }),
             )
         }
+        Behaviour::After { .. } => unreachable!("unwrapped above"),
     }
 }
 

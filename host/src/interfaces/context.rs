@@ -66,6 +66,15 @@ struct GuestGate {
 }
 
 impl GuestGate {
+    /// A seat among `seats` if one is free now.
+    fn try_seat(&self, seats: usize) -> Option<GuestSeat<'_>> {
+        let mut taken = self.taken.locked();
+        (*taken < seats).then(|| {
+            *taken += 1;
+            GuestSeat(self)
+        })
+    }
+
     /// A seat among `seats`, waiting while that many are taken; given back when the guard
     /// drops.
     fn seat(&self, seats: usize) -> GuestSeat<'_> {
@@ -201,10 +210,17 @@ impl AgentCtx {
     /// first [`UNPACED_STORE_CALLS_PER_TURN`] calls do not pause, so an honest turn (a burst of
     /// 64 replies and their consumes) runs at full speed; only a guest looping past that is
     /// paced.
+    ///
+    /// A turn runs as a task on the runtime: a wait for a seat, and the pause, are
+    /// [`blocking`](crate::shared_store::blocking) (the worker hands the runtime's other tasks
+    /// to another thread first); the call itself runs in place, as short as a statement.
     pub fn db<R>(&self, f: impl FnOnce(&mut ahp_store::Store) -> R) -> R {
         let started = Instant::now();
         let (result, held) = {
-            let _seat = GUEST_GATE.seat(guest_seats(self.db.size()));
+            let seats = guest_seats(self.db.size());
+            let _seat = GUEST_GATE
+                .try_seat(seats)
+                .unwrap_or_else(|| crate::shared_store::blocking(|| GUEST_GATE.seat(seats)));
             let mut db = self.db.locked();
             let acquired = Instant::now();
             let result = f(&mut db);
@@ -213,7 +229,7 @@ impl AgentCtx {
         let calls = self.store_calls.get().saturating_add(1);
         self.store_calls.set(calls);
         if calls > UNPACED_STORE_CALLS_PER_TURN {
-            std::thread::sleep(held);
+            crate::shared_store::blocking(|| std::thread::sleep(held));
         }
         self.store_time.set(self.store_time.get() + started.elapsed());
         result

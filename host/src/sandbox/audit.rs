@@ -22,6 +22,7 @@ impl RunOutcome {
             Self::BudgetExhausted => Some("budget exhausted: the guest used all the fuel its budget pays for".into()),
             Self::Trapped(m) => Some(format!("guest trapped: {m}")),
             Self::Stopped(m) => Some(format!("stopped by the host: {m}")),
+            Self::Cancelled(m) => Some(format!("cancelled by the host: {m}")),
         }
     }
 }

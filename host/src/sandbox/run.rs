@@ -45,6 +45,10 @@ pub enum RunOutcome {
     /// The host stopped the guest: the store refused its spend (e.g. the transfer was
     /// terminated while it ran).
     Stopped(String),
+    /// The host cut the run short for a reason of its own, not the guest's (its host lease is
+    /// no longer fresh: another host may carry the agent from now on). Nothing about the
+    /// transfer follows from it: its sandbox is dropped, its transfer left as it is.
+    Cancelled(String),
 }
 
 /// What one run did in its sandbox.
@@ -241,7 +245,20 @@ impl Sandboxes {
     /// transfer's lifecycle: what the outcome means for it is the caller's (`activation`,
     /// `agents`).
     pub fn run(&self, sandbox: &mut Sandbox, call: Call) -> Run {
-        let (outcome, fuel, trace, deferred_spend) = run(sandbox, call);
+        wasmtime_wasi::runtime::in_tokio(self.run_async(sandbox, call, std::future::pending()))
+    }
+
+    /// [`run`](Self::run) as a future, for a turn that runs as a task of the runtime. `stop`
+    /// ends the run early when it completes first (its future is dropped, which unwinds the
+    /// guest off its fiber: wasmtime's async support makes that safe): the run is then
+    /// [`RunOutcome::Cancelled`] with the reason `stop` gave, and its sandbox must not be kept.
+    pub async fn run_async(
+        &self,
+        sandbox: &mut Sandbox,
+        call: Call,
+        stop: impl std::future::Future<Output = String>,
+    ) -> Run {
+        let (outcome, fuel, trace, deferred_spend) = run(sandbox, call, stop).await;
         self.audit_ceiling(sandbox, &outcome);
         sandbox.store.data_mut().agent.turn = None;
         let consumed = std::mem::take(&mut sandbox.store.data_mut().agent.consumed);
@@ -271,7 +288,8 @@ impl Sandboxes {
     #[doc(hidden)]
     pub fn trial_resume(&self, transfer: &Transfer) -> Result<(RunOutcome, std::time::Duration), Error> {
         let mut sandbox = self.prepare(transfer)?;
-        let (outcome, _, _, _) = run(&mut sandbox, Call::Resume);
+        let (outcome, _, _, _) =
+            wasmtime_wasi::runtime::in_tokio(run(&mut sandbox, Call::Resume, std::future::pending()));
         Ok((outcome, sandbox.store.data().agent.store_time.get()))
     }
 }
@@ -297,14 +315,19 @@ fn log_tail(log: &[u8], max: usize) -> String {
 /// instantiate if needed, call the guest under the run's wall-clock deadline, settle the meter,
 /// classify.
 ///
-/// The guest runs on wasmtime's async path, driven to completion on this thread
-/// (`wasmtime_wasi::runtime::in_tokio`: the current tokio runtime's handle, e.g. inside
-/// `spawn_blocking`, else wasmtime-wasi's own). Two things end a run at its wall-clock
-/// ceiling: while wasm runs, the epoch callback (see `prepare`) traps it; while the guest waits
+/// The guest runs on wasmtime's async path: a future, polled by the turn's task on the
+/// runtime (or, for a synchronous caller, by `wasmtime_wasi::runtime::in_tokio` on its own
+/// thread), so a guest waiting on its model, a tool or a sleep holds no thread. Two things
+/// end a run at its wall-clock ceiling: while wasm runs, the epoch callback (see `prepare`) traps it; while the guest waits
 /// in a host call (`wasi:io/poll`, what `std::thread::sleep` becomes, a stream, an HTTP
 /// response), the call's future is pending and `timeout_at` drops it, which unwinds the guest
 /// off its fiber and cancels the wait. Either way no host thread stays behind with the guest.
-fn run(sandbox: &mut Sandbox, call: Call) -> (RunOutcome, u64, Option<String>, Option<meter::DeferredSpend>) {
+/// `stop` completing first ends the run the same way, as [`RunOutcome::Cancelled`].
+async fn run(
+    sandbox: &mut Sandbox,
+    call: Call,
+    stop: impl std::future::Future<Output = String>,
+) -> (RunOutcome, u64, Option<String>, Option<meter::DeferredSpend>) {
     let store = &mut sandbox.store;
     let turn = match call {
         Call::Resume => None,
@@ -328,18 +351,28 @@ fn run(sandbox: &mut Sandbox, call: Call) -> (RunOutcome, u64, Option<String>, O
     }
     store.set_epoch_deadline(1);
     let deadline = store.data().turn_started + store.data().ceilings.wall_clock_per_turn;
-    let result = wasmtime_wasi::runtime::in_tokio(async {
-        let timed = tokio::time::timeout_at(deadline.into(), call_guest(sandbox, is_turn)).await;
-        match timed {
-            Ok(result) => result,
-            Err(_) => {
-                sandbox.store.data_mut().limiter.breach = Some(Ceiling::WallClock);
-                Err(wasmtime::format_err!(
-                    "wall-clock ceiling reached while the guest waited in a host call"
-                ))
-            }
+    // What ended the call: the guest, the wall clock while it waited, or `stop`. The guest's
+    // future is dropped when another branch wins.
+    let ended = tokio::select! {
+        biased;
+        why = stop => Err(Some(why)),
+        timed = tokio::time::timeout_at(deadline.into(), call_guest(sandbox, is_turn)) => timed.map_err(|_| None),
+    };
+    let mut stopped = None;
+    let result = match ended {
+        Ok(result) => result,
+        Err(None) => {
+            sandbox.store.data_mut().limiter.breach = Some(Ceiling::WallClock);
+            Err(wasmtime::format_err!(
+                "wall-clock ceiling reached while the guest waited in a host call"
+            ))
         }
-    });
+        Err(Some(why)) => {
+            let e = wasmtime::format_err!("the host stopped the guest: {why}");
+            stopped = Some(why);
+            Err(e)
+        }
+    };
     let store = &mut sandbox.store;
     let defer = defer && matches!(result, Ok(Ok(())));
     let deferred_spend = meter::end_turn(&mut store.as_context_mut(), defer).unwrap_or_else(|e| {
@@ -360,7 +393,9 @@ fn run(sandbox: &mut Sandbox, call: Call) -> (RunOutcome, u64, Option<String>, O
             // The whole error, wasm backtrace included, is for the operator's log; the event
             // log and the tool error get one line (`one_line`).
             tracing::warn!(transfer = %st.transfer(), error = ?e, "guest stopped");
-            if let Some(c) = st.limiter.breach {
+            if let Some(why) = stopped {
+                RunOutcome::Cancelled(why)
+            } else if let Some(c) = st.limiter.breach {
                 RunOutcome::CeilingExceeded(c)
             } else if let Some(r) = &st.meter.refused {
                 RunOutcome::Stopped(r.clone())
