@@ -179,6 +179,41 @@ mod replies {
     use super::*;
 
     #[test]
+    fn turns_waiting_in_a_host_call_hold_no_thread_and_run_all_at_once() {
+        let h = host_with(CeilingCap::default());
+        let n = 24;
+        let agents: Vec<String> = (0..n)
+            .map(|i| {
+                let (_, agent) = h.prober();
+                let cv = h.conversation(&[&agent]);
+                h.post(&cv, &format!("reply-then-sleep {}", 1000 + i));
+                agent
+            })
+            .collect();
+        // Two workers, as on a two-core host; each turn waits a second in `wasi:io/poll`.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let controller = h.host.agents().clone();
+        let started = Instant::now();
+        let drives = runtime.block_on(async {
+            let mut set = tokio::task::JoinSet::new();
+            for agent in agents {
+                let c = controller.clone();
+                set.spawn(async move { c.drive_async(&agent).await.unwrap() });
+            }
+            set.join_all().await
+        });
+        let took = started.elapsed();
+        assert!(drives.iter().all(|d| d.consumed == 1), "{drives:?}");
+        // One at a time per thread would take 12 s; four blocking workers, 6 s.
+        assert!(took < Duration::from_secs(4), "{n} one-second turns took {took:?}");
+        eprintln!("{n} turns each waiting 1 s in a host call, on 2 worker threads: {took:?}");
+    }
+
+    #[test]
     fn an_agent_to_agent_reply_schedules_the_other_agent_within_one_commit() {
         // One turn at a time: the opportunities the two bindings scheduled run one after the
         // other.
@@ -453,6 +488,43 @@ mod stale_lease {
         let drive = agents.drive(&agent).unwrap();
         assert_eq!(drive.consumed, 1, "{drive:?}");
         assert_eq!(h.transcript(&cv).len(), 2, "answered once");
+    }
+
+    #[test]
+    fn a_turn_running_when_the_lease_stops_being_fresh_is_cut_off_then_and_its_transfer_kept() {
+        let h = host_with(CeilingCap::default());
+        let agents = h.host.agents().clone();
+        // Fresh for 80 % of 2 s.
+        agents.join(Duration::from_secs(2), None, true, "interrupted").unwrap();
+        // Small: a 15 s wall clock, which the 10 s sleep stays within.
+        let (t, report) = h.activated("turn-prober", Tier::Small);
+        let agent = report.transfer.agent_id.unwrap();
+        let cv = h.conversation(&[&agent]);
+        h.post(&cv, "reply-then-sleep 10000");
+        let started = Instant::now();
+        let id = agent.clone();
+        let turn = std::thread::spawn(move || agents.drive(&id).unwrap());
+        let drive = turn.join().unwrap();
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(5),
+            "the 10 s turn is cut off when the lease stops being fresh (1.6 s), not at its end: {took:?}"
+        );
+        assert_eq!((drive.consumed, drive.unknown), (0, 0), "nothing is concluded here: {drive:?}");
+        let agents = h.host.agents();
+        assert!(agents.carrier(&agent).is_none(), "its carrier is dropped");
+        assert!(!h.host.sandboxes().is_live(&t), "its sandbox is dropped");
+        assert_eq!(
+            h.db().transfer(&t).unwrap().status,
+            TransferStatus::Active,
+            "a lease that lapsed is not the agent's failure"
+        );
+        // What the guest did before the cut stays: its reply.
+        assert_eq!(h.transcript(&cv).len(), 2);
+
+        agents.keep_lease();
+        assert!(agents.lease_fresh());
+        assert!(agents.carrier(&agent).is_some(), "bound again once the lease is renewed");
     }
 }
 
