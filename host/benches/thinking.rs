@@ -7,6 +7,9 @@
 //!   committed, beside the ideal (the model's delay) in the same run; the most calls the
 //!   provider had in flight at once; the host's RSS then. Target: all answered within 5 s,
 //!   ≥ 900 calls in flight.
+//! - `thinking/four_at_a_time` (printed): the baseline, 64 assistants (`AHP_THINKING_BASELINE_N`)
+//!   on the same host allowed four turns at once, what its four blocking workers allowed before
+//!   turns were tasks.
 //! - `thinking/parked` (printed): the same for N' assistants parked before the posts
 //!   (`AHP_THINKING_PARKED_N`, default 0 = skipped): each turn instantiates its sandbox anew.
 //! - `thinking/quick_beside_slow` (printed): N agents of one owner wait in 60 s model calls;
@@ -21,7 +24,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ahp_host::agents::Agents;
+use ahp_host::agents::{Agents, AgentsConfig};
 use ahp_host::gateway::scripted::{Behaviour, ScriptedProvider};
 use ahp_host::host::{Host, HostBuilder};
 use ahp_host::policy::Policy;
@@ -62,8 +65,8 @@ fn env_usize(name: &str, default: usize) -> usize {
 }
 
 /// A host for `slots` live assistants whose model is the local provider, slow questions
-/// answered after `delay`.
-fn bench(slots: u32, delay: Duration) -> Bench {
+/// answered after `delay`, running at most `running_turns` turns at once (`None`: the default).
+fn bench(slots: u32, delay: Duration, running_turns: Option<usize>) -> Bench {
     let (provider_runtime, provider) = ScriptedProvider::start_on_own_runtime().unwrap();
     provider.set_responder(Arc::new(move |r| {
         let slow = r.texts().iter().any(|t| t.contains(SLOW));
@@ -93,6 +96,10 @@ fn bench(slots: u32, delay: Duration) -> Bench {
     let host = HostBuilder::new(pool, dir.path())
         .policy(policy)
         .vault(Arc::new(vault))
+        .agents(AgentsConfig {
+            running_turns,
+            ..AgentsConfig::default()
+        })
         .engine(|e| {
             e.max_live_sandboxes = slots;
             e.max_memory_bytes = Tier::Small.limits().memory_bytes;
@@ -124,10 +131,16 @@ impl Bench {
         let t = {
             let mut db = self.host.store().locked();
             let id = db.snapshot_state_as(&snap, owner).unwrap().id;
-            let token =
-                issue_transfer_token(&self.key, &id, TokenScope::ProvisionRuntime, db.now(), ahp_host::store::DEFAULT_TOKEN_TTL)
-                    .unwrap();
-            db.provision_runtime(&id, Tier::Small, 1_000_000, "assistant", &token).unwrap();
+            let token = issue_transfer_token(
+                &self.key,
+                &id,
+                TokenScope::ProvisionRuntime,
+                db.now(),
+                ahp_host::store::DEFAULT_TOKEN_TTL,
+            )
+            .unwrap();
+            db.provision_runtime(&id, Tier::Small, 1_000_000, "assistant", &token)
+                .unwrap();
             db.push_state(&id, None).unwrap();
             id
         };
@@ -196,16 +209,26 @@ fn count_replies(dir: &Path, cv: Option<&str>) -> i64 {
     .unwrap()
 }
 
-/// `n` assistants (parked first with `park`), one slow message each at once.
-fn all_at_once(n: usize, delay: Duration, park: bool) {
-    let name = if park { "thinking/parked" } else { "thinking/all_at_once" };
+/// The owner of the `i`th agent of a bench: a thousand agents an owner (an owner may have 1,000
+/// open conversations), the operator first.
+fn owner(i: usize) -> TransferOwner {
+    match i / 1000 {
+        0 => TransferOwner::Operator,
+        k => TransferOwner::ApiKey(format!("prn_{k:024x}")),
+    }
+}
+
+/// `n` assistants (parked first with `park`), one slow message each at once, at most
+/// `running_turns` turns at once (`None`: the default, every agent's).
+fn all_at_once(name: &str, n: usize, delay: Duration, park: bool, running_turns: Option<usize>) {
     // One owner's turns hold at most three quarters of the places (`agents::admission`).
-    let b = bench((n as u32).div_ceil(3) * 4 + 16, delay);
-    let conversations: Vec<(String, Caller)> = (0..n)
-        .map(|i| b.assistant(&TransferOwner::Operator, &format!("a{i}")))
-        .collect();
+    let b = bench((n as u32).div_ceil(3) * 4 + 16, delay, running_turns);
+    let conversations: Vec<(String, Caller)> = (0..n).map(|i| b.assistant(&owner(i), &format!("a{i}"))).collect();
     if park {
-        let parked = b.host.sandboxes().park_idle(Instant::now() + Duration::from_secs(86_400));
+        let parked = b
+            .host
+            .sandboxes()
+            .park_idle(Instant::now() + Duration::from_secs(86_400));
         assert_eq!(parked.len(), n);
     }
     let rss_before = rss_kib("VmRSS:");
@@ -216,12 +239,13 @@ fn all_at_once(n: usize, delay: Duration, park: bool) {
         b.post(&agents, cv, SLOW);
     }
     let posted = started.elapsed();
-    let (replied, rss) = b.replies(None, n as i64, started, Duration::from_secs(600));
+    let (replied, rss) = b.replies(None, n as i64, started, Duration::from_secs(900));
     workers.abort();
+    let (places, _) = agents.running_turns();
     println!(
-        "{name}: {n} assistants, each model call {delay:?} (the ideal): all replied {replied:?} after the first \
-         post, {:?} after the last (posting from one thread took {posted:?}); provider's peak calls in flight {}; \
-         host RSS {} MiB → {} MiB while thinking, peak {} MiB",
+        "{name}: {n} assistants, each model call {delay:?} (the ideal), {places} turn places: all replied \
+         {replied:?} after the first post, {:?} after the last (posting from one thread took {posted:?}); \
+         provider's peak calls in flight {}; host RSS {} MiB → {} MiB while thinking, peak {} MiB",
         replied - posted,
         b.provider.peak_in_flight(),
         rss_before / 1024,
@@ -233,7 +257,7 @@ fn all_at_once(n: usize, delay: Duration, park: bool) {
 /// `n` agents of one owner in 60 s model calls; then the quick agents of another owner and of
 /// the same one.
 fn quick_beside_slow(n: usize) {
-    let b = bench(n as u32 * 2 + 16, Duration::from_secs(60));
+    let b = bench(n as u32 * 2 + 16, Duration::from_secs(60), None);
     let greedy = TransferOwner::Operator;
     let other = TransferOwner::ApiKey("prn_0123456789abcdef01234567".into());
     // Two slow agents a conversation: an owner may have 1,000 open conversations.
@@ -275,10 +299,16 @@ fn quick_beside_slow(n: usize) {
 fn main() {
     let n = env_usize("AHP_THINKING_N", 1000);
     let delay = Duration::from_millis(env_usize("AHP_THINKING_MS", 2000) as u64);
-    all_at_once(n, delay, false);
+    // The baseline: four turns at once, as the four blocking workers allowed (five places, of
+    // which one owner may hold four).
+    let baseline = env_usize("AHP_THINKING_BASELINE_N", 64);
+    if baseline > 0 {
+        all_at_once("thinking/four_at_a_time", baseline, delay, false, Some(5));
+    }
+    all_at_once("thinking/all_at_once", n, delay, false, None);
     let parked = env_usize("AHP_THINKING_PARKED_N", 0);
     if parked > 0 {
-        all_at_once(parked, delay, true);
+        all_at_once("thinking/parked", parked, delay, true, None);
     }
-    if std::env::var_os("AHP_THINKING_QUICK").is_some() { quick_beside_slow(n); }
+    quick_beside_slow(n);
 }

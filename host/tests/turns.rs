@@ -510,7 +510,11 @@ mod stale_lease {
             took < Duration::from_secs(5),
             "the 10 s turn is cut off when the lease stops being fresh (1.6 s), not at its end: {took:?}"
         );
-        assert_eq!((drive.consumed, drive.unknown), (0, 0), "nothing is concluded here: {drive:?}");
+        assert_eq!(
+            (drive.consumed, drive.unknown),
+            (0, 0),
+            "nothing is concluded here: {drive:?}"
+        );
         let agents = h.host.agents();
         assert!(agents.carrier(&agent).is_none(), "its carrier is dropped");
         assert!(!h.host.sandboxes().is_live(&t), "its sandbox is dropped");
@@ -524,7 +528,10 @@ mod stale_lease {
 
         agents.keep_lease();
         assert!(agents.lease_fresh());
-        assert!(agents.carrier(&agent).is_some(), "bound again once the lease is renewed");
+        assert!(
+            agents.carrier(&agent).is_some(),
+            "bound again once the lease is renewed"
+        );
     }
 }
 

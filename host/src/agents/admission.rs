@@ -13,15 +13,34 @@
 //!   place given back goes to the next owner in turn that has a waiting turn and is under its
 //!   cap (in order within one owner).
 //!
+//! - **None while the host is busy.** Turns share the runtime's threads: when every thread is
+//!   busy running guests, instantiating sandboxes and committing, a turn that becomes ready
+//!   waits to run — and its wall clock runs meanwhile. So while the runtime is under pressure
+//!   (a task made ready waits more than [`PRESSURE_WAIT`] to run, probed every
+//!   [`PROBE_EVERY`] by [`Admission::watch_pressure`]) no new turn is admitted; the turns
+//!   running finish with the CPU to themselves, and the waiting ones are admitted, round robin,
+//!   once the pressure drops. Without this, 10,000 parked agents woken at once on two cores
+//!   all started, waited for the CPU past their 15 s wall clock, and 5,777 were terminated.
+//!
 //! A place is held by a [`Place`] and given back when it is dropped, whatever ended the turn
 //! (its future dropped included).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
 use crate::shared_store::StoreLock;
+
+/// How long a task made ready may wait to run before the runtime counts as under pressure.
+pub const PRESSURE_WAIT: Duration = Duration::from_millis(20);
+
+/// How often [`Admission::watch_pressure`] probes the runtime.
+pub const PROBE_EVERY: Duration = Duration::from_millis(10);
+
+/// Calm probes in a row that end a pressure.
+pub const CALM_PROBES: u32 = 3;
 
 /// The most places one owner's turns may hold out of `total`: three quarters, at least one.
 pub fn owner_cap(total: usize) -> usize {
@@ -51,6 +70,8 @@ struct State {
     waiting: HashMap<String, VecDeque<oneshot::Sender<Place>>>,
     /// Owners with waiting turns, in the order their next turn is served.
     turn_order: VecDeque<String>,
+    /// The runtime is under pressure: no new turn is admitted.
+    pressured: bool,
 }
 
 /// One place among the running turns, held until dropped.
@@ -84,8 +105,58 @@ impl Admission {
         self.inner.state.locked().running
     }
 
-    /// A place for a turn of an agent `owner` owns: at once if one is free and the owner is
-    /// under its cap with no turn of its own waiting, else when its turn comes.
+    /// Whether the runtime is under pressure now (no new turn is admitted).
+    pub fn pressured(&self) -> bool {
+        self.inner.state.locked().pressured
+    }
+
+    /// Says whether the runtime is under pressure; when it no longer is, waiting turns are
+    /// admitted.
+    pub fn set_pressure(&self, pressured: bool) {
+        let mut st = self.inner.state.locked();
+        if st.pressured == pressured {
+            return;
+        }
+        st.pressured = pressured;
+        if pressured {
+            tracing::info!(
+                running = st.running,
+                "the runtime is busy: admitting no new turn until it is not"
+            );
+        } else {
+            self.inner.hand_out(&mut st);
+        }
+    }
+
+    /// Probes the runtime it runs on every [`PROBE_EVERY`] until dropped: how long a task made
+    /// ready (this one, by its timer and by yielding) waits to run; past [`PRESSURE_WAIT`] the runtime is under
+    /// pressure ([`set_pressure`](Self::set_pressure)).
+    pub async fn watch_pressure(self) {
+        let mut calm = 0;
+        loop {
+            // Two waits of a task made ready: its timer's (how late it runs after it fired),
+            // and a yield's (how long the tasks ready before it take).
+            let due = Instant::now() + PROBE_EVERY;
+            tokio::time::sleep_until(due.into()).await;
+            let late = due.elapsed();
+            let asked = Instant::now();
+            tokio::task::yield_now().await;
+            if late.max(asked.elapsed()) > PRESSURE_WAIT {
+                calm = 0;
+                self.set_pressure(true);
+            } else {
+                // Over only after a few calm probes in a row: one free moment is not a free host.
+                calm += 1;
+                if calm >= CALM_PROBES {
+                    self.set_pressure(false);
+                }
+            }
+        }
+    }
+
+    /// A place for a turn of an agent `owner` owns: at once if one is free, the owner is under
+    /// its cap with no turn of its own waiting and the runtime is not under pressure, else when
+    /// its turn comes.
     pub async fn admit(&self, owner: &str) -> Place {
         let waiting = {
             let mut st = self.inner.state.locked();
@@ -94,7 +165,7 @@ impl Admission {
                 q.retain(|tx| !tx.is_closed());
             }
             let queued = st.waiting.get(owner).is_some_and(|q| !q.is_empty());
-            if !queued && self.inner.may_run(&st, owner) {
+            if !queued && !st.pressured && self.inner.may_run(&st, owner) {
                 return self.inner.place(&mut st, owner);
             }
             let (tx, rx) = oneshot::channel();
@@ -106,7 +177,9 @@ impl Admission {
         };
         // The sender is only dropped unsent by `hand_out`, which skips closed receivers, and a
         // place sent to a receiver dropped meanwhile is given back by its own drop.
-        waiting.await.expect("a waiting turn's sender is kept until it is sent its place")
+        waiting
+            .await
+            .expect("a waiting turn's sender is kept until it is sent its place")
     }
 }
 
@@ -127,7 +200,7 @@ impl Inner {
     /// Gives free places to waiting turns, one owner after another.
     fn hand_out(self: &Arc<Self>, st: &mut State) {
         let mut passed = 0;
-        while st.running < self.total && passed < st.turn_order.len() {
+        while st.running < self.total && !st.pressured && passed < st.turn_order.len() {
             let Some(owner) = st.turn_order.pop_front() else { break };
             if !self.may_run(st, &owner) {
                 st.turn_order.push_back(owner);
@@ -191,7 +264,10 @@ mod tests {
     use super::{Admission, owner_cap};
 
     fn rt() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
     }
 
     #[test]
@@ -246,12 +322,58 @@ mod tests {
             }
             let served = order.lock().unwrap().clone();
             assert_eq!(served.len(), 3, "{served:?}");
-            assert!(served.contains(&"x") && served.contains(&"y"), "both owners served: {served:?}");
+            assert!(
+                served.contains(&"x") && served.contains(&"y"),
+                "both owners served: {served:?}"
+            );
             assert!(a.running() <= a.total());
             for t in tasks {
                 t.abort();
             }
         });
+    }
+
+    #[test]
+    fn under_pressure_no_turn_is_admitted_until_it_drops() {
+        rt().block_on(async {
+            let a = Admission::new(8);
+            a.set_pressure(true);
+            let waiting = tokio::spawn({
+                let a = a.clone();
+                async move { a.admit("x").await }
+            });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert_eq!(a.running(), 0, "free places, but the runtime is busy");
+            a.set_pressure(false);
+            let place = tokio::time::timeout(Duration::from_millis(100), waiting).await;
+            assert!(place.is_ok(), "admitted once the pressure dropped");
+            assert_eq!(a.running(), 1);
+        });
+    }
+
+    #[test]
+    fn a_runtime_whose_threads_are_blocked_is_found_under_pressure() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let a = Admission::new(8);
+        runtime.spawn(a.clone().watch_pressure());
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!a.pressured(), "an idle runtime is not busy");
+        // The one worker is held for 200 ms by a task that does not yield.
+        runtime.spawn(async { std::thread::sleep(Duration::from_millis(200)) });
+        let watched = std::time::Instant::now();
+        let mut seen = false;
+        while watched.elapsed() < Duration::from_millis(400) {
+            seen |= a.pressured();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(seen, "the probe waited ~200 ms to run: pressure");
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!a.pressured(), "and the runtime is free again");
+        runtime.shutdown_background();
     }
 
     #[test]

@@ -39,7 +39,7 @@ impl Agents {
     /// [`drive`](Self::drive) as a future: what the controller's task for `agent` runs (see
     /// [`run_workers`](Self::run_workers)). Its turns hold a place of the
     /// [`Admission`](super::admission::Admission) while they run, and are cancelled when the
-    /// host lease stops being fresh ([`Agents::lease_lost`]).
+    /// host lease stops being fresh (see [`lease_fresh`](Self::lease_fresh)).
     ///
     /// # Errors
     ///
@@ -150,16 +150,17 @@ impl Agents {
             wake: ticket.wake.clone(),
             replies: 0,
         };
-        let (outcome, diagnosis, spend, consumed) = match self.run_dispatched(&c.transfer, ctx, budget, self.lease_lost()).await {
-            Ok(run) => {
-                drive.fuel_consumed += run.fuel_consumed;
-                (run.outcome, run.diagnosis, run.deferred_spend, run.consumed)
-            }
-            Err(e) => {
-                tracing::warn!(%agent, error = %e, "the turn could not run");
-                (RunOutcome::Stopped(e.to_string()), None, None, Vec::new())
-            }
-        };
+        let (outcome, diagnosis, spend, consumed) =
+            match self.run_dispatched(&c.transfer, ctx, budget, self.lease_lost()).await {
+                Ok(run) => {
+                    drive.fuel_consumed += run.fuel_consumed;
+                    (run.outcome, run.diagnosis, run.deferred_spend, run.consumed)
+                }
+                Err(e) => {
+                    tracing::warn!(%agent, error = %e, "the turn could not run");
+                    (RunOutcome::Stopped(e.to_string()), None, None, Vec::new())
+                }
+            };
         if let RunOutcome::Cancelled(why) = &outcome {
             // The lease is no longer fresh: nothing more is recorded for this agent here (its
             // dispatched wake is settled by whichever host carries it next).

@@ -9,7 +9,8 @@
 //! - **The lease** ([`Agents::keep_lease`]) is renewed every third of its length. A host that
 //!   could not renew in time — its process was stopped, the database was out of reach — stops
 //!   every sandbox it runs before its lease can run out ([`Agents::lease_fresh`] is checked
-//!   before every turn), since another host may claim and run its agents from then on; when it
+//!   before every turn, and a running turn is cancelled the instant it stops holding:
+//!   `Agents::lease_lost`), since another host may claim and run its agents from then on; when it
 //!   learns it lost the lease it drops every carrier and joins again as a new incarnation, with
 //!   no agents. Its writes for the agents it lost are refused by the store whatever it
 //!   believes: the endpoint generation (and the carrying host, for checkpoints) fences them.

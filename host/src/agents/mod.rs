@@ -12,8 +12,11 @@
 //! **The controller** (the conversation protocol's semantics). A message commit (by any surface,
 //! through [`crate::posting`], for the agents it woke), a wake consume, a carrier registration
 //! and an activation each *schedule* a dispatch opportunity for an agent ([`Agents::schedule`]):
-//! a bounded, deduplicated queue (`queue`), no polling loop. A worker takes the agent and
-//! [`drives`](Agents::drive) it: claims its pending wake through the exact endpoint and
+//! a bounded, deduplicated queue (`queue`), no polling loop. The controller takes the agent
+//! and [`drives`](Agents::drive_async) it as a task of its own on the runtime: a turn holds no
+//! thread while its guest waits on its model, a tool or a sleep, and how many turns run at
+//! once is bounded by the live sandboxes the host may hold, shared fairly between owners
+//! ([`admission`]). The opportunity claims its pending wake through the exact endpoint and
 //! generation and crosses the durable dispatch fence in one commit (`claim_and_dispatch`),
 //! runs one `turn` in the sandbox under the tier's fuel and wall clock ([`run`]), and records
 //! the outcome; only after the turn returned `ok` it exact-consumes the wake — that consume is
@@ -410,6 +413,8 @@ impl Agents {
     /// tasks drive one agent. Dropping this future drops every task it started.
     pub async fn run_workers(self: Arc<Self>) {
         let mut opportunities = tokio::task::JoinSet::new();
+        // Stopped with the set, when this future is dropped.
+        opportunities.spawn(self.admission.clone().watch_pressure());
         loop {
             while let Some(ended) = opportunities.try_join_next() {
                 if let Err(e) = ended {
@@ -434,15 +439,22 @@ impl Agents {
     /// One dispatch opportunity of `agent` as the controller runs it: the drive, then the
     /// retry bookkeeping, then the agent's queue slot given back.
     async fn opportunity(self: Arc<Self>, agent: String) {
+        /// Gives the agent's queue slot back however the opportunity ends (a panic included).
+        struct Done<'a>(&'a Agents, &'a str);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                if self.0.queue.locked().done(self.1) {
+                    self.0.ready.notify_one();
+                }
+            }
+        }
+        let _done = Done(&self, &agent);
         match self.drive_async(&agent).await {
             Ok(d) if d.retry => self.reschedule_later(&agent),
             Ok(_) => {
                 self.retries.locked().remove(&agent);
             }
             Err(e) => tracing::warn!(%agent, error = %e, "dispatch failed; the next tick tries again"),
-        }
-        if self.queue.locked().done(&agent) {
-            self.ready.notify_one();
         }
     }
 

@@ -8,8 +8,8 @@
 //!   is the carrier dropped (and its sandbox with it).
 //! - **Transient** ([`Failure::Transient`]): the database was busy or locked, or a claim found
 //!   an unresolved dispatch in the way (`LimitReached`). Short store writes that end a turn
-//!   are retried in place ([`retry`]: [`IN_PLACE_ATTEMPTS`] tries, pausing on the blocking
-//!   thread with no lock held); a dispatch opportunity that hit one is rescheduled later with
+//!   are retried in place ([`retry`]: [`IN_PLACE_ATTEMPTS`] tries, pausing with no lock held
+//!   and, on a turn's task, the runtime's other tasks moved to another thread); a dispatch opportunity that hit one is rescheduled later with
 //!   exponential backoff ([`reschedule_delay`]), at most [`MAX_RESCHEDULES`] times in a row,
 //!   after which the reaper tick's safety net finds the agent again.
 //! - **Refused** ([`Failure::Refused`]): anything else (a bug, a corrupt row): logged, the
@@ -86,15 +86,16 @@ impl Failure {
 }
 
 /// Runs `step` until it succeeds or fails other than transiently, at most
-/// [`IN_PLACE_ATTEMPTS`] times, pausing between tries (on the calling blocking thread; `step`
-/// must take and release the store lock itself, so no lock is held while pausing).
+/// [`IN_PLACE_ATTEMPTS`] times, pausing between tries (see [`blocking`](crate::shared_store::blocking);
+/// `step` must take and release the store lock itself, so no lock is held while pausing).
 pub fn retry<T>(mut step: impl FnMut() -> Result<T, ConversationError>) -> Result<T, ConversationError> {
     let mut pause = FIRST_IN_PLACE_PAUSE;
     let mut attempt = 1;
     loop {
         match step() {
             Err(e) if e.is_transient() && attempt < IN_PLACE_ATTEMPTS => {
-                std::thread::sleep(pause);
+                // On a turn's task: the runtime's other tasks move to another thread meanwhile.
+                crate::shared_store::blocking(|| std::thread::sleep(pause));
                 pause *= 4;
                 attempt += 1;
             }

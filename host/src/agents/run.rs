@@ -105,7 +105,13 @@ impl Agents {
             Call::Turn(t) => Some((t.caller.clone(), t.actor.clone())),
             Call::Resume => None,
         };
+        let out = OutForRun {
+            sandboxes,
+            transfer,
+            armed: true,
+        };
         let mut run = sandboxes.run_async(&mut sandbox, call, stop).await;
+        out.disarm();
         let keep = match &run.outcome {
             RunOutcome::Returned => true,
             RunOutcome::GuestError(_) => conversation,
@@ -163,5 +169,29 @@ impl Agents {
         // insolvent (or ended it) meanwhile is left alone.
         let reason = bounded(&format!("sandbox stopped: {reason}"));
         Ok(self.store.locked().terminate_if_active(transfer, &reason)?)
+    }
+}
+
+/// A sandbox out for a turn whose future may be dropped mid-run (the controller's task aborted
+/// at shutdown): dropped armed, it ends the run, so a later turn of the transfer can set up a
+/// sandbox again (the sandbox itself is dropped with the future).
+struct OutForRun<'a> {
+    sandboxes: &'a sandbox::Sandboxes,
+    transfer: &'a str,
+    armed: bool,
+}
+
+impl OutForRun<'_> {
+    /// The run ended: its caller keeps or ends it.
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for OutForRun<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.sandboxes.end_run(self.transfer);
+        }
     }
 }
