@@ -473,7 +473,8 @@ impl Store {
     ///
     /// [`Error::InvalidInput`] for a malformed model id, a price or token count past its bound,
     /// or an output cap of 0; [`Error::TransferNotFound`]; [`Error::InvalidTransition`] for a
-    /// transfer that is not running. A refusal for the budget is not an error but
+    /// transfer that is not running; [`Error::CarriedElsewhere`] when another host carries it
+    /// now (this host lost the agent: it calls no model for it). A refusal for the budget is not an error but
     /// [`Reservation::InsufficientBudget`] or [`Reservation::Insolvent`]; nothing is then written.
     pub fn reserve_model_call(&mut self, transfer: &str, request: &ReservationRequest<'_>) -> Result<Reservation> {
         transfer::check_id(transfer)?;
@@ -485,8 +486,11 @@ impl Store {
             return Err(Error::invalid("maxOutputTokens", "must be at least 1"));
         }
         let now = self.now();
+        let me = self.host_id.clone();
         self.write(|tx| {
             let t = transfer::load_for(tx, transfer, &TransferOwner::Operator)?;
+            // A host that lost the agent to another (a claim, a move) calls no model for it.
+            crate::hosts::check_carries(tx, transfer, &me)?;
             if t.status == TransferStatus::Insolvent {
                 return Ok(Reservation::Insolvent);
             }

@@ -171,6 +171,26 @@ fn a_live_host_is_not_claimed_and_a_lapsed_one_is_claimed_once() {
         t.a.bind_transfer_agent(&transfer, ENDPOINT_LEASE),
         Err(Error::CarriedElsewhere { .. })
     ));
+    // Nor does it reserve a model call for the agent (the call it would then make).
+    let ask = ReservationRequest {
+        model: "default",
+        prices: ModelPrices {
+            input: 1,
+            output: 1,
+            cache_read: 0,
+            cache_write: 0,
+        },
+        input_tokens_bound: 10,
+        max_output_tokens: 10,
+    };
+    assert!(matches!(
+        t.a.reserve_model_call(&transfer, &ask),
+        Err(Error::CarriedElsewhere { host, .. }) if host == "host-b"
+    ));
+    assert!(matches!(
+        t.b.reserve_model_call(&transfer, &ask),
+        Ok(Reservation::Granted(_))
+    ));
     assert!(
         t.a.register_wake_carrier(&binding.agent.id, &binding.endpoint.id, binding.endpoint.generation)
             .is_err(),
