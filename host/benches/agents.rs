@@ -56,15 +56,6 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-fn rss_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// A stateless MCP tool call without a key; returns its structured result.
 async fn call(client: &reqwest::Client, url: &str, tool: &str, arguments: Value) -> Value {
     common::mcp_call(client, url, None, tool, arguments).await
@@ -305,7 +296,7 @@ fn thousand() {
     host.sandboxes()
         .register_component_file(guests::TURN_PROBER, Some("turn-prober"))
         .unwrap();
-    let rss_before = rss_kib("VmRSS:");
+    let rss_before = common::rss_kib("VmRSS:");
     let operator = Caller::full(OPERATOR_SUBJECT).unwrap();
     let conversations: Vec<String> = (0..n)
         .map(|i| conversing_agent(&host, &key, Tier::Nano, 1_000_000, &format!("a{i}")).2)
@@ -340,8 +331,8 @@ fn thousand() {
         "agents/thousand: {n} agents each answered one message in {replied:?} (posting took {posted:?}); \
          host RSS {} MiB → {} MiB, peak {} MiB",
         rss_before / 1024,
-        rss_kib("VmRSS:") / 1024,
-        rss_kib("VmHWM:") / 1024
+        common::rss_kib("VmRSS:") / 1024,
+        common::rss_kib("VmHWM:") / 1024
     );
 }
 

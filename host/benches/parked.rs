@@ -28,6 +28,8 @@
 //! `cargo bench -p ahp-host --bench parked` (~3 min at the defaults on this machine; past
 //! about 15,000 live the kernel's `vm.max_map_count` must be raised, see `ahp serve`).
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use ahp_guests as guests;
@@ -45,15 +47,6 @@ fn env(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-fn proc_status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
 fn maps() -> usize {
     std::fs::read_to_string("/proc/self/maps").map_or(0, |m| m.lines().count())
 }
@@ -63,8 +56,8 @@ fn step(what: &str, took: Duration) {
     println!(
         "{what:<44} {:>9.1} s   RSS {:>6} MiB (peak {:>6} MiB)   mappings {:>6}",
         took.as_secs_f64(),
-        proc_status_kib("VmRSS:") / 1024,
-        proc_status_kib("VmHWM:") / 1024,
+        common::rss_kib("VmRSS:") / 1024,
+        common::rss_kib("VmHWM:") / 1024,
         maps()
     );
 }

@@ -20,6 +20,8 @@
 //! runs on a two-worker runtime of its own, the provider on another. Run:
 //! `cargo bench -p ahp-host --bench thinking`.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -49,15 +51,6 @@ struct Bench {
     provider: ScriptedProvider,
     _provider_runtime: tokio::runtime::Runtime,
     runtime: tokio::runtime::Runtime,
-}
-
-fn rss_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -188,7 +181,7 @@ impl Bench {
     fn replies(&self, cv: Option<&str>, n: i64, started: Instant, limit: Duration) -> (Duration, u64) {
         let mut rss = 0;
         loop {
-            rss = rss.max(rss_kib("VmRSS:"));
+            rss = rss.max(common::rss_kib("VmRSS:"));
             let done = count_replies(self.dir.path(), cv);
             if done >= n {
                 return (started.elapsed(), rss);
@@ -231,7 +224,7 @@ fn all_at_once(name: &str, n: usize, delay: Duration, park: bool, running_turns:
             .park_idle(Instant::now() + Duration::from_secs(86_400));
         assert_eq!(parked.len(), n);
     }
-    let rss_before = rss_kib("VmRSS:");
+    let rss_before = common::rss_kib("VmRSS:");
     let agents = b.host.agents().clone();
     let workers = b.runtime.spawn(agents.clone().run_workers());
     let started = Instant::now();
@@ -250,7 +243,7 @@ fn all_at_once(name: &str, n: usize, delay: Duration, park: bool, running_turns:
         b.provider.peak_in_flight(),
         rss_before / 1024,
         rss / 1024,
-        rss_kib("VmHWM:") / 1024
+        common::rss_kib("VmHWM:") / 1024
     );
 }
 

@@ -101,3 +101,13 @@ pub(crate) async fn mcp_call(
     assert_ne!(m["result"]["isError"], true, "{tool}: {m}");
     m["result"]["structuredContent"].clone()
 }
+
+/// A field of this process's `/proc/self/status` in KiB (`"VmRSS:"`, `"VmHWM:"`), 0 if absent.
+pub(crate) fn rss_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .unwrap_or(0)
+}
