@@ -5,7 +5,8 @@
 //! every acknowledged message once, no sequence gap, one delivery per recipient, one attached
 //! endpoint per agent and no live attempt below its endpoint's generation; a stopped
 //! ("zombie") host is fenced when it runs again; an agent moved live under a stream of
-//! messages answers each exactly once.
+//! messages answers each exactly once; a host cut off from the database mid-turn (the process
+//! running on) stops the turn before the survivor claims its agent, and calls its model no more.
 
 use std::io::BufRead;
 use std::process::Command;
@@ -101,11 +102,16 @@ impl Cluster {
     }
 
     fn start(&self, host: usize, id: &str) -> Host {
+        self.start_on(host, id, &self.database)
+    }
+
+    /// Starts host `host` as `id` reaching the database at `database` (e.g. through a proxy).
+    fn start_on(&self, host: usize, id: &str, database: &str) -> Host {
         let lease = format!("{}s", LEASE.as_secs());
         let vault = self.vault.path().to_str().unwrap().to_owned();
         let args = [
             "--database",
-            &self.database,
+            database,
             "--host-id",
             id,
             "--auth",
@@ -165,13 +171,18 @@ async fn call(url: &str, tool: &str, arguments: Value) -> Value {
 
 /// Activates a turn-prober agent at `url`; returns (transfer, agent).
 async fn activate(url: &str) -> (String, String) {
+    activate_component(url, "turn-prober").await
+}
+
+/// Activates an agent of `component` at `url`; returns (transfer, agent).
+async fn activate_component(url: &str, component: &str) -> (String, String) {
     let snap = ahp_host::testing::snapshot(2, ahp_host::testing::inventory());
     let t = call(url, "snapshot_state", serde_json::to_value(&snap).unwrap()).await["transferId"]
         .as_str()
         .unwrap()
         .to_owned();
     let provision = json!({"transferId": t, "token": token(&t, TokenScope::ProvisionRuntime),
-                           "tier": "small", "budgetMicroUsd": 5_000_000, "component": "turn-prober"});
+                           "tier": "small", "budgetMicroUsd": 5_000_000, "component": component});
     call(url, "provision_runtime", provision).await;
     call(url, "push_state", json!({"transferId": t})).await;
     let a = call(
@@ -465,6 +476,163 @@ fn an_agent_moved_live_answers_every_message_once() {
         pause / 1000
     );
     check_invariants(&mut db, &sent);
+    assert_answered_once(&mut db);
+    drop((a, b));
+}
+
+/// A TCP proxy in front of the database that the test can cut: every connection through it is
+/// shut down and new ones are refused, while the host behind it runs on.
+struct DatabaseProxy {
+    url: String,
+    cut: Arc<std::sync::atomic::AtomicBool>,
+    open: Arc<Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl DatabaseProxy {
+    /// A proxy to the server of `database` (`postgres://user@host:port/db?…`); its `url`
+    /// names the same database through the proxy.
+    fn start(database: &str) -> Self {
+        use std::net::{TcpListener, TcpStream};
+        let rest = database.split_once("@").expect("a postgres URL with a user").1;
+        let upstream = rest.split(['/', '?']).next().unwrap().to_owned();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = database.replacen(&upstream, &listener.local_addr().unwrap().to_string(), 1);
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let open = Arc::new(Mutex::new(Vec::new()));
+        let (is_cut, streams) = (cut.clone(), open.clone());
+        std::thread::spawn(move || {
+            // Listening stops at the cut: a reconnect is refused.
+            while !is_cut.load(std::sync::atomic::Ordering::SeqCst) {
+                let Ok((client, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                client.set_nonblocking(false).unwrap();
+                let Ok(server) = TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                let mut open = streams.lock().unwrap();
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server.try_clone().unwrap(), client.try_clone().unwrap()),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+                open.extend([client, server]);
+            }
+        });
+        Self { url, cut, open }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for s in self.open.lock().unwrap().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// Saves host `host`'s policy: the test policy, with the model `default` served by `provider`.
+fn policy_with_model(c: &Cluster, host: usize, provider: &ahp_host::gateway::scripted::ScriptedProvider) {
+    let price = json!({ "input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0 });
+    let policy = ahp_host::policy::Policy {
+        models: serde_json::from_value(json!([
+            { "id": "default", "provider": "openai", "endpoint": provider.openai_endpoint(),
+              "providerModel": "gpt-4.1-mini", "credential": { "credRef": "model-key" },
+              "contextTokens": 128000, "maxOutputTokens": 256, "priceMicroUsdPerMTok": price },
+        ]))
+        .unwrap(),
+        allow_networks: vec!["127.0.0.0/8".into()],
+        ..ahp_host::testing::policy()
+    };
+    policy.save(c.dirs[host].path()).unwrap();
+}
+
+#[test]
+fn a_host_cut_off_from_the_database_mid_turn_calls_nothing_after_the_survivor_claims() {
+    use ahp_host::gateway::scripted::{Behaviour, ScriptedProvider};
+    let Some(c) = cluster(2) else { return };
+    std::fs::write(c.vault.path().join("model-key"), "sk-e2e-model").unwrap();
+    // Each host has its own provider: what each was asked is what each host did. A's model
+    // thinks for 10 s (within the small tier's 15 s wall clock); B's answers at once.
+    let (_rt_a, model_a) = ScriptedProvider::start_on_own_runtime().unwrap();
+    model_a.set_responder(Arc::new(|_| Behaviour::text("from a").after(Duration::from_secs(10))));
+    let (_rt_b, model_b) = ScriptedProvider::start_on_own_runtime().unwrap();
+    model_b.set_responder(Arc::new(|_| Behaviour::text("from b")));
+    policy_with_model(&c, 0, &model_a);
+    policy_with_model(&c, 1, &model_b);
+    c.ahp(0, &["component", "add", ahp_guests::ASSISTANT, "--name", "assistant"]);
+
+    let proxy = DatabaseProxy::start(&c.database);
+    let rt = runtime();
+    let (a, b) = (c.start_on(0, "host-a", &proxy.url), c.start(1, "host-b"));
+    let (ta, xa) = rt.block_on(activate_component(&a.url(), "assistant"));
+    let cv = rt.block_on(open(&b.url(), &xa));
+    let first = rt.block_on(post(&b.url(), &cv, "first question"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while model_a.request_count() == 0 {
+        assert!(Instant::now() < deadline, "A's turn never called its model");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // A's turn waits on its model; A loses the database, its process running on.
+    proxy.cut();
+    let cut = Instant::now();
+    let mut db = c.sql();
+    let deadline = cut + LEASE + TAKEOVER_MARGIN;
+    while carrier(&mut db, &ta).as_deref() != Some("host-b") {
+        assert!(Instant::now() < deadline, "B never claimed the cut-off host's agent");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let claimed = cut.elapsed();
+    assert_eq!(
+        model_a.in_flight(),
+        0,
+        "A dropped its model call before B claimed the agent, {claimed:?} after the cut (the model answers at 10 s)"
+    );
+    assert!(
+        a.logged("turn cancelled"),
+        "A cut its turn off when its lease stopped being fresh: {:?}",
+        a.log.lock().unwrap()
+    );
+    let usage_at_claim: i64 = db
+        .query_one("SELECT count(*) FROM usage_events WHERE transfer_id = $1", &[&ta])
+        .unwrap()
+        .get(0);
+
+    // The agent answers from B: the question A's turn never finished, and a new one.
+    let second = rt.block_on(post(&b.url(), &cv, "second question"));
+    answered(&c, &second, Duration::from_secs(30));
+    answered(&c, &first, Duration::from_secs(30));
+    // Long enough for A's model to have answered and A to have gone on, had it kept going.
+    std::thread::sleep(Duration::from_secs(11).saturating_sub(cut.elapsed()));
+    assert_eq!(model_a.request_count(), 1, "A called its model again after the cut");
+    assert!(
+        model_b.request_count() >= 2,
+        "B answered both: {}",
+        model_b.request_count()
+    );
+    let authors: Vec<String> = db
+        .query(
+            "SELECT body FROM messages WHERE author_agent_id = $1 ORDER BY seq",
+            &[&xa],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(authors.iter().all(|b| b == "from b"), "every reply is B's: {authors:?}");
+    let usage_after: i64 = db
+        .query_one("SELECT count(*) FROM usage_events WHERE transfer_id = $1", &[&ta])
+        .unwrap()
+        .get(0);
+    eprintln!(
+        "cut → claimed in {claimed:?}; usage events at the claim {usage_at_claim}, after B's answers {usage_after}"
+    );
     assert_answered_once(&mut db);
     drop((a, b));
 }

@@ -300,6 +300,12 @@ impl ScriptedProvider {
         self.inner.received.locked().len()
     }
 
+    /// The requests it is answering now (from arrival until answered, or until the client
+    /// went away).
+    pub fn in_flight(&self) -> usize {
+        self.inner.in_flight.load(Ordering::SeqCst)
+    }
+
     /// The most requests it was answering at once so far (from arrival to answer).
     pub fn peak_in_flight(&self) -> usize {
         self.inner.peak_in_flight.load(Ordering::SeqCst)
