@@ -486,8 +486,8 @@ impl Gateway {
 
     /// Calls the model: validates, reserves, sends, settles (see the [module docs](self)). The
     /// call gives up at `deadline` (and after [`MAX_CALL_WAIT`]) with `unavailable`, charged its
-    /// reservation. Store work runs on the calling thread: call it where blocking is allowed (the
-    /// sandbox's turn thread, `spawn_blocking`).
+    /// reservation. Its store work (the reservation, the settlement: a commit each) runs in
+    /// place, on the thread polling it (a turn's task on the runtime).
     ///
     /// # Errors
     ///

@@ -318,11 +318,12 @@ fn log_tail(log: &[u8], max: usize) -> String {
 /// The guest runs on wasmtime's async path: a future, polled by the turn's task on the
 /// runtime (or, for a synchronous caller, by `wasmtime_wasi::runtime::in_tokio` on its own
 /// thread), so a guest waiting on its model, a tool or a sleep holds no thread. Two things
-/// end a run at its wall-clock ceiling: while wasm runs, the epoch callback (see `prepare`) traps it; while the guest waits
-/// in a host call (`wasi:io/poll`, what `std::thread::sleep` becomes, a stream, an HTTP
-/// response), the call's future is pending and `timeout_at` drops it, which unwinds the guest
-/// off its fiber and cancels the wait. Either way no host thread stays behind with the guest.
-/// `stop` completing first ends the run the same way, as [`RunOutcome::Cancelled`].
+/// end a run at its wall-clock ceiling: while wasm runs, the epoch callback (see `prepare`)
+/// traps it; while the guest waits in a host call (`wasi:io/poll`, what `std::thread::sleep`
+/// becomes, a stream, an HTTP response), the call's future is pending and `timeout_at` drops
+/// it, which unwinds the guest off its fiber and cancels the wait. Either way no host thread
+/// stays behind with the guest. `stop` completing first ends the run the same way, as
+/// [`RunOutcome::Cancelled`].
 async fn run(
     sandbox: &mut Sandbox,
     call: Call,
