@@ -79,4 +79,21 @@ impl crate::db::Store {
         self.fault_point(crate::fault::FaultStep::BudgetRead)?;
         load(&self.autocommit(), transfer)
     }
+
+    /// [`budget`](Self::budget), for spending it from this host: read with the check that no
+    /// other host carries `transfer` now (a host that lost the agent must not act for it), in
+    /// one read.
+    ///
+    /// # Errors
+    ///
+    /// As [`budget`](Self::budget); [`crate::Error::TransferNotFound`];
+    /// [`crate::Error::CarriedElsewhere`] when another host carries the transfer.
+    pub fn budget_carried_here(&mut self, transfer: &str) -> Result<Option<Budget>> {
+        crate::input::check_transfer_id(transfer)?;
+        self.fault_point(crate::fault::FaultStep::BudgetRead)?;
+        let me = self.host_id().to_owned();
+        let tx = self.autocommit();
+        crate::hosts::check_carries(&tx, transfer, &me)?;
+        load(&tx, transfer)
+    }
 }

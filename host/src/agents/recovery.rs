@@ -9,9 +9,10 @@
 //! - **Transient** ([`Failure::Transient`]): the database was busy or locked, or a claim found
 //!   an unresolved dispatch in the way (`LimitReached`). Short store writes that end a turn
 //!   are retried in place ([`retry`]: [`IN_PLACE_ATTEMPTS`] tries, pausing with no lock held
-//!   and, on a turn's task, the runtime's other tasks moved to another thread); a dispatch opportunity that hit one is rescheduled later with
-//!   exponential backoff ([`reschedule_delay`]), at most [`MAX_RESCHEDULES`] times in a row,
-//!   after which the reaper tick's safety net finds the agent again.
+//!   and, on a turn's task, the runtime's other tasks moved to another thread); a dispatch
+//!   opportunity that hit one is rescheduled later with exponential backoff
+//!   ([`reschedule_delay`]), at most [`MAX_RESCHEDULES`] times in a row, after which the
+//!   reaper tick's safety net finds the agent again.
 //! - **Refused** ([`Failure::Refused`]): anything else (a bug, a corrupt row): logged, the
 //!   carrier kept, the next tick tries again.
 

@@ -521,7 +521,12 @@ impl Toolbox {
             .ok_or_else(|| Error::UnknownTool(bounded(name, 64)))?;
         let price = self.servers[entry.server].grant.tool_call_micro_usd;
         let remaining = {
-            let budget = db.locked().budget(&self.transfer);
+            // Read with the check that this host still carries the agent: one that lost it
+            // (a claim, a move) calls no tool for it.
+            let budget = db.locked().budget_carried_here(&self.transfer);
+            if let Err(e @ ahp_store::Error::CarriedElsewhere { .. }) = &budget {
+                return Err(Error::Refused(e.to_string()));
+            }
             budget
                 .ok()
                 .flatten()

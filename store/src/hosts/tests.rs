@@ -191,6 +191,12 @@ fn a_live_host_is_not_claimed_and_a_lapsed_one_is_claimed_once() {
         t.b.reserve_model_call(&transfer, &ask),
         Ok(Reservation::Granted(_))
     ));
+    // The budget a tool call is paid from is read only by the carrying host.
+    assert!(matches!(
+        t.a.budget_carried_here(&transfer),
+        Err(Error::CarriedElsewhere { host, .. }) if host == "host-b"
+    ));
+    assert!(t.b.budget_carried_here(&transfer).unwrap().is_some());
     assert!(
         t.a.register_wake_carrier(&binding.agent.id, &binding.endpoint.id, binding.endpoint.generation)
             .is_err(),
