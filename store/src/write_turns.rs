@@ -14,29 +14,41 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use ahp_store_sql::{Begin, Connection, Dialect, Row, SqlResult, ValueRef};
 
-/// One lock for the writers of a pool.
+/// One lock for the writers of a pool, served first come, first served: a writer that gives
+/// the turn back and asks again at once waits behind those already waiting (a plain lock let
+/// a host binding thousands of agents back to back keep its own lease renewal waiting 2.3 s:
+/// BENCHMARKS.md, "A host claiming another that carried 20,000 agents").
 #[derive(Debug, Default)]
 struct Turn {
-    writing: Mutex<bool>,
+    tickets: Mutex<Tickets>,
     free: Condvar,
 }
 
+/// The next ticket to hand out, and the ticket whose holder may write.
+#[derive(Debug, Default)]
+struct Tickets {
+    next: u64,
+    serving: u64,
+}
+
 impl Turn {
-    fn state(&self) -> MutexGuard<'_, bool> {
-        self.writing.lock().unwrap_or_else(PoisonError::into_inner)
+    fn state(&self) -> MutexGuard<'_, Tickets> {
+        self.tickets.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn take(&self) {
-        let mut writing = self.state();
-        while *writing {
-            writing = self.free.wait(writing).unwrap_or_else(PoisonError::into_inner);
+        let mut t = self.state();
+        let mine = t.next;
+        t.next += 1;
+        while t.serving != mine {
+            t = self.free.wait(t).unwrap_or_else(PoisonError::into_inner);
         }
-        *writing = true;
     }
 
     fn give_back(&self) {
-        *self.state() = false;
-        self.free.notify_one();
+        self.state().serving += 1;
+        // Every waiter: only the next ticket's holder goes on.
+        self.free.notify_all();
     }
 }
 
@@ -206,6 +218,31 @@ mod tests {
             }
         });
         assert_eq!(most.load(Ordering::SeqCst), 1, "never two writers at once");
+    }
+
+    #[test]
+    fn a_writer_asking_again_waits_behind_the_one_already_waiting() {
+        let (mut conns, _inside, _most) = counting(2);
+        let mut waiting = conns.pop().unwrap();
+        let mut first = conns.pop().unwrap();
+        first.begin(Begin::Write).unwrap();
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        std::thread::scope(|s| {
+            let o = order.clone();
+            s.spawn(move || {
+                waiting.begin(Begin::Write).unwrap();
+                o.lock().unwrap().push("waiting");
+                std::thread::sleep(Duration::from_millis(20));
+                waiting.commit().unwrap();
+            });
+            // The other is queued before the first gives the turn back and asks again at once.
+            std::thread::sleep(Duration::from_millis(50));
+            first.commit().unwrap();
+            first.begin(Begin::Write).unwrap();
+            order.lock().unwrap().push("first again");
+            first.commit().unwrap();
+        });
+        assert_eq!(*order.lock().unwrap(), ["waiting", "first again"]);
     }
 
     #[test]
