@@ -538,18 +538,9 @@ impl DatabaseProxy {
 
 /// Saves host `host`'s policy: the test policy, with the model `default` served by `provider`.
 fn policy_with_model(c: &Cluster, host: usize, provider: &ahp_host::gateway::scripted::ScriptedProvider) {
-    let price = json!({ "input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0 });
-    let policy = ahp_host::policy::Policy {
-        models: serde_json::from_value(json!([
-            { "id": "default", "provider": "openai", "endpoint": provider.openai_endpoint(),
-              "providerModel": "gpt-4.1-mini", "credential": { "credRef": "model-key" },
-              "contextTokens": 128000, "maxOutputTokens": 256, "priceMicroUsdPerMTok": price },
-        ]))
-        .unwrap(),
-        allow_networks: vec!["127.0.0.0/8".into()],
-        ..ahp_host::testing::policy()
-    };
-    policy.save(c.dirs[host].path()).unwrap();
+    ahp_host::testing::policy_with_model(&provider.openai_endpoint(), "model-key")
+        .save(c.dirs[host].path())
+        .unwrap();
 }
 
 #[test]

@@ -29,7 +29,6 @@ use std::time::{Duration, Instant};
 use ahp_host::agents::{Agents, AgentsConfig};
 use ahp_host::gateway::scripted::{Behaviour, ScriptedProvider};
 use ahp_host::host::{Host, HostBuilder};
-use ahp_host::policy::Policy;
 use ahp_host::shared_store::StoreLock;
 use ahp_host::store::conversation::{Acting, Caller, IdempotencyKey, NewConversation, NewMessage};
 use ahp_host::store::{
@@ -70,17 +69,7 @@ fn bench(slots: u32, delay: Duration, running_turns: Option<usize>) -> Bench {
     let vault_dir = dir.path().join("vault");
     let vault = ahp_host::vault::DirVault::open(&vault_dir).unwrap();
     std::fs::write(vault_dir.join("model-key"), MODEL_KEY).unwrap();
-    let price = json!({ "input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0 });
-    let policy = Policy {
-        models: serde_json::from_value(json!([
-            { "id": "default", "provider": "openai", "endpoint": provider.openai_endpoint(),
-              "providerModel": "gpt-4.1-mini", "credential": { "credRef": "model-key" },
-              "contextTokens": 128000, "maxOutputTokens": 256, "priceMicroUsdPerMTok": price },
-        ]))
-        .unwrap(),
-        allow_networks: vec!["127.0.0.0/8".into()],
-        ..testing::policy()
-    };
+    let policy = testing::policy_with_model(&provider.openai_endpoint(), "model-key");
     let key = TokenKey::random();
     let pool = StorePool::open(dir.path().join("ahp.db"), DEFAULT_POOL_CONNECTIONS, |s| {
         Ok(s.with_token_key(key.clone()))

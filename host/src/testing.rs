@@ -48,6 +48,27 @@ pub fn policy() -> crate::policy::Policy {
     }
 }
 
+/// [`policy`] with one model, `default`, served over the OpenAI protocol at `endpoint` (a local
+/// provider's, e.g. `ScriptedProvider::openai_endpoint`) with the vault's credential `cred_ref`,
+/// at 1 micro-USD per million tokens, and loopback allowed for it.
+///
+/// # Panics
+///
+/// Never for a well-formed `endpoint` (the model rule is fixed).
+pub fn policy_with_model(endpoint: &str, cred_ref: &str) -> crate::policy::Policy {
+    let price = json!({ "input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0 });
+    crate::policy::Policy {
+        models: serde_json::from_value(json!([
+            { "id": "default", "provider": "openai", "endpoint": endpoint,
+              "providerModel": "gpt-4.1-mini", "credential": { "credRef": cred_ref },
+              "contextTokens": 128000, "maxOutputTokens": 256, "priceMicroUsdPerMTok": price },
+        ]))
+        .expect("a well-formed model rule"),
+        allow_networks: vec!["127.0.0.0/8".into()],
+        ..policy()
+    }
+}
+
 /// The forecaster's tool state: two SKUs, one of which needs a reorder of 60.
 pub fn inventory() -> Value {
     json!({ "inventory": [
