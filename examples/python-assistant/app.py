@@ -2,8 +2,8 @@
 `assistant` example. For each delivery of a turn it hands the model its system prompt, the
 snapshot's history and the conversation so far, with the tools of its MCP servers; it runs
 the tool calls the model asks for (at most 8 model calls), replies with the model's answer
-(or, should the model never stop calling tools, with its last text) and consumes the
-delivery. The model is the snapshot's `toolState.model`, else `default`.
+(or, should the model never stop calling tools, with its last text), which consumes the
+delivery; a question it cannot answer after two tries gets a short failure notice instead. The model is the snapshot's `toolState.model`, else `default`.
 
 Build: componentize-py -d ../../wit/agent.wit -w agent componentize app \
            -p . -p ../../guest-sdk-python -o python_assistant.wasm
@@ -28,7 +28,7 @@ class Assistant(Agent):
             for m in snapshot.messages()
             if m.role in ("user", "assistant") and m.content
         ]
-        for delivery in conversations.inbox(limit=conversations.MAX_REPLIES):
+        def respond(delivery):
             question = delivery.message
             messages = list(history)
             for m in conversations.transcript(question.conversation_id):
@@ -38,13 +38,15 @@ class Assistant(Agent):
                 messages.append(model.assistant(m.body) if mine else model.user(m.body))
             request = agent_loop.request_with_tools(model_id, snapshot.system_prompt(), messages)
             try:
-                answer = agent_loop.run(request, STEPS).text
+                return agent_loop.run(request, STEPS).text
             except agent_loop.StepCap as cap:
                 if not cap.text:
                     raise
-                answer = cap.text
-            delivery.reply(answer)
-            delivery.consume()
+                return cap.text
+
+        # A question the model keeps failing on gets a short notice after two tries, so one
+        # bad question never keeps it from the next.
+        conversations.answer(respond)
 
 
 WitWorld = export(Assistant)

@@ -3,8 +3,15 @@
 //! Once its transfer is active, the agent is a participant in the host's conversations. Each
 //! message posted to it lands in its inbox as a [`Delivery`], and the host runs one turn per
 //! [`Wake`]; messages that arrive in a burst share a wake, so a turn reads its whole
-//! [`inbox`], answers with [`Delivery::reply`] and marks what it handled with
-//! [`Delivery::consume`]. Deliveries a turn leaves unconsumed stay queued for the next one.
+//! [`inbox`], answers with [`Delivery::reply`] (which consumes the delivery in the reply's own
+//! commit: once answered, a message is never queued again, whatever crashes when) and marks
+//! what else it handled with [`Delivery::consume`]. Deliveries a turn leaves unconsumed stay
+//! queued for the next one, each counting one more of its [`tries`](Delivery::tries).
+//!
+//! [`answer`] is that loop, written once: it answers each delivery with what your closure
+//! returns and, for a message your closure keeps failing on (a model call that always times
+//! out, say), answers with a short failure notice after [`DEFAULT_MAX_TRIES`] tries
+//! ([`Answering`] sets another bound), so one bad message never keeps the agent from the next.
 //!
 //! [`inbox`] and [`transcript`] page through the host for you ([`MAX_PAGE`] at a time) and
 //! yield `Result`s, like [`std::fs::read_dir`]: outside a turn, or when the host cannot read
@@ -18,12 +25,11 @@
 //! ```no_run
 //! use ahp_guest::conversations;
 //!
-//! for delivery in conversations::inbox().take(conversations::MAX_REPLIES) {
-//!     let delivery = delivery?;
+//! let answered = conversations::answer(|delivery| {
 //!     let question = &delivery.message().body;
-//!     delivery.reply(&format!("you said {} bytes", question.len()))?;
-//!     delivery.consume()?;
-//! }
+//!     Ok::<_, String>(format!("you said {} bytes", question.len()))
+//! })?;
+//! println!("{} answered, {} given up", answered.answered, answered.gave_up);
 //! # Ok::<(), conversations::Error>(())
 //! ```
 
@@ -115,7 +121,8 @@ impl Delivery {
     }
 
     /// Answers the message: posts `body` as this agent in its conversation, replying to it,
-    /// and returns the posted message.
+    /// and returns the posted message. The reply consumes the delivery (and the consumes this
+    /// turn made before it) in its own commit.
     ///
     /// # Errors
     ///
@@ -127,14 +134,28 @@ impl Delivery {
     }
 
     /// Marks the delivery handled, so no later turn sees it queued. Consuming it twice changes
-    /// nothing. The host records it with the turn's end (one commit with the turn's outcome);
-    /// this turn's later inbox reads already see it consumed.
+    /// nothing; a [`reply`](Self::reply) consumes it already. The host records it with this
+    /// turn's next reply or its end, whichever commits first; this turn's later inbox reads
+    /// already see it consumed.
     ///
     /// # Errors
     ///
     /// [`Error::NoWake`] outside a turn, [`Error::Unavailable`].
     pub fn consume(&self) -> Result<(), Error> {
         Ok(raw::consume(&self.message.id)?)
+    }
+}
+
+impl Delivery {
+    /// How many turns before this one read the delivery while it was queued and ended with it
+    /// still queued: the agent's failed tries at it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoWake`] outside a turn, [`Error::Refused`] past the turn's bound on reads,
+    /// [`Error::Unavailable`].
+    pub fn tries(&self) -> Result<u32, Error> {
+        Ok(raw::tries(&self.message.id)?)
     }
 }
 
@@ -244,6 +265,162 @@ pub fn reply_to(conversation_id: &str, message_id: &str, body: &str) -> Result<M
 /// turn, [`Error::Refused`] past the turn's bound on consumes, [`Error::Unavailable`].
 pub fn consume(message_id: &str) -> Result<(), Error> {
     Ok(raw::consume(message_id)?)
+}
+
+/// How many tries [`answer`] gives a delivery before it answers it with a failure notice: the
+/// first, and one more at the agent's next wake (a provider's passing fault).
+pub const DEFAULT_MAX_TRIES: u32 = 2;
+
+/// Longest reason a failure notice quotes, in bytes.
+pub const MAX_NOTICE_REASON_BYTES: usize = 200;
+
+/// What [`answer`] did with the inbox.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Answered {
+    /// Deliveries answered with what the closure returned.
+    pub answered: u32,
+    /// Deliveries answered with a failure notice: tried the most times allowed.
+    pub gave_up: u32,
+    /// Deliveries the closure failed on that stay queued for another try at the next wake.
+    pub left: u32,
+    /// Deliveries consumed without an answer because their conversation refused one (it was
+    /// closed, or the agent left it).
+    pub unanswerable: u32,
+}
+
+/// The answering loop, configured: how many tries a delivery gets and what the failure notice
+/// says. [`answer`] is `Answering::default().run`.
+///
+/// ```no_run
+/// use ahp_guest::conversations::Answering;
+///
+/// Answering::default()
+///     .max_tries(3)
+///     .notice(|why| format!("I could not answer that ({why}); please ask again later."))
+///     .run(|delivery| Ok::<_, String>(delivery.message().body.to_uppercase()))?;
+/// # Ok::<(), ahp_guest::conversations::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Answering {
+    max_tries: u32,
+    notice: fn(&str) -> String,
+}
+
+impl Default for Answering {
+    fn default() -> Self {
+        Self {
+            max_tries: DEFAULT_MAX_TRIES,
+            notice: default_notice,
+        }
+    }
+}
+
+/// The default failure notice.
+fn default_notice(why: &str) -> String {
+    format!("Sorry, I could not answer this message: {why}")
+}
+
+impl Answering {
+    /// Tries each delivery at most `tries` times (at least once) before the failure notice.
+    pub fn max_tries(mut self, tries: u32) -> Self {
+        self.max_tries = tries.max(1);
+        self
+    }
+
+    /// The failure notice, given why the last try failed (at most
+    /// [`MAX_NOTICE_REASON_BYTES`]). An empty notice is replaced by the default one.
+    pub fn notice(mut self, notice: fn(&str) -> String) -> Self {
+        self.notice = notice;
+        self
+    }
+
+    /// Answers the queued deliveries, oldest first, at most [`MAX_REPLIES`]: each is answered
+    /// with what `answer` returns for it. When `answer` fails (or returns an empty text) on a
+    /// delivery already tried [`max_tries`](Self::max_tries) − 1 times, it is answered with the
+    /// failure notice; before that it stays queued for the next wake and the loop goes on with
+    /// the next delivery. A delivery tried that many times already (its turns failed or were
+    /// cut while on it) gets the notice without another try. The inbox is read one delivery
+    /// at a time, so a turn cut short counts a try only for the delivery it was on.
+    ///
+    /// # Errors
+    ///
+    /// A read or a reply the host could not make ([`Error::Unavailable`], [`Error::NoWake`],
+    /// [`Error::TooManyReplies`]): what was answered before stays answered.
+    pub fn run<E: std::fmt::Display>(
+        &self,
+        mut answer: impl FnMut(&Delivery) -> Result<String, E>,
+    ) -> Result<Answered, Error> {
+        let mut done = Answered::default();
+        let mut after = 0;
+        while ((done.answered + done.gave_up) as usize) < MAX_REPLIES {
+            let Some(delivery) = inbox_page(after, 1, true)?.pop() else {
+                break;
+            };
+            after = delivery.order();
+            let tries = delivery.tries()?;
+            let outcome = if tries >= self.max_tries {
+                Err(format!("tried {tries} times"))
+            } else {
+                match answer(&delivery) {
+                    Ok(text) if !text.is_empty() => Ok(text),
+                    Ok(_) => Err("the answer was empty".to_owned()),
+                    Err(e) => Err(e.to_string()),
+                }
+            };
+            let (body, gave_up) = match outcome {
+                Ok(text) => (text, false),
+                Err(_) if tries + 1 < self.max_tries => {
+                    done.left += 1;
+                    continue;
+                }
+                Err(why) => (self.notice_for(&why), true),
+            };
+            match delivery.reply(&body) {
+                Ok(_) if gave_up => done.gave_up += 1,
+                Ok(_) => done.answered += 1,
+                Err(Error::Refused(_) | Error::NotFound) => {
+                    delivery.consume()?;
+                    done.unanswerable += 1;
+                }
+                Err(Error::Invalid(why)) => {
+                    // The answer itself was refused (too large, say): the notice instead.
+                    delivery.reply(&self.notice_for(&why))?;
+                    done.gave_up += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
+
+    fn notice_for(&self, why: &str) -> String {
+        let why = truncated(why, MAX_NOTICE_REASON_BYTES);
+        let notice = (self.notice)(why);
+        if notice.is_empty() { default_notice(why) } else { notice }
+    }
+}
+
+/// Answers the queued deliveries with what `answer` returns for each, giving up on a delivery
+/// after [`DEFAULT_MAX_TRIES`] failed tries with a short failure notice: see
+/// [`Answering::run`].
+///
+/// # Errors
+///
+/// As [`Answering::run`].
+pub fn answer<E: std::fmt::Display>(answer: impl FnMut(&Delivery) -> Result<String, E>) -> Result<Answered, Error> {
+    Answering::default().run(answer)
+}
+
+/// `s` cut to at most `max` bytes at a character boundary.
+fn truncated(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 /// One page of the inbox: at most `limit` deliveries after the cursor `after` (exclusive; 0

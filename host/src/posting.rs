@@ -25,7 +25,23 @@ pub fn post(
     caller: &Caller,
     new: &NewMessage,
 ) -> ConversationResult<Posted> {
-    let posted = store.post_message(caller, new)?;
+    post_consuming(store, carriers, caller, new, &[])
+}
+
+/// [`post`] for an agent in a turn: the store's `post_message_consuming`, which also consumes
+/// `consumes` (the deliveries the turn consumed and the host held) in the post's commit.
+///
+/// # Errors
+///
+/// As [`post`].
+pub fn post_consuming(
+    store: &mut Store,
+    carriers: &dyn Carriers,
+    caller: &Caller,
+    new: &NewMessage,
+    consumes: &[String],
+) -> ConversationResult<Posted> {
+    let posted = store.post_message_consuming(caller, new, consumes)?;
     carriers.schedule_woken(&posted.woken);
     Ok(posted)
 }

@@ -331,9 +331,12 @@ mod consumes {
         let commits = || h.host.store().group().unwrap().stats().commits;
         let before = commits();
         let drive = h.host.agents().drive(&agent).unwrap();
-        assert_eq!(drive.consumed, 1, "{drive:?}");
-        // The claim with its fence, the reply, and the end with the consume: no commit for it.
-        assert_eq!(commits() - before, 3, "{drive:?}");
+        // The first turn answers `first` and leaves `later` queued: its end wakes the agent
+        // again for it (it made progress), and the second turn answers it.
+        assert_eq!(drive.consumed, 2, "{drive:?}");
+        // Each turn: the claim with its fence, the reply with the consume the turn held, and
+        // the end. No commit for the consume itself.
+        assert_eq!(commits() - before, 6, "{drive:?}");
         let reply = h
             .transcript(&cv)
             .into_iter()
@@ -348,7 +351,9 @@ mod consumes {
             .iter()
             .map(|d| (d.message.id.clone(), d.consumed_at.is_some()))
             .collect();
-        assert_eq!(states, [(first, true), (later, false)], "recorded with the turn's end");
+        assert_eq!(states, [(first, true), (later.clone(), true)]);
+        let echoed = h.transcript(&cv).into_iter().find(|m| m.reply_to.as_deref() == Some(&later));
+        assert_eq!(echoed.unwrap().body, "echo: later", "answered by the leftover wake's turn");
     }
 
     #[test]
@@ -363,7 +368,7 @@ mod consumes {
             h.post(&cv, &format!("filler {i}"));
         }
         let drive = h.host.agents().drive(&agent).unwrap();
-        assert_eq!(drive.consumed, 1, "{drive:?}");
+        assert_eq!(drive.consumed, 2, "the 5 left get a turn of their own: {drive:?}");
         let last = h
             .db()
             .read_transcript(&h.operator, &Acting::Human, &cv, 230, 10)
@@ -375,7 +380,7 @@ mod consumes {
             .db()
             .read_inbox(&carrier.caller, &carrier.actor, 0, 200, true)
             .unwrap();
-        assert_eq!(queued.len(), 5, "the end recorded the 225");
+        assert!(queued.is_empty(), "the 225 consumed with the reply, the 5 echoed after");
     }
 
     #[test]

@@ -68,7 +68,7 @@ use std::time::{Duration, Instant};
 
 use ahp_store::conversation::{
     Acting, AgentActor, AgentCard, Caller, ConversationError, DispatchOutcome, IdempotencyKey, NewConversation,
-    NewMessage, TurnSpend,
+    NewMessage, TurnInbox, TurnSpend,
 };
 use ahp_store::sql::{Begin, Connection, Dialect, Row, SqlError, SqlResult, ValueRef};
 use ahp_store::{
@@ -560,7 +560,17 @@ fn post_reply(store: &mut Store, c: &mut Carried, give_ups: &AtomicU64) {
         micro_usd: 1,
     };
     persist(give_ups, || {
-        store.finish_turn_spending(host, actor, &ticket, DispatchOutcome::Accepted, Some(&spend), &consumed)
+        store.finish_turn_spending(
+            host,
+            actor,
+            &ticket,
+            DispatchOutcome::Accepted,
+            Some(&spend),
+            TurnInbox {
+                consumed: &consumed,
+                read: &[],
+            },
+        )
     });
     // The next turn of the same opportunity finds nothing to claim.
     persist(give_ups, || store.transfer(&c.transfer));

@@ -20,15 +20,21 @@ class MyAgent(Agent):
         answered = checkpoint.load_json() or 0
         # The first model the operator offers (its policy's order); none: a reply of our own.
         offered = model.models()
-        for delivery in conversations.inbox(limit=conversations.MAX_REPLIES):
+
+        def respond(delivery):
+            nonlocal answered
             question = delivery.message
-            answered += 1
             if offered:
                 answer = think(offered[0].id, me, question)
             else:
-                answer = f"#{answered}: you said {question.body!r} (no model is offered to me)"
-            delivery.reply(answer)
-            delivery.consume()
+                answer = f"#{answered + 1}: you said {question.body!r} (no model is offered to me)"
+            answered += 1
+            return answer
+
+        # One message at a time; a message the model keeps failing on (a provider that
+        # hangs, say) is answered with a short notice after two tries, so the next one is
+        # answered. The reply consumes the delivery in its own commit.
+        conversations.answer(respond)
         checkpoint.save_json(answered)
 
 

@@ -1,7 +1,9 @@
 //! A general agent that continues its transferred session. For each delivery of a turn it
 //! hands the model its system prompt, the snapshot's history and the conversation so far,
 //! with the tools of its MCP servers; it runs the tool calls the model asks for (at most 8
-//! model calls), replies with the model's answer and consumes the delivery. The model is the
+//! model calls) and replies with the model's answer (the reply consumes the delivery). A
+//! question it cannot answer after two tries (its model call keeps failing) gets a short
+//! failure notice instead, so one bad question never keeps it from the next. The model is the
 //! snapshot's `toolState.model`, else `default`.
 
 use ahp_guest::agent_loop;
@@ -33,8 +35,10 @@ impl Agent for Assistant {
                 }
             })
             .collect();
-        for delivery in conversations::inbox().take(conversations::MAX_REPLIES) {
-            let delivery = delivery?;
+        // One delivery at a time: an answer is the model's text (or, should it never stop
+        // calling tools, its last text). A question the model keeps failing on is answered
+        // with a short notice after its tries, so the next question is answered.
+        conversations::answer(|delivery| {
             let question = delivery.message();
             let mut messages = history.clone();
             for m in conversations::transcript(&question.conversation_id) {
@@ -48,14 +52,12 @@ impl Agent for Assistant {
                 });
             }
             let request = agent_loop::request_with_tools(&model, &snapshot::system_prompt(), messages)?;
-            let answer = match agent_loop::run(request, STEPS) {
-                Ok(answer) => answer.text,
-                Err(agent_loop::Error::StepCap { text, .. }) if !text.is_empty() => text,
-                Err(e) => return Err(e.into()),
-            };
-            delivery.reply(&answer)?;
-            delivery.consume()?;
-        }
+            match agent_loop::run(request, STEPS) {
+                Ok(answer) => Ok(answer.text),
+                Err(agent_loop::Error::StepCap { text, .. }) if !text.is_empty() => Ok(text),
+                Err(e) => Err(Box::<dyn std::error::Error>::from(e)),
+            }
+        })?;
         Ok(())
     }
 }

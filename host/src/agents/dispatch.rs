@@ -11,7 +11,7 @@ use ahp_store::conversation::{ConversationError, DispatchOutcome, DispatchTicket
 use super::recovery::{self, Failure, retry};
 use super::{Agents, Carrier, Drive, MAX_TURNS_PER_OPPORTUNITY, TurnFailure};
 use crate::interfaces::TurnCtx;
-use crate::sandbox::{DeferredSpend, RunOutcome};
+use crate::sandbox::{DeferredSpend, HeldInbox, RunOutcome};
 use crate::shared_store::StoreLock;
 
 /// How one turn of a dispatch opportunity ended.
@@ -150,15 +150,15 @@ impl Agents {
             wake: ticket.wake.clone(),
             replies: 0,
         };
-        let (outcome, diagnosis, spend, consumed) =
+        let (outcome, diagnosis, spend, inbox) =
             match self.run_dispatched(&c.transfer, ctx, budget, self.lease_lost()).await {
                 Ok(run) => {
                     drive.fuel_consumed += run.fuel_consumed;
-                    (run.outcome, run.diagnosis, run.deferred_spend, run.consumed)
+                    (run.outcome, run.diagnosis, run.deferred_spend, run.inbox)
                 }
                 Err(e) => {
                     tracing::warn!(%agent, error = %e, "the turn could not run");
-                    (RunOutcome::Stopped(e.to_string()), None, None, Vec::new())
+                    (RunOutcome::Stopped(e.to_string()), None, None, HeldInbox::default())
                 }
             };
         if let RunOutcome::Cancelled(why) = &outcome {
@@ -175,7 +175,7 @@ impl Agents {
             });
         }
         if outcome == RunOutcome::Returned
-            && self.finish(c, &ticket, DispatchOutcome::Accepted, spend, &consumed)? == DispatchOutcome::Accepted
+            && self.finish(c, &ticket, DispatchOutcome::Accepted, spend, &inbox)? == DispatchOutcome::Accepted
         {
             drive.consumed += 1;
             return Ok(Next::Again);
@@ -185,18 +185,21 @@ impl Agents {
             tracing::info!(%agent, wake = %ticket.wake.id, ?outcome, "turn did not succeed: delivery unknown");
             // A turn that ended its transfer also detached its endpoint, which settled the
             // attempt as `delivery_unknown` already: the endpoint is then gone.
-            self.finish(c, &ticket, DispatchOutcome::Unknown, None, &consumed)?;
+            self.finish(c, &ticket, DispatchOutcome::Unknown, None, &inbox)?;
         }
         let status = self.store.locked().transfer(&c.transfer).map(|t| t.status);
         match status {
-            Ok(TransferStatus::Active) => Ok(Next::Idle),
+            // Another turn, if there is a wake to claim: its end may have left one for the
+            // deliveries it did not get to (`TurnEnd::rewoken`), or a post made one meanwhile.
+            Ok(TransferStatus::Active) => Ok(Next::Again),
             Ok(status) => Err(Failure::Gone(format!("transfer {} is {status}", c.transfer))),
             Err(e) => Err(Failure::of_store(&e)),
         }
     }
 
     /// Records the end of a dispatched turn (one store transaction, retried in place), with the
-    /// turn's last compute spend and the deliveries it consumed, and returns the outcome
+    /// turn's last compute spend, the deliveries it consumed and the tries of those it read
+    /// and left queued, and returns the outcome
     /// recorded. An accepted turn whose end cannot be recorded becomes `delivery_unknown`
     /// instead; if even that cannot be recorded, the agent's next opportunity settles it (see
     /// [`recovery`]) and the consumes are recorded on their own. A spend not recorded with
@@ -207,7 +210,7 @@ impl Agents {
         ticket: &DispatchTicket,
         outcome: DispatchOutcome,
         spend: Option<DeferredSpend>,
-        consumed: &[String],
+        inbox: &HeldInbox,
     ) -> Result<DispatchOutcome, Failure> {
         let (caller, actor) = (&c.caller, &c.actor);
         let agent = &actor.agent;
@@ -219,7 +222,7 @@ impl Agents {
             let ended = retry(|| {
                 self.store
                     .locked()
-                    .finish_turn_spending(caller, actor, ticket, outcome, turn_spend.as_ref(), consumed)
+                    .finish_turn_spending(caller, actor, ticket, outcome, turn_spend.as_ref(), inbox.as_turn_inbox())
             })?;
             if let Some(why) = &ended.spend_refused {
                 tracing::warn!(%agent, transfer = %c.transfer, %why, "the turn's last compute spend was refused");
@@ -250,7 +253,7 @@ impl Agents {
             }
         }
         // The turn said it handled these: not lost with its end (a no-op where they are in).
-        if let Err(e) = retry(|| self.store.locked().consume_deliveries(caller, actor, consumed)) {
+        if let Err(e) = retry(|| self.store.locked().consume_deliveries(caller, actor, &inbox.consumed)) {
             tracing::warn!(%agent, error = %e, "the turn's consumes are not recorded: its deliveries stay queued");
         }
         self.unsettled.locked().insert(agent.clone());

@@ -131,9 +131,9 @@ impl Agents {
         // Ending the transfer detaches the agent's endpoint, after which the turn's end (which
         // records the consumes it held) is refused: the guest said it handled them, so they are
         // recorded first.
-        if let Some((caller, actor)) = acting.filter(|_| !run.consumed.is_empty()) {
-            match retry(|| self.store.locked().consume_deliveries(&caller, &actor, &run.consumed)) {
-                Ok(_) => run.consumed.clear(),
+        if let Some((caller, actor)) = acting.filter(|_| !run.inbox.consumed.is_empty()) {
+            match retry(|| self.store.locked().consume_deliveries(&caller, &actor, &run.inbox.consumed)) {
+                Ok(_) => run.inbox.consumed.clear(),
                 Err(e) => tracing::warn!(%transfer, error = %e, "a stopped turn's consumes are not recorded"),
             }
         }

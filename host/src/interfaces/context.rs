@@ -172,10 +172,14 @@ pub struct AgentCtx {
     pub calls: TurnCalls,
     /// The conversation turn, if this is one.
     pub turn: Option<TurnCtx>,
-    /// The queued deliveries this turn consumed, in order, each once: recorded with the turn's
-    /// end in its one commit (the controller's `finish`), not a commit each. The turn's own
-    /// inbox reads already show them consumed.
+    /// The queued deliveries this turn consumed since its last reply, in order, each once:
+    /// recorded with its next reply's commit or its end's (the controller's `finish`), not a
+    /// commit each. The turn's own inbox reads already show them consumed.
     pub consumed: Vec<String>,
+    /// The queued deliveries this turn's inbox reads returned, each once with the tries it had
+    /// then, at most [`MAX_CONSUMES_PER_TURN`]: those still queued at the turn's end count one
+    /// more try; `tries` answers from here.
+    pub read: Vec<(String, u32)>,
     /// Time this turn spent in the database (reads and commits, lock waits included).
     pub store_time: Cell<Duration>,
     /// Database calls this turn made (see [`db`](Self::db)).
@@ -243,7 +247,16 @@ impl AgentCtx {
         self.turn_started = Instant::now();
         self.tools.start_turn();
         self.consumed.clear();
+        self.read.clear();
         self.turn = turn;
+    }
+
+    /// What the turn did with its inbox that is not recorded yet, taken for its end.
+    pub(crate) fn take_held_inbox(&mut self) -> crate::sandbox::HeldInbox {
+        crate::sandbox::HeldInbox {
+            consumed: std::mem::take(&mut self.consumed),
+            read: std::mem::take(&mut self.read).into_iter().map(|(id, _)| id).collect(),
+        }
     }
 }
 
@@ -342,6 +355,7 @@ pub(crate) mod test_support {
             calls: TurnCalls::default(),
             turn: None,
             consumed: Vec::new(),
+            read: Vec::new(),
             store_time: Cell::new(Duration::ZERO),
             store_calls: Cell::new(0),
             turn_started: Instant::now(),

@@ -7,10 +7,14 @@
 //! identity is the turn's wake id and its index among the turn's replies
 //! ([`IdempotencyKey::WakeReply`]): the same wake's turn, run again, resolves to the messages
 //! already posted. A reply is posted through [`crate::posting`], which schedules the agents it
-//! woke at once. A consume is checked at once but held ([`AgentCtx::consumed`]) and recorded
-//! with the turn's end, in the commit that records its outcome; the turn's own inbox reads see
-//! it consumed. Reads ([`MAX_READS_PER_TURN`]) and consumes ([`MAX_CONSUMES_PER_TURN`]) are
-//! counted per turn. Outside a turn (`resume`) every call but `current-wake` is refused with
+//! woke at once; the store consumes the delivery it answers in the reply's own commit. A consume
+//! is checked at once but held ([`AgentCtx::consumed`]) and recorded with the turn's next reply
+//! or its end, whichever commits first; the turn's own inbox reads see it consumed. So once a
+//! reply is posted, nothing it answered or the turn consumed before it is ever queued again,
+//! whatever crashes when. The queued deliveries the turn's reads return are remembered
+//! ([`AgentCtx::read`]): those still queued at its end count one more try, which `tries`
+//! reports. Reads ([`MAX_READS_PER_TURN`]) and consumes ([`MAX_CONSUMES_PER_TURN`]) are counted
+//! per turn. Outside a turn (`resume`) every call but `current-wake` is refused with
 //! `no-wake`.
 
 use ahp_store::conversation::bounds::{MAX_MESSAGE_BODY_BYTES, MAX_PAGE_LIMIT, MAX_WAKE_REPLY_OPERATIONS};
@@ -59,6 +63,9 @@ impl Host for AgentCtx {
                 let held = self.consumed.contains(&d.message.id);
                 if held && queued_only {
                     continue;
+                }
+                if d.consumed_at.is_none() && !held {
+                    self.remember_read(&d.message.id, d.tries);
                 }
                 page.push(Delivery {
                     order: d.delivery_order,
@@ -112,10 +119,28 @@ impl Host for AgentCtx {
         // The one post path: the agents this reply woke are scheduled at once, not on the tick.
         let carriers = self.carriers.upgrade();
         let carriers: &dyn Carriers = carriers.as_deref().unwrap_or(&NoCarriers);
+        // The consumes held so far go with the reply: once it is posted, no later turn answers
+        // what this one handled before it. A replay recorded nothing: they stay held.
+        let held = &self.consumed;
         let posted = self
-            .db(|db| crate::posting::post(db, carriers, &caller, &new))
+            .db(|db| crate::posting::post_consuming(db, carriers, &caller, &new, held))
             .map_err(refusal)?;
+        if posted.state_changed {
+            self.consumed.clear();
+        }
         Ok(message(posted.value))
+    }
+
+    fn tries(&mut self, message_id: String) -> Result<u32, Error> {
+        if let Some((_, tries)) = self.read.iter().find(|(id, _)| *id == message_id) {
+            self.turn.as_ref().ok_or(Error::NoWake)?;
+            return Ok(*tries);
+        }
+        let turn = self.read_turn(0)?;
+        let delivery = self
+            .db(|db| db.read_delivery(&turn.caller, &turn.actor, &message_id))
+            .map_err(refusal)?;
+        Ok(delivery.tries)
     }
 
     fn consume(&mut self, message_id: String) -> Result<(), Error> {
@@ -142,6 +167,13 @@ impl Host for AgentCtx {
 }
 
 impl AgentCtx {
+    /// Remembers a queued delivery this turn read, once, within the bound the turn's end takes.
+    fn remember_read(&mut self, message_id: &str, tries: u32) {
+        if self.read.len() < MAX_CONSUMES_PER_TURN as usize && !self.read.iter().any(|(id, _)| id == message_id) {
+            self.read.push((message_id.to_owned(), tries));
+        }
+    }
+
     /// The turn, for a bounded read of at most `limit`.
     fn read_turn(&mut self, limit: u32) -> Result<TurnCtx, Error> {
         let turn = self.turn.as_ref().ok_or(Error::NoWake)?.clone();

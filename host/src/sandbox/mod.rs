@@ -69,6 +69,7 @@ pub use self::limits::{Ceiling, CeilingCap, Ceilings};
 use self::live::Live;
 pub use self::meter::{COMPUTE_KIND, DeferredSpend, FUEL_FLUSH_INTERVAL, METER_QUANTUM_FUEL};
 pub use self::park::Parking;
+pub(crate) use self::run::HeldInbox;
 pub use self::run::{
     Call, DIAGNOSIS_LOG_BYTES, Diagnosis, MAX_DIAGNOSIS_TRACE_BYTES, Run, RunOutcome, RunReport, Sandbox,
 };

@@ -67,9 +67,31 @@ pub struct Run {
     /// The turn's last compute spend, for the caller to record with the turn's end: only for a
     /// turn that returned after [`Sandbox::defer_last_settlement`] (see `meter`).
     pub(crate) deferred_spend: Option<meter::DeferredSpend>,
-    /// The queued deliveries a conversation turn consumed, held for the caller to record with
-    /// the turn's end (`Store::finish_turn_spending`), whatever the outcome.
-    pub(crate) consumed: Vec<String>,
+    /// What a conversation turn did with its inbox that is not recorded yet, for the caller to
+    /// record with the turn's end (`Store::finish_turn_spending`), whatever the outcome.
+    pub(crate) inbox: HeldInbox,
+}
+
+/// What a conversation turn did with its inbox that the host holds for the turn's end.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HeldInbox {
+    /// Queued deliveries the turn consumed since its last reply (a reply records the ones
+    /// before it).
+    pub consumed: Vec<String>,
+    /// Queued deliveries the turn's inbox reads returned, each once, at most
+    /// [`MAX_TURN_CONSUMES`](ahp_store::conversation::bounds::MAX_TURN_CONSUMES): those
+    /// still queued at the end count one more try.
+    pub read: Vec<String>,
+}
+
+impl HeldInbox {
+    /// The store's view of it.
+    pub(crate) fn as_turn_inbox(&self) -> ahp_store::conversation::TurnInbox<'_> {
+        ahp_store::conversation::TurnInbox {
+            consumed: &self.consumed,
+            read: &self.read,
+        }
+    }
 }
 
 /// Longest tail of the guest's output a [`Diagnosis`] keeps, in bytes.
@@ -261,7 +283,7 @@ impl Sandboxes {
         let (outcome, fuel, trace, deferred_spend) = run(sandbox, call, stop).await;
         self.audit_ceiling(sandbox, &outcome);
         sandbox.store.data_mut().agent.turn = None;
-        let consumed = std::mem::take(&mut sandbox.store.data_mut().agent.consumed);
+        let inbox = sandbox.store.data_mut().agent.take_held_inbox();
         let diagnosis = (outcome != RunOutcome::Returned).then(|| Diagnosis {
             trace,
             guest_log_tail: log_tail(&sandbox.store.data().log.contents(), DIAGNOSIS_LOG_BYTES),
@@ -274,7 +296,7 @@ impl Sandboxes {
             store_time: st.agent.store_time.get(),
             diagnosis,
             deferred_spend,
-            consumed,
+            inbox,
         }
     }
 

@@ -116,6 +116,7 @@ impl SandboxState {
                 calls: TurnCalls::default(),
                 turn: None,
                 consumed: Vec::new(),
+                read: Vec::new(),
                 store_time: Cell::new(Duration::ZERO),
                 store_calls: Cell::new(0),
                 turn_started: Instant::now(),

@@ -60,6 +60,9 @@ closed_enum!(
         MessagePosted = "message_posted",
         /// A delivery was consumed by its recipient.
         DeliveryConsumed = "delivery_consumed",
+        /// The agent's owner skipped a queued delivery (a message the agent could not answer):
+        /// consumed without an answer.
+        DeliverySkipped = "delivery_skipped",
         /// A wake intent was created for an agent.
         WakeCreated = "wake_created",
         /// A carrier claimed a wake.

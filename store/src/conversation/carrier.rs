@@ -50,6 +50,18 @@ pub struct TurnSpend {
     pub micro_usd: u64,
 }
 
+/// What a turn did with its inbox, recorded with its end ([`Store::finish_turn_spending`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TurnInbox<'a> {
+    /// Deliveries the turn consumed and the host held: consumed in the end's commit. At most
+    /// [`MAX_TURN_CONSUMES`](super::bounds::MAX_TURN_CONSUMES).
+    pub consumed: &'a [String],
+    /// Deliveries the turn read while they were queued: each still queued once `consumed` are
+    /// counts one more try ([`Delivery::tries`](super::Delivery::tries)). At most
+    /// [`MAX_TURN_CONSUMES`](super::bounds::MAX_TURN_CONSUMES).
+    pub read: &'a [String],
+}
+
 /// What [`Store::finish_turn_spending`] recorded.
 #[derive(Debug, Clone)]
 pub struct TurnEnd {
@@ -60,6 +72,9 @@ pub struct TurnEnd {
     /// Why the transfer refused the spend (it left `active` meanwhile, say): the end is
     /// recorded without it.
     pub spend_refused: Option<String>,
+    /// The turn consumed something and left deliveries queued with no wake for them: a new
+    /// pending wake was created for them (whom a host should schedule again).
+    pub rewoken: bool,
 }
 
 /// Finishes the admitted attempt `a` of `actor` with `outcome`, consuming `wake` with
@@ -129,7 +144,7 @@ impl Store {
         outcome: DispatchOutcome,
     ) -> Result<Mutation<WakeAttempt>> {
         Ok(self
-            .finish_turn_spending(caller, actor, ticket, outcome, None, &[])?
+            .finish_turn_spending(caller, actor, ticket, outcome, None, TurnInbox::default())?
             .attempt)
     }
 
@@ -139,10 +154,13 @@ impl Store {
     /// `insolvent` when it spends the last of the budget) — but only when this call changes the
     /// attempt, so that an exact retry of a finish that committed does not charge twice. A
     /// transfer that refuses the spend (no longer `active`) leaves the end recorded without it
-    /// ([`TurnEnd::spend_refused`]). Each of `consumed` is consumed as
+    /// ([`TurnEnd::spend_refused`]). Each of `inbox.consumed` is consumed as
     /// [`consume_delivery`](Self::consume_delivery) consumes it (desired-state: a retry changes
-    /// nothing), whatever the outcome — the turn said it handled them. Nothing is recorded when
-    /// the transaction fails.
+    /// nothing), whatever the outcome — the turn said it handled them; then each of
+    /// `inbox.read` still queued counts one more try, on the first record of the end only (an
+    /// exact retry counts nothing again). A turn that consumed a delivery and left others
+    /// queued with no open wake gets a new wake for them ([`TurnEnd::rewoken`]). Nothing is
+    /// recorded when the transaction fails.
     ///
     /// # Errors
     ///
@@ -158,14 +176,15 @@ impl Store {
         ticket: &DispatchTicket,
         outcome: DispatchOutcome,
         spend: Option<&TurnSpend>,
-        consumed: &[String],
+        inbox: TurnInbox<'_>,
     ) -> Result<TurnEnd> {
         caller.require(Scope::Manage)?;
         actor.validate()?;
         check_attempt_id(&ticket.attempt.id)?;
         check_wake_id(&ticket.wake.id)?;
         check_consume_token(&ticket.consume_token)?;
-        delivery::check_consumes(consumed)?;
+        delivery::check_consumes(inbox.consumed)?;
+        delivery::check_consumes(inbox.read)?;
         if let Some(spend) = spend {
             if spend.micro_usd == 0 || spend.micro_usd > MAX_USAGE_REPORT_MICRO_USD {
                 return Err(Error::invalid(
@@ -179,8 +198,15 @@ impl Store {
             let (tx, now) = s.begin_immediate()?;
             endpoint::admit(&tx, caller, actor, now)?;
             let a = load_attempt_for(&tx, &actor.endpoint, &ticket.attempt.id)?;
-            delivery::consume_all_in(&tx, actor, consumed, now)?;
+            delivery::consume_all_in(&tx, actor, inbox.consumed, now)?;
             let attempt = finish_in(&tx, actor, a, &ticket.wake.id, &ticket.consume_token, outcome, now)?;
+            let mut rewoken = false;
+            if attempt.state_changed {
+                delivery::count_tries_in(&tx, actor, inbox.read)?;
+                if let Some(since) = attempt.value.dispatched_at {
+                    rewoken = super::wake::rewake_for_leftovers(&tx, &actor.agent, since, now)?;
+                }
+            }
             let (mut spent, mut refused) = (None, None);
             if let Some(spend) = spend.filter(|_| attempt.state_changed) {
                 match charge_in(&tx, spend, now) {
@@ -194,6 +220,7 @@ impl Store {
                 attempt,
                 spend: spent,
                 spend_refused: refused,
+                rewoken,
             })
         })
     }

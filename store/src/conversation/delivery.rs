@@ -88,11 +88,14 @@ pub struct Delivery {
     pub created_at: Timestamp,
     /// When it was consumed.
     pub consumed_at: Option<Timestamp>,
+    /// How many turns read it while it was queued and ended with it still queued: the
+    /// agent's failed tries at answering it (counted by [`Store::finish_turn_spending`]).
+    pub tries: u32,
     /// The message.
     pub message: TranscriptMessage,
 }
 
-const DELIVERY_COLUMNS: &str = "d.delivery_order, d.recipient_agent_id, d.state, d.created_at, d.consumed_at";
+const DELIVERY_COLUMNS: &str = "d.delivery_order, d.recipient_agent_id, d.state, d.created_at, d.consumed_at, d.tries";
 
 fn from_row(r: &Row) -> Result<Delivery> {
     let order: i64 = r.get(0)?;
@@ -106,7 +109,9 @@ fn from_row(r: &Row) -> Result<Delivery> {
         state,
         created_at: Timestamp::from_micros(r.get(3)?),
         consumed_at: r.get::<_, Option<i64>>(4)?.map(Timestamp::from_micros),
-        message: message::from_row_at(r, 5)?,
+        tries: u32::try_from(r.get::<_, i64>(5)?)
+            .map_err(|_| Error::corrupt("deliveries", format!("delivery {order}: tries")))?,
+        message: message::from_row_at(r, 6)?,
     })
 }
 
@@ -270,6 +275,89 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The queued deliveries of `agent`, an agent the caller owns, after the exclusive cursor
+    /// `after_order`, oldest first, at most `limit`: what waits for it, each with its
+    /// [`tries`](Delivery::tries) — how the owner finds a message the agent is stuck on.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AgentNotFound`] unless the caller owns `agent`; [`Error::InvalidInput`] for a
+    /// malformed id or a limit outside 1..=[`MAX_PAGE_LIMIT`](bounds::MAX_PAGE_LIMIT);
+    /// [`Error::MissingScope`] without `communication:read`.
+    pub fn queued_deliveries(
+        &mut self,
+        caller: &Caller,
+        agent: &str,
+        after_order: u64,
+        limit: usize,
+    ) -> Result<Vec<Delivery>> {
+        caller.require(Scope::Read)?;
+        super::agent::check_id(agent)?;
+        bounds::page_limit(limit)?;
+        self.admitted(|s| {
+            let (tx, _) = s.begin_read()?;
+            super::agent::load_owned(&tx, caller.principal(), agent)?;
+            let sql = format!(
+                "SELECT {DELIVERY_COLUMNS}, {MESSAGE_COLUMNS} FROM deliveries d JOIN messages m ON m.id = d.message_id
+                 WHERE d.recipient_agent_id = ?1 AND d.delivery_order > ?2 AND d.state = 'queued'
+                 ORDER BY d.delivery_order LIMIT ?3"
+            );
+            let mut stmt = tx.prepare_cached(&sql)?;
+            let rows = stmt.query_map(
+                (agent, i64::try_from(after_order).unwrap_or(i64::MAX), limit as i64),
+                |r| Ok(from_row(r)),
+            )?;
+            rows.map(|r| r?).collect()
+        })
+    }
+
+    /// The owner skips the queued delivery of `message` to `agent`, an agent the caller owns:
+    /// it is consumed without an answer (audited `delivery_skipped`, naming the caller), so the
+    /// agent's next turn goes on with the messages after it. Desired-state idempotent: a
+    /// delivery already consumed is returned with `state_changed = false`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AgentNotFound`] unless the caller owns `agent`; [`Error::MessageNotFound`] if
+    /// the message was not delivered to it; [`Error::InvalidInput`] for a malformed id;
+    /// [`Error::MissingScope`] without `communication:manage`.
+    pub fn skip_delivery(&mut self, caller: &Caller, agent: &str, message: &str) -> Result<Mutation<Delivery>> {
+        caller.require(Scope::Manage)?;
+        super::agent::check_id(agent)?;
+        message::check_id(message)?;
+        self.admitted(|s| {
+            let (tx, now) = s.begin_immediate()?;
+            super::agent::load_owned(&tx, caller.principal(), agent)?;
+            let d = load(&tx, agent, message)?;
+            if d.state == DeliveryState::Consumed {
+                return Ok(Mutation::unchanged(d));
+            }
+            tx.prepare_cached(
+                "UPDATE deliveries SET state = 'consumed', consumed_at = ?3
+                 WHERE recipient_agent_id = ?1 AND message_id = ?2 AND state = 'queued'",
+            )?
+            .execute((agent, message, now.as_micros()))?;
+            let d = load(&tx, agent, message)?;
+            audit::record(
+                &tx,
+                AuditKind::DeliverySkipped,
+                Some(agent),
+                Some(&d.message.conversation_id),
+                json!({
+                    "messageId": message,
+                    "deliveryOrder": d.delivery_order,
+                    "tries": d.tries,
+                    "by": caller.principal().as_str(),
+                }),
+                now,
+            )?;
+            tx.commit()?;
+            Ok(Mutation::changed(d))
+        })
+    }
+}
+
 /// Checks a list of messages to consume at once: at most
 /// [`MAX_TURN_CONSUMES`](bounds::MAX_TURN_CONSUMES), each a well-formed message id.
 pub(crate) fn check_consumes(messages: &[String]) -> Result<()> {
@@ -304,6 +392,30 @@ fn consume_in(tx: &Tx<'_>, actor: &AgentActor, message: &str, now: Timestamp) ->
         now,
     )?;
     Ok(Mutation::changed(d))
+}
+
+/// Consumes the acting agent's delivery of `message` inside `tx` if it has one still queued
+/// (what an agent's reply to it does); a message not delivered to the agent, or already
+/// consumed, is left as it is. Returns whether it consumed.
+pub(crate) fn consume_if_queued(tx: &Tx<'_>, actor: &AgentActor, message: &str, now: Timestamp) -> Result<bool> {
+    match consume_in(tx, actor, message, now) {
+        Ok(consumed) => Ok(consumed.state_changed),
+        Err(Error::MessageNotFound(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Counts one more try for each of the acting agent's deliveries of `messages` still queued
+/// (checked with [`check_consumes`]); a message not delivered to it, or consumed, is left.
+pub(crate) fn count_tries_in(tx: &Tx<'_>, actor: &AgentActor, messages: &[String]) -> Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "UPDATE deliveries SET tries = tries + 1
+         WHERE recipient_agent_id = ?1 AND message_id = ?2 AND state = 'queued'",
+    )?;
+    for m in messages {
+        stmt.execute((&actor.agent, m))?;
+    }
+    Ok(())
 }
 
 /// [`consume_in`] for each of `messages` (checked with [`check_consumes`]); returns how many

@@ -247,6 +247,10 @@ impl Store {
     /// recipient's pending wake (or creates one), and records the idempotency key. Returns the
     /// message and the agents it woke ([`Posted::woken`]; none for a replay).
     ///
+    /// An agent's reply answers for good: a reply whose `reply_to` is a queued delivery of the
+    /// acting agent consumes that delivery in the reply's own commit, so no later turn (after a
+    /// crash, say) sees the answered message queued and answers it again.
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidInput`]; [`Error::IdempotencyConflict`] for a reused key with a different
@@ -256,8 +260,28 @@ impl Store {
     /// wake-reply identity whose wake is not the author's or has not crossed the dispatch fence;
     /// [`Error::LimitReached`] past [`MAX_MESSAGES_PER_CONVERSATION`]; [`Error::MissingScope`].
     pub fn post_message(&mut self, caller: &Caller, new: &NewMessage) -> Result<Posted> {
+        self.post_message_consuming(caller, new, &[])
+    }
+
+    /// [`post_message`](Self::post_message) for an agent in a turn, which also consumes each of
+    /// `consumes` (deliveries of the acting agent's inbox the turn consumed and the host held)
+    /// in the post's commit, as [`consume_deliveries`](Self::consume_deliveries) would: what a
+    /// turn handled before it posted is recorded no later than the post. A replay consumes
+    /// nothing ([`Posted::replayed`]; its original commit did).
+    ///
+    /// # Errors
+    ///
+    /// As [`post_message`](Self::post_message); [`Error::InvalidInput`] for consumes by a human
+    /// author, more than [`MAX_TURN_CONSUMES`](bounds::MAX_TURN_CONSUMES) of them or a malformed
+    /// id; [`Error::MessageNotFound`] for a consume of a message not delivered to the agent —
+    /// each changing nothing.
+    pub fn post_message_consuming(&mut self, caller: &Caller, new: &NewMessage, consumes: &[String]) -> Result<Posted> {
         caller.require(Scope::Manage)?;
         new.validate()?;
+        delivery::check_consumes(consumes)?;
+        if !consumes.is_empty() && new.acting == Acting::Human {
+            return Err(Error::invalid("consumes", "only an agent consumes deliveries"));
+        }
         let check = Check::new(Operation::PostMessage, &new.idempotency, &new.request());
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
@@ -269,6 +293,12 @@ impl Store {
                 return Ok(Posted::new(Mutation::replayed(original), Vec::new()));
             }
             let (message, woken) = append(&tx, caller, new, now)?;
+            if let Acting::Agent(actor) = &new.acting {
+                delivery::consume_all_in(&tx, actor, consumes, now)?;
+                if let Some(answered) = &new.reply_to {
+                    delivery::consume_if_queued(&tx, actor, answered, now)?;
+                }
+            }
             check.record(&tx, caller.principal(), &message.id, now)?;
             tx.commit()?;
             Ok(Posted::new(Mutation::changed(message), woken))

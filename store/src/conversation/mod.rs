@@ -138,7 +138,7 @@ pub use attempt::{
 pub use audit::{AuditEvent, AuditKind};
 pub use bootstrap::Bootstrap;
 pub use carried_leases::{MAX_LEASE_RENEWALS, RenewedLeases};
-pub use carrier::{TurnEnd, TurnSpend};
+pub use carrier::{TurnEnd, TurnInbox, TurnSpend};
 pub use conversation::{Acting, CONVERSATION_ID_PREFIX, Conversation, ConversationState, NewConversation};
 pub use delivery::{Delivery, DeliveryState};
 pub use endpoint::{AgentActor, ENDPOINT_ID_PREFIX, Endpoint, EndpointState};

@@ -268,6 +268,56 @@ pub(crate) fn coalesce(tx: &Tx<'_>, agent: &str, order: u64, now: Timestamp) -> 
     Ok(())
 }
 
+/// After a turn of `agent` dispatched at `since` ended: if it consumed at least one delivery
+/// and others are still queued, and the agent has no open wake, creates a pending wake for the
+/// queued ones (audited `wake_created`, with `"leftover": true`) — the deliveries a turn could
+/// not get to (past its reply bound, its wall clock spent on a message it failed on) are not
+/// left waiting for the next post. Progress is the bound: each such wake follows a turn that
+/// consumed something, so an agent that answers nothing is never woken again by its own
+/// leftovers. Returns whether it created a wake.
+pub(crate) fn rewake_for_leftovers(tx: &Tx<'_>, agent: &str, since: Timestamp, now: Timestamp) -> Result<bool> {
+    let progressed: bool = tx
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM deliveries
+                            WHERE recipient_agent_id = ?1 AND state = 'consumed' AND consumed_at >= ?2)",
+        )?
+        .query_row((agent, since.as_micros()), |r| r.get(0))?;
+    if !progressed {
+        return Ok(false);
+    }
+    let open: bool = tx
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM wakes WHERE agent_id = ?1 AND state IN ('pending', 'claimed'))")?
+        .query_row([agent], |r| r.get(0))?;
+    if open {
+        return Ok(false);
+    }
+    let (count, first, high): (i64, Option<i64>, Option<i64>) = tx
+        .prepare_cached(
+            "SELECT count(*), min(delivery_order), max(delivery_order) FROM deliveries
+             WHERE recipient_agent_id = ?1 AND state = 'queued'",
+        )?
+        .query_row([agent], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    let (Some(first), Some(high)) = (first, high) else {
+        return Ok(false);
+    };
+    let id = new_id(WAKE_ID_PREFIX);
+    tx.prepare_cached(
+        "INSERT INTO wakes (id, agent_id, state, delivery_count, first_delivery_order, high_water_order, created_at, updated_at, seq)
+         VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?6, (SELECT coalesce(max(seq), 0) + 1 FROM wakes WHERE agent_id = ?2))",
+    )?
+    .execute((&id, agent, count, first, high, now.as_micros()))
+    .map_err(raced_insert(ONE_OPEN_WAKE))?;
+    audit::record(
+        tx,
+        AuditKind::WakeCreated,
+        Some(agent),
+        None,
+        json!({ "wakeId": id, "firstDeliveryOrder": first, "leftover": true }),
+        now,
+    )?;
+    Ok(true)
+}
+
 /// Coalesces a non-message cause into `agent`'s open wake, or creates a pending wake with that
 /// origin (and no deliveries); records the cause either way and returns the wake's id. A wait
 /// or an attention event can be the cause of one wake only: the `wake_causes_once` index

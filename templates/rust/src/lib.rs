@@ -22,7 +22,7 @@ impl Agent for MyAgent {
         Ok(())
     }
 
-    /// One turn: reply to each message waiting in the inbox, then consume it.
+    /// One turn: reply to each message waiting in the inbox (a reply consumes it).
     fn turn() -> Result<(), Box<dyn std::error::Error>> {
         let me = conversations::wake().ok_or("a turn without a wake")?.agent_id;
         // The first model the operator offers (its policy's order); none: the agent echoes.
@@ -39,35 +39,34 @@ impl Agent for MyAgent {
                 })
                 .collect(),
         };
-        for delivery in conversations::inbox().take(conversations::MAX_REPLIES) {
-            let delivery = delivery?;
+        // One message at a time; a message the model keeps failing on (a provider that
+        // hangs, say) is answered with a short notice after two tries, so the next one is
+        // answered. The reply consumes the delivery in its own commit.
+        conversations::answer(|delivery| {
             let question = delivery.message();
-            let answer = match &model {
-                None => format!("echo: {} (no model is configured for this agent)", question.body),
-                Some(model) => {
-                    let mut messages = history.clone();
-                    for m in conversations::transcript(&question.conversation_id) {
-                        let m = m?;
-                        if m.seq > question.seq {
-                            break;
-                        }
-                        messages.push(match &m.author {
-                            Author::Agent(id) if *id == me => Message::assistant(&m.body),
-                            _ => Message::user(&m.body),
-                        });
-                    }
-                    let request = agent_loop::request_with_tools(model, &snapshot::system_prompt(), messages)?;
-                    match agent_loop::run(request, STEPS) {
-                        Ok(answer) => answer.text,
-                        Err(agent_loop::Error::StepCap { text, .. }) if !text.is_empty() => text,
-                        Err(e) => return Err(e.into()),
-                    }
+            let Some(model) = &model else {
+                return Ok(format!("echo: {} (no model is configured for this agent)", question.body));
+            };
+            let mut messages = history.clone();
+            for m in conversations::transcript(&question.conversation_id) {
+                let m = m?;
+                if m.seq > question.seq {
+                    break;
                 }
+                messages.push(match &m.author {
+                    Author::Agent(id) if *id == me => Message::assistant(&m.body),
+                    _ => Message::user(&m.body),
+                });
+            }
+            let request = agent_loop::request_with_tools(model, &snapshot::system_prompt(), messages)?;
+            let answer = match agent_loop::run(request, STEPS) {
+                Ok(answer) => answer.text,
+                Err(agent_loop::Error::StepCap { text, .. }) if !text.is_empty() => text,
+                Err(e) => return Err(Box::<dyn std::error::Error>::from(e)),
             };
             println!("answered message {} of {}", question.seq, question.conversation_id);
-            delivery.reply(&answer)?;
-            delivery.consume()?;
-        }
+            Ok(answer)
+        })?;
         Ok(())
     }
 }

@@ -13,6 +13,7 @@
 //! - `fixes`: the clock inside the write lock, whole-store bounds, idempotency retention, the
 //!   unresolved-dispatch bound, bounded attempt listing;
 //! - `audit`: the audit log's events, and that no event or `Debug` output carries content;
+//! - `answered`: a reply consumes what it answers; tries; the owner skips a stuck delivery;
 //! - `activation`: bootstrap and explicit activation of a pending wake;
 //! - `carrier`: a turn's end in one transaction, claims given back, unconfirmed attempts
 //!   settled, the endpoints with a wake to claim;
@@ -20,6 +21,7 @@
 //! - `cursors`: a delivery or an event that commits late is never behind a reader's cursor.
 
 mod activation;
+mod answered;
 mod agents;
 mod audit;
 mod carrier;

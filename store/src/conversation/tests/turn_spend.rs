@@ -46,7 +46,14 @@ fn accepted(
     consumed: &[String],
 ) -> Result<TurnEnd> {
     w.store
-        .finish_turn_spending(alice, actor, ticket, DispatchOutcome::Accepted, spend, consumed)
+        .finish_turn_spending(
+            alice,
+            actor,
+            ticket,
+            DispatchOutcome::Accepted,
+            spend,
+            TurnInbox { consumed, read: &[] },
+        )
 }
 
 fn spend(t: &str, micro_usd: u64) -> TurnSpend {
@@ -84,7 +91,7 @@ fn a_spend_that_uses_up_the_budget_makes_the_transfer_insolvent_with_the_turn_en
             &ticket,
             DispatchOutcome::Unknown,
             Some(&spend(&t, BUDGET)),
-            &[],
+            TurnInbox::default(),
         )
         .unwrap();
     assert_eq!(end.attempt.value.state, AttemptState::DeliveryUnknown);
@@ -181,7 +188,17 @@ fn a_failed_turn_s_end_records_its_consumes_too() {
     let held = queued(&mut w, &alice, &actor);
     let end = w
         .store
-        .finish_turn_spending(&alice, &actor, &ticket, DispatchOutcome::Unknown, None, &held)
+        .finish_turn_spending(
+            &alice,
+            &actor,
+            &ticket,
+            DispatchOutcome::Unknown,
+            None,
+            TurnInbox {
+                consumed: &held,
+                read: &[],
+            },
+        )
         .unwrap();
     assert_eq!(end.attempt.value.state, AttemptState::DeliveryUnknown);
     assert!(queued(&mut w, &alice, &actor).is_empty(), "the turn said it handled it");

@@ -1,0 +1,7 @@
+-- PostgreSQL counterpart of store/sql/0016_delivery_tries.sql: the same column.
+--
+-- A delivery's tries: how many turns read it while it was queued and ended with it still
+-- queued. A turn's end counts them in its own commit; the guest reads the count to stop
+-- retrying a message it cannot answer (a poison message), and the owner sees it beside the
+-- delivery it may skip. Existing deliveries start untried.
+ALTER TABLE deliveries ADD COLUMN tries BIGINT NOT NULL DEFAULT 0 CHECK (tries >= 0);
