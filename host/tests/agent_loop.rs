@@ -26,6 +26,11 @@ fn anthropic_a_question_is_answered_with_a_tool_over_mcp() {
 }
 
 #[test]
+fn a_question_the_provider_always_fails_on_never_silences_the_assistant() {
+    assistant::a_question_the_provider_always_fails_on_never_silences_the_assistant(ASSISTANT);
+}
+
+#[test]
 fn a_model_that_never_stops_calling_tools_is_cut_at_eight_steps_and_the_agent_answers_on() {
     assistant::a_model_that_never_stops_calling_tools_is_cut_at_eight_steps_and_the_agent_answers_on(ASSISTANT);
 }

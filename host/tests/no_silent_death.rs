@@ -16,7 +16,8 @@
 //! - `leases`: renewed only when less than half is left;
 //! - `the_tick_schedules_only_agents_with_wakes`;
 //! - `a_failed_first_bind_is_repaired_by_the_tick`, `…_by_a_restart`;
-//! - `a_sandbox_released_mid_turn_is_not_kept`.
+//! - `a_sandbox_released_mid_turn_is_not_kept`;
+//! - `a_kill_at_each_step_of_a_turn_never_answers_a_message_twice`: exactly once across a crash.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -721,4 +722,57 @@ fn a_sandbox_released_mid_turn_is_not_kept() {
     assert_eq!(d.consumed, 1, "{d:?}");
     assert_eq!(w.sandboxes().live_count(), 0, "the released sandbox was not put back");
     assert!(w.agents().carrier(&a.id).is_none());
+}
+
+/// A host killed at each step of a turn with three messages — before its first reply, after
+/// each reply, after the last one before the turn's end — never makes the agent answer a
+/// message twice, and loses none: a successor host takes over, the next message wakes the
+/// agent, and every message has exactly one reply. (The kill is the turn's future dropped
+/// where it waits, with nothing more written for it: what the database sees of a `kill -9`.)
+#[test]
+fn a_kill_at_each_step_of_a_turn_never_answers_a_message_twice() {
+    const STEP: u64 = 150;
+    for replied in 0..=3_usize {
+        let w = world();
+        let a = w.agent_at(Tier::Small);
+        let asked: Vec<String> = (1..=3).map(|i| w.post(&a, &format!("slowly {STEP} #{i}"))).collect();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (agents, id) = (w.agents().clone(), a.id.clone());
+        let turn = runtime.spawn(async move { agents.drive_async(&id).await });
+        // Kill once `replied` replies are committed (and before the next one: a step apart).
+        let started = Instant::now();
+        while w.replies(&a).len() < replied {
+            assert!(started.elapsed() < Duration::from_secs(30), "the turn never replied");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(STEP / 3));
+        turn.abort();
+        assert!(runtime.block_on(turn).unwrap_err().is_cancelled());
+        drop(runtime);
+        assert_eq!(w.replies(&a).len(), replied, "killed between two replies");
+        // A successor process over the same database takes over, and a new message comes.
+        let successor = host_over(w.dir.path(), &w.key, &w.clock);
+        successor.agents().take_over("killed").unwrap();
+        drop(w.host);
+        let w = World { host: successor, ..w };
+        let last = w.post(&a, "slowly 1 #4");
+        let drive = w.agents().drive(&a.id).unwrap();
+        assert!(drive.failure.is_none(), "{drive:?}");
+        let transcript = w
+            .db()
+            .read_transcript(&operator(), &Acting::Human, &a.cv, 0, 200)
+            .unwrap();
+        for question in asked.iter().chain([&last]) {
+            let answers = transcript
+                .iter()
+                .filter(|m| m.reply_to.as_deref() == Some(question.as_str()))
+                .count();
+            assert_eq!(answers, 1, "killed after {replied} replies: {question} has {answers} answers");
+        }
+        w.assert_no_stuck_wake(&a);
+    }
 }

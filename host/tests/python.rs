@@ -48,6 +48,15 @@ fn python_a_model_that_never_stops_calling_tools_is_cut_at_eight_steps_and_the_a
     assistant::a_model_that_never_stops_calling_tools_is_cut_at_eight_steps_and_the_agent_answers_on(PYTHON_ASSISTANT);
 }
 
+#[test]
+fn python_a_question_the_provider_always_fails_on_never_silences_the_assistant() {
+    let Ok(_) = guests::python_guests("python_a_question_the_provider_always_fails_on_never_silences_the_assistant")
+    else {
+        return;
+    };
+    assistant::a_question_the_provider_always_fails_on_never_silences_the_assistant(PYTHON_ASSISTANT);
+}
+
 /// A host with the Python guest `guest` registered under its name, ceilings capped by `cap`
 /// (one guest: a Python component takes seconds to compile the first time).
 struct Host {

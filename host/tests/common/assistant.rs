@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ahp_host::gateway::scripted::{Behaviour, Protocol, ScriptedPart, ScriptedProvider};
 use ahp_host::host::HostBuilder;
 use ahp_host::policy::Policy;
-use ahp_host::sandbox::RunOutcome;
+use ahp_host::sandbox::{CeilingCap, RunOutcome};
 use ahp_host::shared_store::StoreLock;
 use ahp_host::store::conversation::{Acting, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT};
 use ahp_host::store::{EventKind, McpServer, ModelUsage, SnapshotInput, Store, Tier, TokenKey, TransferStatus};
@@ -35,6 +35,11 @@ pub(crate) struct Fixture {
 }
 
 pub(crate) fn assistant(component: &str, model: &str) -> Fixture {
+    assistant_capped(component, model, CeilingCap::default())
+}
+
+/// [`assistant`] on a host whose tiers are lowered to `cap`.
+pub(crate) fn assistant_capped(component: &str, model: &str, cap: CeilingCap) -> Fixture {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -73,6 +78,7 @@ pub(crate) fn assistant(component: &str, model: &str) -> Fixture {
     let host = HostBuilder::new(db, PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandbox-cache"))
         .policy(policy)
         .vault(Arc::new(vault))
+        .cap(cap)
         .build()
         .unwrap();
     host.sandboxes()
@@ -149,6 +155,36 @@ impl Fixture {
             .into_iter()
             .find(|m| m.reply_to.as_deref() == Some(posted.id.as_str()))
             .map(|m| m.body)
+    }
+
+    /// Posts `question` and drives the agent until it has nothing left to do (its turn, and
+    /// any its end left a wake for); returns the bodies of the replies to it.
+    fn ask_all(&self, question: &str) -> Vec<String> {
+        let new = NewMessage {
+            conversation: self.conversation.clone(),
+            acting: Acting::Human,
+            body: question.to_owned(),
+            reply_to: None,
+            idempotency: IdempotencyKey::Key(format!("q-{}", question.replace(' ', "-"))),
+        };
+        let posted = self
+            .host
+            .store()
+            .locked()
+            .post_message(&self.operator, &new)
+            .unwrap()
+            .value;
+        self.host.agents().drive(&self.agent).unwrap();
+        self.answers_to(&posted.id)
+    }
+
+    /// The bodies of the replies to message `id`.
+    fn answers_to(&self, id: &str) -> Vec<String> {
+        self.transcript()
+            .into_iter()
+            .filter(|m| m.reply_to.as_deref() == Some(id))
+            .map(|m| m.body)
+            .collect()
     }
 
     fn transcript(&self) -> Vec<ahp_host::store::conversation::TranscriptMessage> {
@@ -318,4 +354,53 @@ pub(crate) fn a_model_that_never_stops_calling_tools_is_cut_at_eight_steps_and_t
     f.provider
         .set_responder(Arc::new(|_| Behaviour::text("back to normal")));
     assert_eq!(f.ask("and now?").as_deref(), Some("back to normal"));
+}
+
+/// A question the provider always fails on — it hangs (the model call ends before the turn's
+/// wall clock), floods, or answers without usage — never silences the assistant: that turn
+/// answers nothing and leaves it queued; the next question's turn tries it once more, answers
+/// it with the SDK's failure notice, and the next question is answered (within the same drive:
+/// a turn whose end left it queued wakes the agent again). Each question has one answer, the
+/// poisoned one was tried twice, and the transfer stays `active`.
+pub(crate) fn a_question_the_provider_always_fails_on_never_silences_the_assistant(component: &str) {
+    let hostile = [
+        ("hangs", Behaviour::Hang),
+        ("floods", Behaviour::Flood { bytes: 64 << 20 }),
+        ("answers without usage", Behaviour::NoUsage),
+    ];
+    for (what, behaviour) in hostile {
+        // A 4 s turn: a hanging call ends at 3.5 s, not the small tier's 14.5 s.
+        let cap = CeilingCap {
+            wall_clock_per_turn: Some(std::time::Duration::from_secs(4)),
+            ..CeilingCap::default()
+        };
+        let f = assistant_capped(component, "openai", cap);
+        f.provider.set_responder(Arc::new(move |r| {
+            let poisoned = r.texts().last().is_some_and(|t| t.contains("poison"));
+            if poisoned { behaviour.clone() } else { Behaviour::text("fine") }
+        }));
+        assert_eq!(f.ask_all("poison pill").len(), 0, "{what}: no answer at its first try");
+        assert_eq!(f.ask_all("and the next one?"), ["fine"], "{what}: the next question is answered");
+        let transcript = f.transcript();
+        let poison = &transcript[0];
+        let answers = f.answers_to(&poison.id);
+        assert_eq!(answers.len(), 1, "{what}: {answers:?}");
+        assert!(
+            answers[0].starts_with("Sorry, I could not answer this message: "),
+            "{what}: {answers:?}"
+        );
+        let tried = f
+            .provider
+            .received()
+            .iter()
+            .filter(|r| r.texts().last().is_some_and(|t| t.contains("poison")))
+            .count();
+        assert_eq!(tried, 2, "{what}: tried twice, then given up");
+        assert_eq!(
+            f.host.store().locked().transfer(&f.transfer).unwrap().status,
+            TransferStatus::Active,
+            "{what}"
+        );
+        assert_eq!(f.ask_all("and after?"), ["fine"], "{what}: the agent goes on answering");
+    }
 }

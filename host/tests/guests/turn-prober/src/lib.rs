@@ -11,6 +11,9 @@
 //! - `reply-then-sleep <ms>`: replies `replied` to that message, consumes nothing, then sleeps
 //!   `<ms>` milliseconds (`std::thread::sleep`, a blocking `wasi:io/poll`) and returns `Ok`: a
 //!   window in which to kill the host after the reply and before the wake is consumed;
+//! - `slowly <ms> …`: for each queued delivery, sleeps `<ms>` milliseconds, then replies
+//!   `echo: <body>` (which consumes it); sleeps once more and returns `Ok`: a window before
+//!   each reply and before the turn's end in which to kill the host;
 //! - `spin`: loops forever on the CPU, for the tier's fuel and wall clock to stop;
 //! - `burn <rounds>`: loops `<rounds>` times on the CPU without a host call, replies
 //!   `burnt <rounds> rounds` and returns `Ok` (a turn with a priced amount of compute);
@@ -67,6 +70,18 @@ impl Agent for TurnProber {
                     .parse()
                     .map_err(|_| "reply-then-sleep needs milliseconds")?;
                 first.reply("replied")?;
+                std::thread::sleep(Duration::from_millis(millis));
+            }
+            "slowly" => {
+                let millis: u64 = argument
+                    .split_whitespace()
+                    .next()
+                    .and_then(|m| m.parse().ok())
+                    .ok_or("slowly needs milliseconds")?;
+                for delivery in queued.iter().take(conversations::MAX_REPLIES) {
+                    std::thread::sleep(Duration::from_millis(millis));
+                    delivery.reply(&format!("echo: {}", delivery.message().body))?;
+                }
                 std::thread::sleep(Duration::from_millis(millis));
             }
             "spin" => spin(),
