@@ -413,4 +413,50 @@ fn thinks_with_the_policy_s_model_and_reruns(project: &Path, wasm: &str, name: &
         !texts.iter().any(|t| t == "What is 2 + 2?"),
         "a rerun opens its own conversation: {texts:?}"
     );
+
+    // Questions the provider always fails on — it floods, or answers without usage — never
+    // silence the agent: each is tried twice, then answered with the SDK's failure notice, and
+    // the question after them is answered.
+    provider.set_responder(std::sync::Arc::new(|r| {
+        match r.texts().last().map(String::as_str) {
+            Some("poison: flood") => Behaviour::Flood { bytes: 64 << 20 },
+            Some("poison: no usage") => Behaviour::NoUsage,
+            _ => Behaviour::text(LOCAL_MODEL_ANSWER),
+        }
+    }));
+    let o = ahp(
+        &[
+            "run",
+            wasm,
+            "--snapshot",
+            "snapshot.json",
+            "--policy",
+            "policy.json",
+            "--data-dir",
+            data.path().to_str().unwrap(),
+            "--message",
+            "poison: flood",
+            "--message",
+            "poison: no usage",
+            "--message",
+            "What now?",
+        ],
+        project,
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert_eq!(
+        out.matches("Sorry, I could not answer this message: ").count(),
+        2,
+        "{out}"
+    );
+    assert!(out.contains(&format!(": {LOCAL_MODEL_ANSWER}")), "{out}");
+    let tried = |poison: &str| {
+        provider
+            .received()
+            .iter()
+            .filter(|r| r.texts().last().is_some_and(|t| t == poison))
+            .count()
+    };
+    assert_eq!((tried("poison: flood"), tried("poison: no usage")), (2, 2), "{out}");
 }

@@ -573,3 +573,66 @@ fn serve_refuses_parking_flags_out_of_bounds_and_changes_nothing() {
         "a refused serve opened no database"
     );
 }
+
+/// `ahp agent inbox` lists what waits for an agent with each message's tries; `ahp agent
+/// skip` consumes the one it is stuck on (once: again, nothing to skip); a foreign message,
+/// a malformed id or an unknown agent is refused clearly and changes nothing.
+#[test]
+fn agent_inbox_shows_what_waits_and_skip_clears_a_stuck_message() {
+    use ahp_store::conversation::{
+        Acting, AgentCard, Caller, IdempotencyKey, NewConversation, NewMessage, OPERATOR_SUBJECT,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path().join("ahp.db")).unwrap();
+    let op = Caller::full(OPERATOR_SUBJECT).unwrap();
+    let card = AgentCard {
+        handle: "stuck".into(),
+        display_name: "Stuck".into(),
+        description: String::new(),
+        specialties: Vec::new(),
+    };
+    let agent = store.create_agent(&op, &card, "a").unwrap().value.id;
+    let new = NewConversation {
+        title: "t".into(),
+        agents: vec![agent.clone()],
+    };
+    let cv = store.create_conversation(&op, &new, "cv").unwrap().value.id;
+    let post = |store: &mut Store, body: &str| {
+        let m = NewMessage {
+            conversation: cv.clone(),
+            acting: Acting::Human,
+            body: body.into(),
+            reply_to: None,
+            idempotency: IdempotencyKey::Key(format!("k-{}", body.len())),
+        };
+        store.post_message(&op, &m).unwrap().value.id
+    };
+    let stuck = post(&mut store, "the poison one");
+    let next = post(&mut store, "the next one");
+    drop(store);
+
+    let out = stdout(&ahp(dir.path(), &["agent", "inbox", &agent]));
+    assert!(out.contains(&stuck) && out.contains(&next), "{out}");
+    assert!(out.contains("tries"), "{out}");
+    assert!(out.contains("the poison one"), "{out}");
+
+    let out = stdout(&ahp(dir.path(), &["agent", "skip", &agent, &stuck]));
+    assert!(out.contains(&format!("skipped {stuck}")), "{out}");
+    let out = stdout(&ahp(dir.path(), &["agent", "inbox", &agent]));
+    assert!(!out.contains(&stuck) && out.contains(&next), "{out}");
+    let out = stdout(&ahp(dir.path(), &["agent", "skip", &agent, &stuck]));
+    assert!(out.contains("already handled"), "{out}");
+
+    for (args, says) in [
+        (vec!["agent", "skip", &agent, "msg_nope"], "messageId"),
+        (vec!["agent", "skip", "agt_0123456789abcdef01234567", &next], "agent"),
+        (vec!["agent", "inbox", &agent, "--limit", "201"], "201"),
+    ] {
+        let o = ahp(dir.path(), &args);
+        assert!(!o.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let out = stdout(&ahp(dir.path(), &["agent", "inbox", &agent]));
+    assert!(out.contains(&next), "the refusals changed nothing: {out}");
+}

@@ -29,7 +29,7 @@ use super::endpoint::{self, AgentActor};
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::Mutation;
 use super::message::{self, MESSAGE_COLUMNS, TranscriptMessage};
-use super::principal::{Caller, Scope};
+use super::principal::{Caller, CommunicationPrincipal, Scope};
 use crate::clock::Timestamp;
 use crate::db::Store;
 
@@ -293,11 +293,57 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<Delivery>> {
         caller.require(Scope::Read)?;
+        self.queued_deliveries_of(Some(caller.principal()), agent, after_order, limit)
+    }
+
+    /// [`queued_deliveries`](Self::queued_deliveries) of any agent, for the operator (the CLI):
+    /// never reachable from a tool.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AgentNotFound`] for no such agent; [`Error::InvalidInput`] as there.
+    pub fn operator_queued_deliveries(&mut self, agent: &str, after_order: u64, limit: usize) -> Result<Vec<Delivery>> {
+        self.queued_deliveries_of(None, agent, after_order, limit)
+    }
+
+    /// The owner skips the queued delivery of `message` to `agent`, an agent the caller owns:
+    /// it is consumed without an answer (audited `delivery_skipped`, naming who skipped it), so
+    /// the agent's next turn goes on with the messages after it. Desired-state idempotent: a
+    /// delivery already consumed is returned with `state_changed = false`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AgentNotFound`] unless the caller owns `agent`; [`Error::MessageNotFound`] if
+    /// the message was not delivered to it; [`Error::InvalidInput`] for a malformed id;
+    /// [`Error::MissingScope`] without `communication:manage`.
+    pub fn skip_delivery(&mut self, caller: &Caller, agent: &str, message: &str) -> Result<Mutation<Delivery>> {
+        caller.require(Scope::Manage)?;
+        self.skip_delivery_of(Some(caller.principal()), agent, message)
+    }
+
+    /// [`skip_delivery`](Self::skip_delivery) of any agent's delivery, for the operator (the
+    /// CLI): never reachable from a tool.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AgentNotFound`] for no such agent; as [`skip_delivery`](Self::skip_delivery).
+    pub fn operator_skip_delivery(&mut self, agent: &str, message: &str) -> Result<Mutation<Delivery>> {
+        self.skip_delivery_of(None, agent, message)
+    }
+
+    /// The queued deliveries of `agent`: owned by `owner`, or any agent's for the operator.
+    fn queued_deliveries_of(
+        &mut self,
+        owner: Option<&CommunicationPrincipal>,
+        agent: &str,
+        after_order: u64,
+        limit: usize,
+    ) -> Result<Vec<Delivery>> {
         super::agent::check_id(agent)?;
         bounds::page_limit(limit)?;
         self.admitted(|s| {
             let (tx, _) = s.begin_read()?;
-            super::agent::load_owned(&tx, caller.principal(), agent)?;
+            load_agent(&tx, owner, agent)?;
             let sql = format!(
                 "SELECT {DELIVERY_COLUMNS}, {MESSAGE_COLUMNS} FROM deliveries d JOIN messages m ON m.id = d.message_id
                  WHERE d.recipient_agent_id = ?1 AND d.delivery_order > ?2 AND d.state = 'queued'
@@ -312,23 +358,18 @@ impl Store {
         })
     }
 
-    /// The owner skips the queued delivery of `message` to `agent`, an agent the caller owns:
-    /// it is consumed without an answer (audited `delivery_skipped`, naming the caller), so the
-    /// agent's next turn goes on with the messages after it. Desired-state idempotent: a
-    /// delivery already consumed is returned with `state_changed = false`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::AgentNotFound`] unless the caller owns `agent`; [`Error::MessageNotFound`] if
-    /// the message was not delivered to it; [`Error::InvalidInput`] for a malformed id;
-    /// [`Error::MissingScope`] without `communication:manage`.
-    pub fn skip_delivery(&mut self, caller: &Caller, agent: &str, message: &str) -> Result<Mutation<Delivery>> {
-        caller.require(Scope::Manage)?;
+    /// Skips `agent`'s delivery of `message`: owned by `owner`, or any agent's for the operator.
+    fn skip_delivery_of(
+        &mut self,
+        owner: Option<&CommunicationPrincipal>,
+        agent: &str,
+        message: &str,
+    ) -> Result<Mutation<Delivery>> {
         super::agent::check_id(agent)?;
         message::check_id(message)?;
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
-            super::agent::load_owned(&tx, caller.principal(), agent)?;
+            load_agent(&tx, owner, agent)?;
             let d = load(&tx, agent, message)?;
             if d.state == DeliveryState::Consumed {
                 return Ok(Mutation::unchanged(d));
@@ -348,13 +389,27 @@ impl Store {
                     "messageId": message,
                     "deliveryOrder": d.delivery_order,
                     "tries": d.tries,
-                    "by": caller.principal().as_str(),
+                    "by": owner.map_or("operator", CommunicationPrincipal::as_str),
                 }),
                 now,
             )?;
             tx.commit()?;
             Ok(Mutation::changed(d))
         })
+    }
+}
+
+/// Checks that `agent` exists and, for an `owner`, that it owns it: else [`Error::AgentNotFound`].
+fn load_agent(tx: &Tx<'_>, owner: Option<&CommunicationPrincipal>, agent: &str) -> Result<()> {
+    match owner {
+        Some(owner) => super::agent::load_owned(tx, owner, agent).map(drop),
+        None => {
+            let found: Option<i64> = tx
+                .prepare_cached("SELECT 1 FROM agents WHERE id = ?1")?
+                .query_row([agent], |r| r.get(0))
+                .optional()?;
+            found.map(drop).ok_or_else(|| Error::AgentNotFound(agent.to_owned()))
+        }
     }
 }
 
