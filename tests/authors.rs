@@ -417,12 +417,10 @@ fn thinks_with_the_policy_s_model_and_reruns(project: &Path, wasm: &str, name: &
     // Questions the provider always fails on — it floods, or answers without usage — never
     // silence the agent: each is tried twice, then answered with the SDK's failure notice, and
     // the question after them is answered.
-    provider.set_responder(std::sync::Arc::new(|r| {
-        match r.texts().last().map(String::as_str) {
-            Some("poison: flood") => Behaviour::Flood { bytes: 64 << 20 },
-            Some("poison: no usage") => Behaviour::NoUsage,
-            _ => Behaviour::text(LOCAL_MODEL_ANSWER),
-        }
+    provider.set_responder(std::sync::Arc::new(|r| match r.texts().last().map(String::as_str) {
+        Some("poison: flood") => Behaviour::Flood { bytes: 64 << 20 },
+        Some("poison: no usage") => Behaviour::NoUsage,
+        _ => Behaviour::text(LOCAL_MODEL_ANSWER),
     }));
     let o = ahp(
         &[

@@ -465,6 +465,113 @@ async fn agents_and_conversations_follow_the_key_s_scopes_and_bounds() {
     assert_eq!(get(&live, Some(&cookie)).await.status(), 403);
 }
 
+/// The owner finds the message its agent is stuck on — waiting, with the turns that failed on
+/// it — on the agent's page, and skips it: consumed without an answer, gone from the page. A
+/// stale form token, a reader's key and another principal's key skip nothing.
+#[tokio::test]
+async fn an_owner_skips_the_message_its_agent_is_stuck_on_from_its_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let manager = principal(d, "manager", &["communication:read", "communication:manage"]);
+    let reader = principal(d, "reader", &["communication:read"]);
+    let other = principal(d, "other", &["communication:read", "communication:manage"]);
+    let server = serve(d, &[]);
+    let base = base(&server);
+    let m = talker(d, &manager);
+    let (agent, _) = agent(d, &m, "stuck", "");
+    let cv = store(d)
+        .create_conversation(
+            &m,
+            &NewConversation {
+                title: "Q".into(),
+                agents: vec![agent.id.clone()],
+            },
+            "cv-q",
+        )
+        .unwrap()
+        .value
+        .id;
+    let ask = |body: &str| {
+        let new = NewMessage {
+            conversation: cv.clone(),
+            acting: Acting::Human,
+            body: body.into(),
+            reply_to: None,
+            idempotency: IdempotencyKey::Key(format!("ask-{}", body.len())),
+        };
+        store(d).post_message(&m, &new).unwrap().value.id
+    };
+    let stuck = ask("the <poison> one");
+    let next = ask("the next");
+
+    let page_url = format!("{base}/console/agents/{}", agent.id);
+    let skip = format!("{page_url}/skip");
+    let cookie = sign_in(&base, &manager).await;
+    let page = get(&page_url, Some(&cookie)).await.text().await.unwrap();
+    for shown in [
+        "Messages waiting",
+        stuck.as_str(),
+        next.as_str(),
+        "the &lt;poison&gt; one",
+        "Skip",
+    ] {
+        assert!(page.contains(shown), "{shown} missing from {page}");
+    }
+    let csrf: &'static str = Box::leak(field(&page, "csrf").into_boxed_str());
+    let stuck_id: &'static str = Box::leak(stuck.clone().into_boxed_str());
+    let before = bytes(d);
+    assert_eq!(
+        post(&skip, &base, Some(&cookie), &[("csrf", "0000"), ("message", stuck_id)])
+            .await
+            .status(),
+        403
+    );
+    let reading = sign_in(&base, &reader).await;
+    let reader_page = get(&format!("{base}/console/agents"), Some(&reading))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let reader_csrf: &'static str = Box::leak(field(&reader_page, "csrf").into_boxed_str());
+    let r = post(
+        &skip,
+        &base,
+        Some(&reading),
+        &[("csrf", reader_csrf), ("message", stuck_id)],
+    )
+    .await;
+    assert_eq!(r.status(), 403, "a key without communication:manage");
+    assert!(r.text().await.unwrap().contains("communication:manage"));
+    let theirs = sign_in(&base, &other).await;
+    let their_page = get(&format!("{base}/console/agents"), Some(&theirs))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let their_csrf: &'static str = Box::leak(field(&their_page, "csrf").into_boxed_str());
+    assert_eq!(
+        post(
+            &skip,
+            &base,
+            Some(&theirs),
+            &[("csrf", their_csrf), ("message", stuck_id)]
+        )
+        .await
+        .status(),
+        404,
+        "another principal's key does not see the agent"
+    );
+    assert!(bytes(d) == before, "the refusals changed nothing");
+
+    let r = post(&skip, &base, Some(&cookie), &[("csrf", csrf), ("message", stuck_id)]).await;
+    assert_eq!(r.status(), 303);
+    let page = get(&page_url, Some(&cookie)).await.text().await.unwrap();
+    assert!(!page.contains(&stuck) && page.contains(&next), "{page}");
+    let queued = store(d).queued_deliveries(&m, &agent.id, 0, 10).unwrap();
+    assert_eq!(queued.len(), 1, "skipped: consumed without an answer");
+    assert_eq!(message_count(d, &m, &cv), 2, "and nothing was posted");
+}
+
 #[tokio::test]
 async fn a_person_talks_to_an_agent_in_a_real_browser() {
     let Some(browser) = Browser::launch().await else { return };

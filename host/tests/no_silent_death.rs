@@ -771,7 +771,10 @@ fn a_kill_at_each_step_of_a_turn_never_answers_a_message_twice() {
                 .iter()
                 .filter(|m| m.reply_to.as_deref() == Some(question.as_str()))
                 .count();
-            assert_eq!(answers, 1, "killed after {replied} replies: {question} has {answers} answers");
+            assert_eq!(
+                answers, 1,
+                "killed after {replied} replies: {question} has {answers} answers"
+            );
         }
         w.assert_no_stuck_wake(&a);
     }

@@ -352,8 +352,15 @@ mod consumes {
             .map(|d| (d.message.id.clone(), d.consumed_at.is_some()))
             .collect();
         assert_eq!(states, [(first, true), (later.clone(), true)]);
-        let echoed = h.transcript(&cv).into_iter().find(|m| m.reply_to.as_deref() == Some(&later));
-        assert_eq!(echoed.unwrap().body, "echo: later", "answered by the leftover wake's turn");
+        let echoed = h
+            .transcript(&cv)
+            .into_iter()
+            .find(|m| m.reply_to.as_deref() == Some(&later));
+        assert_eq!(
+            echoed.unwrap().body,
+            "echo: later",
+            "answered by the leftover wake's turn"
+        );
     }
 
     #[test]

@@ -220,9 +220,14 @@ impl Agents {
         });
         let end = |outcome| {
             let ended = retry(|| {
-                self.store
-                    .locked()
-                    .finish_turn_spending(caller, actor, ticket, outcome, turn_spend.as_ref(), inbox.as_turn_inbox())
+                self.store.locked().finish_turn_spending(
+                    caller,
+                    actor,
+                    ticket,
+                    outcome,
+                    turn_spend.as_ref(),
+                    inbox.as_turn_inbox(),
+                )
             })?;
             if let Some(why) = &ended.spend_refused {
                 tracing::warn!(%agent, transfer = %c.transfer, %why, "the turn's last compute spend was refused");

@@ -132,7 +132,11 @@ impl Agents {
         // records the consumes it held) is refused: the guest said it handled them, so they are
         // recorded first.
         if let Some((caller, actor)) = acting.filter(|_| !run.inbox.consumed.is_empty()) {
-            match retry(|| self.store.locked().consume_deliveries(&caller, &actor, &run.inbox.consumed)) {
+            match retry(|| {
+                self.store
+                    .locked()
+                    .consume_deliveries(&caller, &actor, &run.inbox.consumed)
+            }) {
                 Ok(_) => run.inbox.consumed.clear(),
                 Err(e) => tracing::warn!(%transfer, error = %e, "a stopped turn's consumes are not recorded"),
             }

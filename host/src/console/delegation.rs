@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use ahp_store::conversation::{Acting, Agent, Caller as Talker, ConversationResult, Scope};
+use ahp_store::conversation::{Acting, Agent, Caller as Talker, ConversationResult, Delivery, Scope};
 use ahp_store::delegation::{AgentTask, AgentWait, Goal, StepStatus, TaskQuery};
 use ahp_store::{Principal, Store, Timestamp};
 use axum::extract::{Path, State};
@@ -45,6 +45,9 @@ pub struct DelegationView {
     pub waits: Vec<AgentWait>,
     /// Goals it controls or created.
     pub goals: Vec<Goal>,
+    /// The deliveries queued in its inbox, oldest first (at most
+    /// [`WAITING_SHOWN`](super::waiting::WAITING_SHOWN) + 1).
+    pub waiting: Vec<Delivery>,
     /// When this was read.
     pub now: Timestamp,
 }
@@ -81,12 +84,14 @@ pub fn read_view(s: &mut Store, talker: &Talker, agent: &str) -> ConversationRes
         }
     }
     goals.truncate(ROWS_PER_SECTION);
+    let waiting = s.queued_deliveries(talker, &agent.id, 0, super::waiting::WAITING_SHOWN + 1)?;
     Ok(DelegationView {
         agent,
         assigned,
         created,
         waits,
         goals,
+        waiting,
         now: s.now(),
     })
 }
@@ -102,7 +107,10 @@ pub(super) async fn agent(State(console): State<Arc<Console>>, headers: HeaderMa
     }
     let talker = p.talker.clone();
     match talk(&console, move |s| read_view(s, &talker, &id)).await {
-        Ok(v) => super::html(agent_page(p.caller.who(), &v)),
+        Ok(v) => {
+            let manage = p.talker.has(Scope::Manage);
+            super::html(agent_page(p.caller.who(), &v, manage))
+        }
         Err(e) => refused(&p.caller, "agent", e),
     }
 }
@@ -127,8 +135,9 @@ pub(super) async fn agent_live(
     }
 }
 
-/// An agent's page: its card and the live delegation section.
-pub fn agent_page(who: (&Principal, &str), v: &DelegationView) -> Markup {
+/// An agent's page: its card, the messages waiting for it (with a skip form each when `manage`)
+/// and the live delegation section.
+pub fn agent_page(who: (&Principal, &str), v: &DelegationView, manage: bool) -> Markup {
     let a = &v.agent;
     layout(
         &a.card.display_name,
@@ -142,6 +151,7 @@ pub fn agent_page(who: (&Principal, &str), v: &DelegationView) -> Markup {
                 dt { "Controller generation" } dd { (a.controller_generation) }
                 dt { "Created" } dd { (age(a.created_at, v.now)) " ago" }
             }
+            section.waiting { (super::waiting::waiting(&a.id, &v.waiting, manage.then_some(who.1), v.now)) }
             section.delegation #live data-live=(format!("/console/agents/{}/live", a.id)) data-every=(LIVE_POLL_MS) {
                 (delegation(v))
             }

@@ -23,7 +23,8 @@
 //!
 //! Pages are rendered on the server ([`pages`]); parts that change (a transfer's status,
 //! budget chart and event log; the transfers and conversations tables; a conversation's
-//! transcript; an agent's tasks, waits and goals, [`delegation`]) are *live regions* that `console.js` polls every [`pages::LIVE_POLL_MS`] and
+//! transcript; an agent's tasks, waits and goals, [`delegation`]; its waiting messages with a skip
+//! form, [`waiting`], are read with the page) are *live regions* that `console.js` polls every [`pages::LIVE_POLL_MS`] and
 //! swaps in when their version changed. Templates and assets are compiled into the binary.
 
 pub mod agents;
@@ -33,6 +34,7 @@ pub mod conversations;
 pub mod delegation;
 pub mod pages;
 pub mod session;
+pub mod waiting;
 
 use crate::shared_store::{SharedStore, StoreLock};
 use std::net::SocketAddr;
@@ -122,6 +124,7 @@ pub fn router(store: SharedStore, local: SocketAddr, carriers: Arc<dyn Carriers>
         .route("/console/agents/{id}", get(delegation::agent))
         .route("/console/agents/{id}/live", get(delegation::agent_live))
         .route("/console/agents/{id}/conversations", post(agents::start_conversation))
+        .route("/console/agents/{id}/skip", post(waiting::skip))
         .route("/console/conversations", get(conversations::conversations))
         .route("/console/conversations/live", get(conversations::conversations_live))
         .route("/console/conversations/{id}", get(conversations::conversation))

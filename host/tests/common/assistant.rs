@@ -377,10 +377,18 @@ pub(crate) fn a_question_the_provider_always_fails_on_never_silences_the_assista
         let f = assistant_capped(component, "openai", cap);
         f.provider.set_responder(Arc::new(move |r| {
             let poisoned = r.texts().last().is_some_and(|t| t.contains("poison"));
-            if poisoned { behaviour.clone() } else { Behaviour::text("fine") }
+            if poisoned {
+                behaviour.clone()
+            } else {
+                Behaviour::text("fine")
+            }
         }));
         assert_eq!(f.ask_all("poison pill").len(), 0, "{what}: no answer at its first try");
-        assert_eq!(f.ask_all("and the next one?"), ["fine"], "{what}: the next question is answered");
+        assert_eq!(
+            f.ask_all("and the next one?"),
+            ["fine"],
+            "{what}: the next question is answered"
+        );
         let transcript = f.transcript();
         let poison = &transcript[0];
         let answers = f.answers_to(&poison.id);

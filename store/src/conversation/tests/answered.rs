@@ -83,7 +83,8 @@ fn a_reply_consumes_the_delivery_it_answers_in_its_own_commit() {
     // Nothing else was committed for the turn: a crash now leaves the answered message
     // consumed, and the next turn sees only the second.
     assert_eq!(t.queued(), vec![t.second.clone()]);
-    let consumed = t.w.count("SELECT count(*) FROM communication_events WHERE kind = 'delivery_consumed'");
+    let consumed =
+        t.w.count("SELECT count(*) FROM communication_events WHERE kind = 'delivery_consumed'");
     assert_eq!(consumed, 1, "audited as a consume is");
     // The same reply made again (a retried turn) is a replay: it consumes nothing more.
     let again = t.w.store.post_message(&t.alice, &reply).unwrap();
@@ -111,19 +112,17 @@ fn the_consumes_a_turn_held_go_with_its_next_post() {
     let mut t = turn();
     let held = vec![t.first.clone()];
     // Consumed first, then answered with a post that names no message: one commit for both.
-    let posted = t
-        .w
-        .store
-        .post_message_consuming(&t.alice, &t.reply(None, 0), &held)
-        .unwrap();
+    let posted =
+        t.w.store
+            .post_message_consuming(&t.alice, &t.reply(None, 0), &held)
+            .unwrap();
     assert!(posted.state_changed);
     assert_eq!(t.queued(), vec![t.second.clone()]);
     // A replay consumes nothing: the second stays queued even when named.
-    let replay = t
-        .w
-        .store
-        .post_message_consuming(&t.alice, &t.reply(None, 0), std::slice::from_ref(&t.second))
-        .unwrap();
+    let replay =
+        t.w.store
+            .post_message_consuming(&t.alice, &t.reply(None, 0), std::slice::from_ref(&t.second))
+            .unwrap();
     assert!(replay.replayed);
     assert_eq!(t.queued(), vec![t.second.clone()]);
 }
@@ -141,7 +140,11 @@ fn held_consumes_out_of_bounds_by_a_human_or_not_delivered_are_refused_and_post_
     let cases: [(&NewMessage, &[String], &str); 4] = [
         (&t.reply(None, 0), &too_many, "one past the bound"),
         (&t.reply(None, 0), &["msg_nope".to_owned()], "a malformed id"),
-        (&t.reply(None, 0), std::slice::from_ref(&foreign), "a message delivered elsewhere"),
+        (
+            &t.reply(None, 0),
+            std::slice::from_ref(&foreign),
+            "a message delivered elsewhere",
+        ),
         (&human, std::slice::from_ref(&t.first), "a human author"),
     ];
     for (new, consumes, what) in cases {
@@ -185,21 +188,20 @@ fn a_turn_s_end_counts_a_try_for_each_delivery_it_read_and_left_queued_once() {
     assert!(!again.attempt.state_changed);
     assert_eq!(t.tries(&t.first.clone()), 1);
     // Beyond the bound of ids, the end is refused and counts nothing.
-    let e = t
-        .w
-        .store
-        .finish_turn_spending(
-            &t.alice,
-            &t.actor,
-            &t.ticket,
-            DispatchOutcome::Unknown,
-            None,
-            TurnInbox {
-                consumed: &[],
-                read: &vec![t.first.clone(); bounds::MAX_TURN_CONSUMES + 1],
-            },
-        )
-        .unwrap_err();
+    let e =
+        t.w.store
+            .finish_turn_spending(
+                &t.alice,
+                &t.actor,
+                &t.ticket,
+                DispatchOutcome::Unknown,
+                None,
+                TurnInbox {
+                    consumed: &[],
+                    read: &vec![t.first.clone(); bounds::MAX_TURN_CONSUMES + 1],
+                },
+            )
+            .unwrap_err();
     assert!(matches!(e, Error::InvalidInput { .. }), "{e}");
 }
 
@@ -207,7 +209,13 @@ fn a_turn_s_end_counts_a_try_for_each_delivery_it_read_and_left_queued_once() {
 fn the_owner_sees_what_waits_with_its_tries_and_skips_a_stuck_delivery() {
     let mut t = turn();
     let read = vec![t.first.clone()];
-    t.finish(DispatchOutcome::Unknown, TurnInbox { consumed: &[], read: &read });
+    t.finish(
+        DispatchOutcome::Unknown,
+        TurnInbox {
+            consumed: &[],
+            read: &read,
+        },
+    );
     let agent = t.actor.agent.clone();
     let waiting = t.w.store.queued_deliveries(&t.alice, &agent, 0, 10).unwrap();
     let seen: Vec<_> = waiting.iter().map(|d| (d.message.id.clone(), d.tries)).collect();
@@ -229,7 +237,8 @@ fn the_owner_sees_what_waits_with_its_tries_and_skips_a_stuck_delivery() {
     assert!(skipped.state_changed);
     assert_eq!(skipped.value.state, DeliveryState::Consumed);
     assert_eq!(t.queued(), vec![t.second.clone()]);
-    let audited = t.w.count("SELECT count(*) FROM communication_events WHERE kind = 'delivery_skipped'");
+    let audited =
+        t.w.count("SELECT count(*) FROM communication_events WHERE kind = 'delivery_skipped'");
     assert_eq!(audited, 1);
     let again = t.w.store.skip_delivery(&t.alice, &agent, &t.first).unwrap();
     assert!(!again.state_changed, "skipping twice changes nothing");
@@ -244,7 +253,13 @@ fn a_turn_that_answered_some_and_left_others_queued_is_woken_again_and_one_that_
         .post_message(&t.alice, &t.reply(Some(&t.first.clone()), 0))
         .unwrap();
     let read = vec![t.second.clone()];
-    let end = t.finish(DispatchOutcome::Accepted, TurnInbox { consumed: &[], read: &read });
+    let end = t.finish(
+        DispatchOutcome::Accepted,
+        TurnInbox {
+            consumed: &[],
+            read: &read,
+        },
+    );
     assert!(end.rewoken, "the second would otherwise wait for the next post");
     let open = t.w.count("SELECT count(*) FROM wakes WHERE state = 'pending'");
     assert_eq!(open, 1);
@@ -253,8 +268,17 @@ fn a_turn_that_answered_some_and_left_others_queued_is_woken_again_and_one_that_
     t.w.clock.advance(Duration::from_secs(1));
     let claim = t.w.store.claim_wake(&t.alice, &t.actor, CLAIM).unwrap().unwrap();
     assert_eq!(claim.wake.delivery_count, 1, "the wake names the one delivery left");
-    t.ticket = t.w.store.prepare_dispatch(&t.alice, &t.actor, &claim.attempt.id).unwrap();
-    let end = t.finish(DispatchOutcome::Unknown, TurnInbox { consumed: &[], read: &read });
+    t.ticket =
+        t.w.store
+            .prepare_dispatch(&t.alice, &t.actor, &claim.attempt.id)
+            .unwrap();
+    let end = t.finish(
+        DispatchOutcome::Unknown,
+        TurnInbox {
+            consumed: &[],
+            read: &read,
+        },
+    );
     assert!(!end.rewoken);
     assert_eq!(t.w.count("SELECT count(*) FROM wakes WHERE state = 'pending'"), 0);
     assert_eq!(t.tries(&t.second.clone()), 2, "read and left by both turns");

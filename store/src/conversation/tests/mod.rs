@@ -21,8 +21,8 @@
 //! - `cursors`: a delivery or an event that commits late is never behind a reader's cursor.
 
 mod activation;
-mod answered;
 mod agents;
+mod answered;
 mod audit;
 mod carrier;
 mod concurrency;

@@ -45,15 +45,14 @@ fn accepted(
     spend: Option<&TurnSpend>,
     consumed: &[String],
 ) -> Result<TurnEnd> {
-    w.store
-        .finish_turn_spending(
-            alice,
-            actor,
-            ticket,
-            DispatchOutcome::Accepted,
-            spend,
-            TurnInbox { consumed, read: &[] },
-        )
+    w.store.finish_turn_spending(
+        alice,
+        actor,
+        ticket,
+        DispatchOutcome::Accepted,
+        spend,
+        TurnInbox { consumed, read: &[] },
+    )
 }
 
 fn spend(t: &str, micro_usd: u64) -> TurnSpend {
