@@ -1780,8 +1780,9 @@ fn an_insolvent_transfer_gets_no_more_turns() {
 
 #[test]
 fn assistant() {
-    // With no model in the host's policy the assistant cannot think: its turn fails with the
-    // gateway's `unknown-model`, the wake ends `delivery_unknown`, and the message stays queued.
+    // With no model in the host's policy the assistant cannot think: its model call fails with
+    // the gateway's `unknown-model`, its answering loop leaves the message queued for one more
+    // try (counted), and the turn ends well.
     let h = host();
     let id = h.pushed(&snapshot(2, json!({})), Tier::Nano, 1_000_000, "assistant");
     let report = h.activate(&id);
@@ -1790,8 +1791,10 @@ fn assistant() {
     let (_, cv, caller) = conversation_with(&h, &id);
     post(&h.host, &caller, &cv, "what is in stock?", "assistant-1");
     let drive = h.host.agents().drive(&agent).unwrap();
-    assert_eq!((drive.consumed, drive.unknown), (0, 1), "{drive:?}");
+    assert_eq!((drive.consumed, drive.unknown), (1, 0), "{drive:?}");
     assert_eq!(transcript(&h.host, &caller, &cv).len(), 1, "no answer without a model");
+    let waiting = h.db().queued_deliveries(&caller, &agent, 0, 10).unwrap();
+    assert_eq!(waiting.iter().map(|d| d.tries).collect::<Vec<_>>(), [1], "tried once");
     assert_eq!(h.db().transfer(&id).unwrap().status, TransferStatus::Active);
 }
 

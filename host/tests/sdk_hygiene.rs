@@ -91,7 +91,16 @@ fn every_sdk_constant_equals_the_hosts() {
             ahp_store::delegation::bounds::MAX_TASK_INSTRUCTIONS_BYTES as u64,
         ),
     ];
-    let consts = sdk_consts();
+    // The SDK's own choices, no host bound: the answering loop's default tries and how much
+    // of a failure its notice quotes (the Python SDK must still agree, below).
+    let own = [
+        ("conversations.rs", "DEFAULT_MAX_TRIES"),
+        ("conversations.rs", "MAX_NOTICE_REASON_BYTES"),
+    ];
+    let consts: Vec<_> = sdk_consts()
+        .into_iter()
+        .filter(|(f, n, _)| !own.contains(&(f.as_str(), n.as_str())))
+        .collect();
     for (file, name, value) in &consts {
         let tied = host
             .iter()
@@ -216,7 +225,9 @@ fn python_consts() -> Vec<(String, String, String)> {
             let Some((name, value)) = line.split_once(" = ") else {
                 continue;
             };
-            if name.starts_with("MAX_") && name.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+            if (name.starts_with("MAX_") || name.starts_with("DEFAULT_"))
+                && name.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+            {
                 out.push((file.clone(), name.to_owned(), value.trim().replace('_', "")));
             }
         }

@@ -247,9 +247,11 @@ impl Store {
     /// recipient's pending wake (or creates one), and records the idempotency key. Returns the
     /// message and the agents it woke ([`Posted::woken`]; none for a replay).
     ///
-    /// An agent's reply answers for good: a reply whose `reply_to` is a queued delivery of the
-    /// acting agent consumes that delivery in the reply's own commit, so no later turn (after a
-    /// crash, say) sees the answered message queued and answers it again.
+    /// A turn's reply answers for good: an agent's reply under a wake-reply identity whose
+    /// `reply_to` is a queued delivery of the acting agent consumes that delivery in the reply's
+    /// own commit, so no later turn (after a crash, say) sees the answered message queued and
+    /// answers it again. A post under an ordinary idempotency key (an agent acting through the
+    /// MCP tools) consumes nothing: its caller consumes what it processed explicitly.
     ///
     /// # Errors
     ///
@@ -295,7 +297,7 @@ impl Store {
             let (message, woken) = append(&tx, caller, new, now)?;
             if let Acting::Agent(actor) = &new.acting {
                 delivery::consume_all_in(&tx, actor, consumes, now)?;
-                if let Some(answered) = &new.reply_to {
+                if let (Some(answered), IdempotencyKey::WakeReply { .. }) = (&new.reply_to, &new.idempotency) {
                     delivery::consume_if_queued(&tx, actor, answered, now)?;
                 }
             }

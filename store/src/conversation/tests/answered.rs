@@ -1,4 +1,4 @@
-//! A message is answered once: an agent's reply consumes the delivery it answers in the reply's
+//! A message is answered once: a turn's reply consumes the delivery it answers in the reply's
 //! own commit, and the consumes a turn held go with its next post; a delivery's tries, counted
 //! at the end of each turn that read it and left it queued; the owner's view of what waits and
 //! the skip of a stuck delivery.
@@ -99,6 +99,12 @@ fn a_post_that_answers_nothing_or_a_message_not_delivered_to_the_agent_consumes_
     // The agent answering its own message: there is no delivery of it to consume.
     let own = t.w.store.post_message(&t.alice, &t.reply(None, 1)).unwrap().value.id;
     t.w.store.post_message(&t.alice, &t.reply(Some(&own), 2)).unwrap();
+    assert_eq!(t.queued(), vec![t.first.clone(), t.second.clone()]);
+    // An agent's reply under an ordinary key (an agent acting through the MCP tools, which
+    // consumes what it processed explicitly) consumes nothing.
+    let mut keyed = t.reply(Some(&t.first.clone()), 3);
+    keyed.idempotency = IdempotencyKey::Key("keyed".into());
+    t.w.store.post_message(&t.alice, &keyed).unwrap();
     assert_eq!(t.queued(), vec![t.first.clone(), t.second.clone()]);
     // A human's reply consumes nothing of anyone's.
     let mut human = t.w.new_post(&t.cv, Acting::Human, "me too");
