@@ -12,7 +12,7 @@
 //! or its end, whichever commits first; the turn's own inbox reads see it consumed. So once a
 //! reply is posted, nothing it answered or the turn consumed before it is ever queued again,
 //! whatever crashes when. The queued deliveries the turn's reads return are remembered
-//! ([`AgentCtx::read`]): those still queued at its end count one more try, which `tries`
+//! (`AgentCtx::read`): those still queued at its end count one more try, which `tries`
 //! reports. Reads ([`MAX_READS_PER_TURN`]) and consumes ([`MAX_CONSUMES_PER_TURN`]) are counted
 //! per turn. Outside a turn (`resume`) every call but `current-wake` is refused with
 //! `no-wake`.
