@@ -210,6 +210,45 @@ async fn a_kill_after_the_dispatch_fence_never_answers_twice() {
     assert!(t.len() >= 3, "{t:?}");
 }
 
+/// The review's recipe (M4), on a real `ahp serve`: a turn with several deliveries answers the
+/// first, the host is killed (`kill -9`) while it works on the next, and after the restart the
+/// next message's turn answers what was left — every message has exactly one reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_mid_turn_never_answers_a_message_of_that_turn_twice() {
+    let dir = data_dir(ahp_guests::TURN_PROBER, "turn-prober");
+    let server = serve(dir.path(), &["--auth", "none"]);
+    let url = server.url.clone();
+    let (_, agent) = activate(dir.path(), &url, None, "turn-prober", "small").await;
+    let cv = open(&url, None, &agent).await;
+    // The first turn answers #1 slowly; #2 and #3, posted meanwhile, wait for the next turn,
+    // which answers #2 and is killed while it works on #3.
+    let mut asked = vec![post(&url, None, &cv, "slowly 1500 #1", "q1").await];
+    asked.push(post(&url, None, &cv, "slowly 1500 #2", "q2").await);
+    asked.push(post(&url, None, &cv, "slowly 1500 #3", "q3").await);
+    let answered = |t: &[Value], q: &str| t.iter().filter(|m| m["replyTo"] == q).count();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let t = transcript(&url, None, &cv).await;
+        if answered(&t, &asked[1]) == 1 {
+            assert_eq!(answered(&t, &asked[2]), 0, "killed before #3's answer: {t:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "#2 never answered: {t:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    kill(server);
+
+    let server = serve(dir.path(), &["--auth", "none"]);
+    asked.push(post(&server.url, None, &cv, "slowly 10 #4", "q4").await);
+    let t = wait_for(&server.url, None, &cv, 8).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let t2 = transcript(&server.url, None, &cv).await;
+    assert_eq!(t2.len(), t.len(), "nothing more was answered: {t2:?}");
+    for q in &asked {
+        assert_eq!(answered(&t2, q), 1, "{q}: {t2:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_a_crash_left_before_the_fence_runs_once_after_restart() {
     use ahp_store::conversation::{AgentActor, bounds::MAX_CLAIM_LEASE};
