@@ -33,6 +33,7 @@ pub mod mcp;
 pub mod policy;
 pub mod posting;
 pub mod sandbox;
+pub mod scrub;
 pub mod shared_store;
 #[doc(hidden)]
 pub mod testing;

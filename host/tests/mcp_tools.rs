@@ -157,6 +157,56 @@ mod client {
         }
     }
 
+    /// A server that echoes the `Authorization` header it was sent — in a protocol error, in a
+    /// result's text, JSON-escaped in its structured content, base64-encoded, and in a tool's
+    /// description: the guest sees no form of the secret, and the rest of what it said.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_server_that_echoes_its_credential_hands_the_guest_no_form_of_it() {
+        use base64::Engine;
+        let w = world(1_000_000);
+        let s = server(Mode::EchoCredential).await;
+        let p = policy(vec![s.policy_rule(CRED_REF, 0)]);
+        let mut tb = w.toolbox(&config(&[&s]), &p, 64 * MIB, Duration::from_secs(15));
+        // Whether `text` holds 6 bytes of the secret in a row, as they are or in any run of
+        // base64 characters decoded at any of its four offsets.
+        let leaks = |text: &str| {
+            let windows: Vec<&[u8]> = SECRET.as_bytes().windows(6).collect();
+            let holds = |bytes: &[u8]| windows.iter().any(|w| bytes.windows(6).any(|b| b == *w));
+            holds(text.as_bytes())
+                || text
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '+' || c == '/'))
+                    .any(|run| {
+                        (0..4).any(|at| {
+                            let run = run.get(at..).unwrap_or("");
+                            let run = &run[..run.len() / 4 * 4];
+                            let decoded = base64::engine::general_purpose::STANDARD
+                                .decode(run)
+                                .unwrap_or_default();
+                            holds(&decoded)
+                        })
+                    })
+        };
+        assert!(leaks(
+            &base64::engine::general_purpose::STANDARD.encode(format!("x: {SECRET}"))
+        ));
+        let tools = tb.list().await.unwrap();
+        assert_eq!(tools[0].description, "needs Bearer [credential]");
+        let r = tb.call(&w.db, "inventory", "{}").await.unwrap();
+        let text = format!("{:?}", r.content);
+        assert!(
+            !leaks(&text) && text.contains("you sent Authorization: Bearer [credential]"),
+            "{text}"
+        );
+        let structured = r.structured_json.unwrap();
+        assert!(!leaks(&structured), "{structured}");
+        assert!(structured.contains("[credential]"), "{structured}");
+        let e = tb.call(&w.db, "inventory", r#"{"fail": true}"#).await.unwrap_err();
+        let message = e.to_string();
+        assert!(!leaks(&message) && message.contains("[credential]"), "{message}");
+        // The secret did go out, to the server that needs it.
+        assert!(s.authorizations().iter().all(|a| a == &format!("Bearer {SECRET}")));
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn refusals_change_nothing_and_send_nothing() {
         let w = world(1_000_000);

@@ -28,6 +28,7 @@ use serde::Serialize;
 pub use self::client::ClientError;
 pub use self::reservation::{INPUT_TOKEN_OVERHEAD, input_tokens_bound};
 use crate::policy::{ModelRule, Provider};
+use crate::scrub::Scrub;
 use crate::shared_store::{SharedStore, StoreLock};
 use crate::vault::Vault;
 
@@ -582,7 +583,7 @@ impl Gateway {
             })),
             Ok(Ok(Ok(reply))) => match reply.usage {
                 Some(usage) => Ok(Completion {
-                    parts: reply.parts,
+                    parts: scrubbed(reply.parts, key.as_deref()),
                     stop_reason: reply.stop_reason,
                     usage,
                     charged_micro_usd: charged,
@@ -597,6 +598,27 @@ impl Gateway {
     }
 }
 
+/// A completion's parts with every form of the key replaced ([`crate::scrub`]): a provider may
+/// echo it in an answer as well as in an error.
+fn scrubbed(mut parts: Vec<Part>, key: Option<&[u8]>) -> Vec<Part> {
+    let scrub = Scrub::new(key);
+    if scrub.is_empty() {
+        return parts;
+    }
+    for part in &mut parts {
+        match part {
+            Part::Text(text) => scrub.string(text),
+            Part::ToolCall(call) => {
+                scrub.string(&mut call.id);
+                scrub.string(&mut call.name);
+                scrub.string(&mut call.arguments_json);
+            }
+            Part::ToolResult(result) => scrub.string(&mut result.content),
+        }
+    }
+    parts
+}
+
 fn unavailable(message: String, charged_micro_usd: u64) -> Error {
     Error::Unavailable(Failure {
         message,
@@ -608,14 +630,11 @@ fn unavailable(message: String, charged_micro_usd: u64) -> Error {
 pub const MAX_ERROR_EXCERPT_BYTES: usize = 512;
 
 /// The start of a provider's error body, for the guest: at most [`MAX_ERROR_EXCERPT_BYTES`],
-/// lossy UTF-8, with every occurrence of the key replaced — a provider that echoes the key it
-/// was sent must not hand it to the guest.
+/// lossy UTF-8, with every form of the key replaced ([`crate::scrub`]) — a provider that echoes
+/// the key it was sent must not hand it to the guest.
 fn excerpt(bytes: &[u8], key: Option<&[u8]>) -> String {
     let mut text = String::from_utf8_lossy(bytes).into_owned();
-    if let Some(key) = key.map(<[u8]>::trim_ascii).filter(|k| !k.is_empty()) {
-        let key = String::from_utf8_lossy(key).into_owned();
-        text = text.replace(&key, "[credential]");
-    }
+    Scrub::new(key).string(&mut text);
     let mut end = text.len().min(MAX_ERROR_EXCERPT_BYTES);
     while !text.is_char_boundary(end) {
         end -= 1;

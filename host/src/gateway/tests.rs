@@ -338,4 +338,12 @@ fn an_echoed_credential_never_reaches_the_guest() {
     assert!(!e.contains("sk-secret-123"), "{e}");
     assert!(e.contains("[credential]"));
     assert!(excerpt(&[b'x'; 4096], None).len() <= MAX_ERROR_EXCERPT_BYTES);
+    // JSON-escaped and base64 forms too.
+    let key = b"sk-\"secret\"-123456";
+    let body = br#"{"echo":"sk-\"secret\"-123456","blob":"QmVhcmVyIHNrLSJzZWNyZXQiLTEyMzQ1Ng=="}"#;
+    let e = excerpt(body, Some(key));
+    assert!(!e.contains("secret") && !e.contains("c2VjcmV0"), "{e}");
+    // And from an answer.
+    let parts = scrubbed(vec![Part::Text("your key is sk-\"secret\"-123456".into())], Some(key));
+    assert_eq!(parts, [Part::Text("your key is [credential]".into())]);
 }

@@ -52,6 +52,10 @@ pub enum Mode {
     Hang,
     /// Refuses `server/discover` (HTTP 400), as a server of the 2025-11-25 era does.
     LegacyOnly,
+    /// Echoes the `Authorization` header it was sent: a call with `{"fail": true}` in a
+    /// protocol error's message, any other in its result — as text, JSON-escaped in the
+    /// structured content and base64-encoded — and in its one tool's description.
+    EchoCredential,
 }
 
 /// What the server saw.
@@ -80,6 +84,8 @@ impl Drop for InventoryServer {
 struct Inventory {
     items: Arc<Value>,
     mode: Mode,
+    /// The `Authorization` header it requires.
+    authorization: Arc<str>,
 }
 
 fn object(v: Value) -> Arc<serde_json::Map<String, Value>> {
@@ -115,6 +121,9 @@ impl ServerHandler for Inventory {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let mut tools = vec![Self::inventory_tool()];
+        if self.mode == Mode::EchoCredential {
+            tools[0].description = Some(format!("needs {}", self.authorization).into());
+        }
         if let Mode::HugeList { tools: n, description } = self.mode {
             let text = "d".repeat(description);
             tools.extend(
@@ -146,6 +155,22 @@ impl ServerHandler for Inventory {
             }
             Mode::HugeResult(n) => {
                 return Ok(CallToolResult::success(vec![ContentBlock::text("x".repeat(*n))]).into());
+            }
+            Mode::EchoCredential => {
+                use base64::Engine;
+                let sent = format!("Authorization: {}", self.authorization);
+                if request.arguments.as_ref().and_then(|a| a.get("fail")) == Some(&Value::Bool(true)) {
+                    return Err(ErrorData::invalid_params(
+                        format!("refused the request with {sent}"),
+                        None,
+                    ));
+                }
+                let mut result = CallToolResult::success(vec![ContentBlock::text(format!("you sent {sent}"))]);
+                result.structured_content = Some(json!({
+                    "headers": { "authorization": &*self.authorization },
+                    "raw": base64::engine::general_purpose::STANDARD.encode(&sent),
+                }));
+                return Ok(result.into());
             }
             _ => {}
         }
@@ -224,6 +249,7 @@ impl InventoryServer {
         let handler = Inventory {
             items: Arc::new(items),
             mode: mode.clone(),
+            authorization: Arc::from(format!("Bearer {credential}")),
         };
         let config = StreamableHttpServerConfig::default().with_allowed_hosts([
             "127.0.0.1".to_owned(),

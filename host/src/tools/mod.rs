@@ -49,6 +49,7 @@ use serde_json::json;
 use self::client::{EgressClient, Trouble};
 use crate::policy::{Grants, Origin, ServerGrant};
 use crate::sandbox::egress::{CredentialSource, EgressMeter};
+use crate::scrub::Scrub;
 use crate::shared_store::StoreLock;
 
 /// Most tools `list` returns, over all servers: more than a model can choose among, few enough
@@ -185,6 +186,49 @@ pub struct CallResult {
     pub charged_micro_usd: u64,
 }
 
+impl CallResult {
+    /// Every text of it scrubbed of `scrub`'s secret, in place (media bytes are left as sent).
+    fn scrub(&mut self, scrub: &Scrub) {
+        if scrub.is_empty() {
+            return;
+        }
+        for item in &mut self.content {
+            match item {
+                Content::Text(t) | Content::ResourceLink(t) => scrub.string(t),
+                Content::Image(mime, _) | Content::Audio(mime, _) => scrub.string(mime),
+                Content::Resource {
+                    uri, mime_type, text, ..
+                } => {
+                    scrub.string(uri);
+                    mime_type
+                        .iter_mut()
+                        .chain(text.iter_mut())
+                        .for_each(|s| scrub.string(s));
+                }
+            }
+        }
+        if let Some(json) = &mut self.structured_json {
+            scrub.string(json);
+        }
+    }
+}
+
+impl Error {
+    /// This error with its message scrubbed of `scrub`'s secret.
+    fn scrubbed(self, scrub: &Scrub) -> Self {
+        let s = |m: String| scrub.text(&m).into_owned();
+        match self {
+            Self::UnknownTool(m) => Self::UnknownTool(s(m)),
+            Self::InvalidArguments(m) => Self::InvalidArguments(s(m)),
+            Self::TooLarge(m) => Self::TooLarge(s(m)),
+            Self::ServerError(m) => Self::ServerError(s(m)),
+            Self::Unavailable(m) => Self::Unavailable(s(m)),
+            Self::Refused(m) => Self::Refused(s(m)),
+            other => other,
+        }
+    }
+}
+
 /// One reachable MCP server of a sandbox.
 struct Server {
     /// The snapshot's URL of it.
@@ -192,6 +236,8 @@ struct Server {
     grant: ServerGrant,
     session: Option<RunningService<RoleClient, ()>>,
     trouble: Arc<Trouble>,
+    /// The forms of its injected credential, once resolved ([`Toolbox::scrub`]).
+    scrub: Option<Scrub>,
 }
 
 /// How a request to a server failed: connecting, or the request itself.
@@ -265,6 +311,7 @@ impl Toolbox {
                     grant,
                     session: None,
                     trouble: Arc::default(),
+                    scrub: None,
                 })
             })
             .collect();
@@ -450,6 +497,8 @@ impl Toolbox {
         let mut tools = Vec::new();
         for ((i, t, schema), name) in kept.into_iter().zip(names) {
             let Some(name) = name else { continue };
+            let scrub = self.scrub(i);
+            let name = scrub.text(&name).into_owned();
             catalog.push(Entry {
                 name: name.clone(),
                 server: i,
@@ -457,8 +506,11 @@ impl Toolbox {
             });
             tools.push(Tool {
                 name,
-                description: bounded(t.description.as_deref().unwrap_or(""), MAX_DESCRIPTION_BYTES),
-                input_schema_json: schema,
+                description: bounded(
+                    &scrub.text(t.description.as_deref().unwrap_or("")),
+                    MAX_DESCRIPTION_BYTES,
+                ),
+                input_schema_json: scrub.text(&schema).into_owned(),
                 server: self.servers[i].url.clone(),
             });
         }
@@ -555,10 +607,30 @@ impl Toolbox {
             }
         };
         let charged = self.charge(db, i, &entry.tool, price, &outcome);
-        outcome.map(|r| CallResult {
-            charged_micro_usd: charged,
-            ..r
-        })
+        let scrub = self.scrub(i);
+        match outcome {
+            Ok(mut r) => {
+                r.scrub(&scrub);
+                r.charged_micro_usd = charged;
+                Ok(r)
+            }
+            Err(e) => Err(e.scrubbed(&scrub)),
+        }
+    }
+
+    /// The forms of server `i`'s injected credential ([`crate::scrub`]), scrubbed from all it
+    /// answers: resolved from the vault once (nothing to scrub for a server with no credential,
+    /// or one the vault cannot resolve — the host sent it none).
+    fn scrub(&mut self, i: usize) -> Scrub {
+        let server = &mut self.servers[i];
+        if server.scrub.is_none() {
+            let secret = match (&server.grant.credential, &self.credentials) {
+                (Some(rule), Some(source)) => source.vault.resolve(&rule.cred_ref).ok(),
+                _ => None,
+            };
+            server.scrub = Some(Scrub::new(secret.as_deref()));
+        }
+        server.scrub.clone().unwrap_or_default()
     }
 
     async fn call_server(
