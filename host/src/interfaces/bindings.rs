@@ -5,8 +5,9 @@
 //! Only types and glue live here; each interface's host behaviour is in its own file of
 //! [`interfaces`](super). The exports (`resume`, `turn`) are called asynchronously (a turn runs
 //! under a wall-clock timeout, see `sandbox`); the `ahp:agent` imports are plain synchronous
-//! host functions, except those that wait on the network (`model`, `tools`), which are async so
-//! that the turn's wall clock drops a waiting call.
+//! host functions, except those that wait on the network (`model`, `tools`), which are linked by
+//! hand as async functions (they settle the CPU meter around their charges), so that the turn's
+//! wall clock drops a waiting call.
 
 #![allow(missing_docs, unreachable_pub, clippy::all)]
 
@@ -17,10 +18,6 @@ pub mod v0_3 {
         path: "../wit",
         world: "ahp:agent/agent",
         exports: { default: async },
-        imports: {
-            "ahp:agent/tools.list": async,
-            "ahp:agent/tools.call": async,
-        },
     });
 }
 

@@ -97,7 +97,7 @@ where
     new::checkpoint::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     new::conversations::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     model::add_to_linker(linker)?;
-    new::tools::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
+    tools::add_to_linker(linker)?;
     new::delegation::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     v2::snapshot::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     v2::credentials::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;

@@ -498,7 +498,11 @@ impl Toolbox {
         for ((i, t, schema), name) in kept.into_iter().zip(names) {
             let Some(name) = name else { continue };
             let scrub = self.scrub(i);
-            let name = scrub.text(&name).into_owned();
+            if matches!(scrub.text(&name), std::borrow::Cow::Owned(_)) {
+                // A name is `a-z A-Z 0-9 _ -`: one holding the credential is left out, not renamed.
+                tracing::warn!(server = %self.servers[i].url, "tool left out: its name holds the server's credential");
+                continue;
+            }
             catalog.push(Entry {
                 name: name.clone(),
                 server: i,
@@ -579,10 +583,8 @@ impl Toolbox {
             if let Err(e @ ahp_store::Error::CarriedElsewhere { .. }) = &budget {
                 return Err(Error::Refused(e.to_string()));
             }
-            budget
-                .ok()
-                .flatten()
-                .map_or(0, |b| b.allocated_micro_usd.saturating_sub(b.spent_micro_usd))
+            // What is left once spend and the open model-call reservations are counted.
+            budget.ok().flatten().map_or(0, |b| b.remaining_micro_usd())
         };
         if remaining == 0 {
             return Err(Error::Insolvent);
@@ -595,18 +597,28 @@ impl Toolbox {
         let deadline = self.call_deadline()?;
         let i = entry.server;
         let sent = tokio::time::timeout_at(deadline.into(), self.call_server(i, &entry.tool, arguments)).await;
-        let outcome = match sent {
-            Ok(Ok(result)) => convert(result),
-            Ok(Err(e)) => Err(self.failure(i, e)),
+        // Whether the request went out: not when the session could not be opened, nor when the
+        // host refused to send it (the egress ceiling, the credential). Only a call sent is
+        // charged and audited.
+        let (outcome, went_out) = match sent {
+            Ok(Ok(result)) => (convert(result), true),
+            Ok(Err(e)) => {
+                let connected = !matches!(e, Failure::Connect(_));
+                let e = self.failure(i, e);
+                let went_out = connected && !matches!(e, Error::Refused(_));
+                (Err(e), went_out)
+            }
             Err(_) => {
                 self.servers[i].session = None;
-                Err(Error::Unavailable(format!(
-                    "{} did not answer in time",
-                    self.servers[i].url
-                )))
+                let e = Error::Unavailable(format!("{} did not answer in time", self.servers[i].url));
+                (Err(e), true)
             }
         };
-        let charged = self.charge(db, i, &entry.tool, price, &outcome);
+        let charged = if went_out {
+            self.charge(db, i, &entry.tool, price, &outcome)
+        } else {
+            0
+        };
         let scrub = self.scrub(i);
         match outcome {
             Ok(mut r) => {
