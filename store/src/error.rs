@@ -14,7 +14,8 @@ use crate::token::TokenRefusal;
 /// The store's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Everything a store operation can fail with. Any error means the operation changed nothing.
+/// Everything a store operation can fail with. Any error means the operation changed nothing,
+/// except [`Error::MoveTargetNotLive`], which says what it dropped.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -128,6 +129,20 @@ pub enum Error {
         transfer: String,
         /// The host that carries it.
         host: String,
+    },
+
+    /// A live move's receiving host is not live any more (it stopped, its lease ran out, or
+    /// another host claimed its agents), so the carrying host did not hand the agent over: it
+    /// would never have been bound again. The move was dropped (the one change this refusal
+    /// makes); the agent stays with the host that carries it, and the operator may ask again.
+    #[error("cannot hand transfer {transfer} over to host {host}: {why}; the move was dropped")]
+    MoveTargetNotLive {
+        /// The transfer whose agent was to move.
+        transfer: String,
+        /// The receiving host the move named.
+        host: String,
+        /// Why it cannot receive the agent.
+        why: String,
     },
 
     /// A conversation-domain step of a transfer operation (binding a transfer's agent) was

@@ -332,6 +332,10 @@ impl Agents {
                 self.release_carrier(c);
                 self.signal(format!("host {}", m.to_host));
             }
+            Err(e @ StoreError::MoveTargetNotLive { .. }) => {
+                tracing::warn!(%agent, error = %e, "the move's receiving host is gone; the agent stays here");
+                self.schedule(agent);
+            }
             Err(e) => tracing::warn!(%agent, error = %e, "cannot hand the agent over; it stays here"),
         }
     }
