@@ -121,6 +121,25 @@ pub enum Error {
         why: String,
     },
 
+    /// Another process serves as this host id: its incarnation's lease has not run out. Joining
+    /// would fence it out, and its own rejoin this one, in a loop
+    /// ([`Store::take_over_host`](crate::Store::take_over_host) fences it out on purpose).
+    #[error(
+        "host {host} is in use: incarnation {incarnation}{} holds its lease until {until}; \
+         another process serves as this host",
+        address.as_deref().map(|a| format!(" serving at {a}")).unwrap_or_default()
+    )]
+    HostInUse {
+        /// The host id.
+        host: String,
+        /// The incarnation that holds it.
+        incarnation: u64,
+        /// The address that incarnation serves at, if it serves one.
+        address: Option<String>,
+        /// When its lease runs out unless renewed.
+        until: crate::clock::Timestamp,
+    },
+
     /// The transfer's agent is carried by another host (after a takeover or a move): this host
     /// may not write its state.
     #[error("transfer {transfer} is carried by host {host}, not this one")]

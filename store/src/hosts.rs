@@ -283,16 +283,40 @@ impl Store {
     }
 
     /// Joins the database as this store's host with the next incarnation and a lease of
-    /// `lease`, serving at `address` (shown to operators). A process still running as the
-    /// previous incarnation is fenced out: its next renewal fails. What a previous incarnation
-    /// left behind is claimed back by [`claim_own_leftovers`](Self::claim_own_leftovers).
+    /// `lease`, serving at `address` (shown to operators). What a previous incarnation left
+    /// behind is claimed back by [`claim_own_leftovers`](Self::claim_own_leftovers).
+    ///
+    /// Refused while the host id's current incarnation still holds an unexpired lease: another
+    /// process serves as this host (two `ahp serve` on one machine under its default host id,
+    /// containers with one fixed host name), and joining would fence it out, whose own rejoin
+    /// would fence this one, in a loop. [`take_over_host`](Self::take_over_host) fences it out
+    /// deliberately.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidInput`] for a lease outside [`MIN_HOST_LEASE`]..=[`MAX_HOST_LEASE`] or an
-    /// address over 256 bytes; [`Error::InvalidInput`] too when the
-    /// database already holds [`MAX_HOSTS`] hosts.
+    /// [`Error::HostInUse`] (naming the other process's address, if it serves one) while the
+    /// current incarnation's lease holds; [`Error::InvalidInput`] for a lease outside
+    /// [`MIN_HOST_LEASE`]..=[`MAX_HOST_LEASE`] or an address over 256 bytes;
+    /// [`Error::InvalidInput`] too when the database already holds [`MAX_HOSTS`] hosts. A
+    /// refusal changes nothing.
     pub fn join_host(&mut self, lease: Duration, address: Option<&str>) -> Result<HostLease> {
+        self.join_as_host(lease, address, false)
+    }
+
+    /// Joins as [`join_host`](Self::join_host) does, whatever the host id's current incarnation
+    /// holds: a process still running as it is fenced out (its next renewal fails, and the
+    /// store refuses its writes for the agents it carried). For a database only this process
+    /// can serve (SQLite behind the data directory's lock), and for an operator who knows the
+    /// other process is gone (`ahp serve --take-over`).
+    ///
+    /// # Errors
+    ///
+    /// As [`join_host`](Self::join_host), without [`Error::HostInUse`].
+    pub fn take_over_host(&mut self, lease: Duration, address: Option<&str>) -> Result<HostLease> {
+        self.join_as_host(lease, address, true)
+    }
+
+    fn join_as_host(&mut self, lease: Duration, address: Option<&str>, take_over: bool) -> Result<HostLease> {
         check_lease(lease)?;
         if address.is_some_and(|a| a.is_empty() || a.len() > 256) {
             return Err(Error::invalid("address", "must be 1 to 256 bytes"));
@@ -302,6 +326,14 @@ impl Store {
             let expires_at = now.saturating_add(lease);
             let previous = load(tx, &me)?;
             let incarnation = match &previous {
+                Some(h) if !take_over && h.is_live(now) => {
+                    return Err(Error::HostInUse {
+                        host: h.id.clone(),
+                        incarnation: h.incarnation,
+                        address: h.address.clone(),
+                        until: h.lease_expires_at,
+                    });
+                }
                 Some(h) => {
                     let next = h.incarnation + 1;
                     tx.prepare_cached(
