@@ -242,8 +242,8 @@ fn end(tx: &Tx<'_>, a: &TaskAttempt, event: TaskAttemptEvent, result: Option<&st
     )
 }
 
-/// Starts an attempt of the open task `row`: fenced to the assignee's attached endpoint and
-/// generation, carried by the assignee's open wake (created if there is none).
+/// Starts an attempt of the open task `row`: fenced to the assignee's attached endpoint (a
+/// wake-capable one, if host-held) and generation, carried by the assignee's open wake (created if there is none).
 pub(crate) fn start(tx: &Tx<'_>, row: &TaskRow, now: Timestamp) -> Result<TaskAttempt> {
     let t = &row.task;
     if t.state.after(TaskEvent::Start).is_none() {
@@ -261,7 +261,13 @@ pub(crate) fn start(tx: &Tx<'_>, row: &TaskRow, now: Timestamp) -> Result<TaskAt
     }
     let ep: Option<(String, i64)> = tx
         .prepare_cached(
-            "SELECT id, generation FROM agent_endpoints WHERE agent_id = ?1 AND state = 'attached' AND lease_expires_at > ?2",
+            // A host-held endpoint (a transfer's agent) acts only in the turns its wakes start,
+            // so it must be wake-capable too: without a carrier (a component that takes no
+            // turns) or once its transfer is insolvent, the attempt's wake would never be
+            // claimed. A client's endpoint completes attempts it reads, wakes or not.
+            "SELECT id, generation FROM agent_endpoints
+             WHERE agent_id = ?1 AND state = 'attached' AND (host_held = 0 OR wake_capable = 1)
+               AND lease_expires_at > ?2",
         )?
         .query_row((&t.assignee_agent_id, now.as_micros()), |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
