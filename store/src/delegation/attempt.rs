@@ -319,7 +319,8 @@ pub(crate) fn cancel_active(tx: &Tx<'_>, task: &str, now: Timestamp) -> Result<(
 
 /// The endpoint `endpoint` stopped being current (replaced, detached, expired): each active
 /// attempt fenced to it is revoked if its wake has not crossed the dispatch fence (nothing ran;
-/// the task is open again), and otherwise becomes `delivery_unknown` (the task stays running).
+/// the task is open again), and otherwise becomes `delivery_unknown` (the task fails:
+/// [`end_unknown`]).
 pub(crate) fn endpoint_retired(tx: &Tx<'_>, endpoint: &str, now: Timestamp) -> Result<()> {
     for a in unfinished(tx, "endpoint_id", endpoint)? {
         let w = wake::load_wake(tx, &a.wake_id)?;
@@ -394,8 +395,9 @@ impl Store {
     ///
     /// # Errors
     ///
-    /// [`Error::TaskNotFound`]; [`Error::InvalidTaskState`] unless the task is open (a running
-    /// task whose delivery is unknown is never restarted: cancel it); [`Error::AssigneeUnavailable`];
+    /// [`Error::TaskNotFound`]; [`Error::InvalidTaskState`] unless the task is open (a task whose
+    /// attempt's delivery is unknown has failed, and is never restarted: create another);
+    /// [`Error::AssigneeUnavailable`];
     /// [`Error::LimitReached`] at [`MAX_ATTEMPTS_PER_TASK`]; [`Error::MissingScope`]; the endpoint
     /// admission errors.
     pub fn start_task_attempt(&mut self, caller: &Caller, acting: &Acting, task: &str) -> Result<Mutation<AgentTask>> {
