@@ -46,6 +46,7 @@ pub const MIGRATIONS: &[Migration] = migrations![
     13 "0013_commit_ordered_cursors.sql",
     14 "0014_carried_by_lease.sql",
     15 "0015_agent_counts.sql",
+    16 "0016_turn_spend.sql",
 ];
 
 const CREATE_VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS ahp_schema_version (version BIGINT NOT NULL)";

@@ -20,4 +20,5 @@ pub(crate) const SQLITE: &[&str] = &[
     include_str!("../sql/0013_commit_ordered_cursors.sql"),
     include_str!("../sql/0014_carried_by_lease.sql"),
     include_str!("../sql/0015_agent_counts.sql"),
+    include_str!("../sql/0016_turn_spend.sql"),
 ];
