@@ -1,7 +1,8 @@
 //! Agents delegate to agents, end to end against the real `ahp serve`: three transferred agents
 //! of one owner — `examples/coordinator` and two `examples/worker`s — answer a human's question
 //! over HTTP through two tasks and one wait; and a host killed (`kill -9`) mid-attempt, or right
-//! after the last terminal fact, neither re-runs an attempt nor fires a wait twice.
+//! after the last terminal fact, neither re-runs an attempt nor fires a wait twice (the attempt
+//! whose outcome is unknown fails its task, which wakes the coordinator waiting on it).
 //!
 //! The delegation MCP tools are not on this branch yet: what the owner does while the host is
 //! down (cancel a task) and what a worker's last commit would have been are made through the
@@ -12,7 +13,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ahp_store::conversation::AgentActor;
-use ahp_store::delegation::{Acting, TaskCompletion, TaskOutcome, check_delegation_invariants};
+use ahp_store::delegation::{DELIVERY_UNKNOWN_RESULT, TaskCompletion, TaskOutcome, check_delegation_invariants};
 use ahp_store::{DEFAULT_TOKEN_TTL, Store, TokenKey, TokenScope, issue_transfer_token};
 use serde_json::{Value, json};
 
@@ -401,28 +402,19 @@ async fn killed_mid_attempt() -> Team {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_kill_mid_attempt_leaves_it_delivery_unknown_never_rerun_and_the_task_cancellable() {
+async fn a_kill_mid_attempt_leaves_it_delivery_unknown_never_rerun_and_the_coordinator_woken() {
     let mut team = killed_mid_attempt().await;
     team.restart(|_| {});
-    // Past the fence the old process may have run it: never again, and the task says so.
+    // Past the fence the old process may have run it: never again, and the task says so by
+    // failing, which ends the wait's last source: it fires once, and the coordinator answers
+    // once, with what is known.
     assert_eq!(team.attempt_states(1), ["delivery_unknown"]);
     assert_eq!(team.attempt_wake_deliveries(1), ["delivery_unknown"]);
-    let (reverse_task, state, result) = team.task(1);
-    assert_eq!((state.as_str(), result), ("running", None));
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(team.attempt_states(1), ["delivery_unknown"], "no new attempt");
-    assert_eq!(team.attempt_wake_deliveries(1), ["delivery_unknown"], "not re-run");
-    assert_eq!(team.transcript().await.len(), 1, "the all wait still waits");
-    assert_eq!(team.wait_wakes(), (0, 0));
-
-    // The owner cancels the unresolved task (through the store while the host is down): the
-    // wait's last source ends, it fires once, and the coordinator answers once.
-    let owner = team.coordinator.transfer.clone();
-    team.restart(|store| {
-        let caller = store.transfer(&owner).unwrap().owner().unwrap().host_caller().unwrap();
-        let cancelled = store.cancel_agent_task(&caller, &Acting::Human, &reverse_task).unwrap();
-        assert_eq!(cancelled.value.state, ahp_store::delegation::TaskState::Cancelled);
-    });
+    let (_, state, result) = team.task(1);
+    assert_eq!(
+        (state.as_str(), result.as_deref()),
+        ("failed", Some(DELIVERY_UNKNOWN_RESULT))
+    );
     let t = team.wait_for(2).await;
     let counted = expected("count", QUESTION);
     assert_eq!(
@@ -430,13 +422,14 @@ async fn a_kill_mid_attempt_leaves_it_delivery_unknown_never_rerun_and_the_task_
         format!(
             "On \"{QUESTION}\":{}{}",
             line(&team.workers[0], "succeeded", Some(&counted)),
-            line(&team.workers[1], "cancelled", None)
+            line(&team.workers[1], "failed", Some(DELIVERY_UNKNOWN_RESULT))
         )
     );
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(team.attempt_states(1), ["delivery_unknown"], "no new attempt");
+    assert_eq!(team.attempt_wake_deliveries(1), ["delivery_unknown"], "not re-run");
     assert_eq!(team.transcript().await.len(), 2);
     assert_eq!(team.wait_wakes(), (1, 1));
-    assert_eq!(team.attempt_states(1), ["delivery_unknown"]);
     team.invariants_hold();
 }
 

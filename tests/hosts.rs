@@ -6,7 +6,8 @@
 //! endpoint per agent and no live attempt below its endpoint's generation; a stopped
 //! ("zombie") host is fenced when it runs again; an agent moved live under a stream of
 //! messages answers each exactly once; a host cut off from the database mid-turn (the process
-//! running on) stops the turn before the survivor claims its agent, and calls its model no more.
+//! running on) stops the turn before the survivor claims its agent, and calls its model no more;
+//! a second process under a host id whose lease holds is refused, unless it takes the id over.
 
 use std::io::BufRead;
 use std::process::Command;
@@ -107,9 +108,14 @@ impl Cluster {
 
     /// Starts host `host` as `id` reaching the database at `database` (e.g. through a proxy).
     fn start_on(&self, host: usize, id: &str, database: &str) -> Host {
+        self.start_with(host, id, database, &[])
+    }
+
+    /// The arguments of `ahp serve` for a host `id` reaching the database at `database`.
+    fn serve_args(&self, id: &str, database: &str) -> Vec<String> {
         let lease = format!("{}s", LEASE.as_secs());
         let vault = self.vault.path().to_str().unwrap().to_owned();
-        let args = [
+        [
             "--database",
             database,
             "--host-id",
@@ -122,7 +128,16 @@ impl Cluster {
             "200ms",
             "--vault-dir",
             &vault,
-        ];
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
+
+    /// [`start_on`](Self::start_on) with `extra` arguments for `ahp serve`.
+    fn start_with(&self, host: usize, id: &str, database: &str, extra: &[&str]) -> Host {
+        let mut args = self.serve_args(id, database);
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let (server, stderr) = serve_with_env(
             self.dirs[host].path(),
             &args,
@@ -431,6 +446,61 @@ fn a_zombie_host_is_fenced_when_it_runs_again() {
     let last = rt.block_on(post(&a.url(), &cv, "after A came back"));
     answered(&c, &last, Duration::from_secs(20));
     check_invariants(&mut db, &[q, during, last]);
+}
+
+#[test]
+fn a_second_process_under_a_live_host_id_is_refused_unless_it_takes_over() {
+    let Some(c) = cluster(2) else { return };
+    let rt = runtime();
+    let a = c.start(0, "host-a");
+    let (ta, xa) = rt.block_on(activate(&a.url()));
+    // A second `ahp serve` under the same id, from another data directory.
+    let refused = Command::new(env!("CARGO_BIN_EXE_ahp"))
+        .env("AHP_TRANSFER_TOKEN_SECRET", SECRET)
+        .arg("--data-dir")
+        .arg(c.dirs[1].path())
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .args(c.serve_args("host-a", &c.database))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    for needle in ["host host-a is in use", "serving at http://127.0.0.1:", "--take-over"] {
+        assert!(stderr.contains(needle), "{needle:?} in {stderr}");
+    }
+    let mut db = c.sql();
+    let row = db
+        .query_one("SELECT incarnation, state FROM hosts WHERE id = 'host-a'", &[])
+        .unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, String>(1)), (1, "live".into()));
+
+    // Taken over on purpose: the first process is fenced out, learns it, and does not take the
+    // id back; the agent answers from the second.
+    let twin = c.start_with(1, "host-a", &c.database, &["--take-over"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !a.logged("another process took this host id over") {
+        assert!(
+            Instant::now() < deadline,
+            "A never noticed: {:?}",
+            a.log.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let row = db
+        .query_one("SELECT incarnation, state FROM hosts WHERE id = 'host-a'", &[])
+        .unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, String>(1)), (2, "live".into()));
+    assert_eq!(carrier(&mut db, &ta).as_deref(), Some("host-a"));
+    let cv = rt.block_on(open(&twin.url(), &xa));
+    let q = rt.block_on(post(&twin.url(), &cv, "after the take-over"));
+    answered(&c, &q, Duration::from_secs(20));
+    std::thread::sleep(LEASE);
+    let row = db
+        .query_one("SELECT incarnation FROM hosts WHERE id = 'host-a'", &[])
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 2, "no fencing loop");
+    check_invariants(&mut db, &[q]);
+    drop((a, twin));
 }
 
 #[test]

@@ -13,6 +13,10 @@
 //!   `budget_read_inside_the_turn`: one fault per step of a turn;
 //! - `an_unresolved_dispatch_in_the_way_is_settled`: a claim refused by a dispatch whose end
 //!   was never recorded;
+//! - `finish_carries_the_turn_s_spend_and_an_unrecorded_one_stays_owed`,
+//!   `a_turn_end_whose_answer_was_lost_charges_its_spend_once`,
+//!   `an_owed_spend_is_subtracted_from_the_next_turn_s_fuel`: a turn's last compute spend is
+//!   charged exactly once, and what is owed is never granted as fuel again;
 //! - `leases`: renewed only when less than half is left;
 //! - `the_tick_schedules_only_agents_with_wakes`;
 //! - `a_failed_first_bind_is_repaired_by_the_tick`, `…_by_a_restart`;
@@ -455,6 +459,89 @@ fn finish_carries_the_turn_s_spend_and_an_unrecorded_one_stays_owed() {
         .filter(|m| m.body == "burnt 2000000 rounds")
         .count();
     assert_eq!(replies, 3, "every turn ran whole");
+}
+
+/// A turn end that committed though the host was told it failed (its answer lost, as when
+/// PostgreSQL's connection drops at `COMMIT`) is retried: the retry finds the end, and the spend
+/// recorded with it, already there, and the meter counts that spend as recorded — it is not
+/// kept owed and charged again at the next settlement.
+#[test]
+fn a_turn_end_whose_answer_was_lost_charges_its_spend_once() {
+    const TURN: &str = "burn 2000000";
+    let w = world();
+    let t = w.pushed_at(Tier::Large);
+    let activation = w.activate(&t);
+    assert_eq!(activation.outcome, RunOutcome::Returned);
+    let a = w.conversation(&t);
+    let spent = || w.db().budget(&a.transfer).unwrap().unwrap().spent_micro_usd;
+    let price = |fuel: u64| Tier::Large.limits().compute_cost_micro_usd(fuel);
+    let mut fuel = activation.fuel_consumed;
+
+    w.fault(FaultStep::FinishTurnAnswer, 0, 1);
+    w.post(&a, TURN);
+    let d = w.agents().drive(&a.id).unwrap();
+    assert_eq!(w.fired(FaultStep::FinishTurnAnswer), 1);
+    assert_eq!((d.consumed, d.retry), (1, false), "{d:?}");
+    fuel += d.fuel_consumed;
+    assert!(price(fuel) > price(activation.fuel_consumed) + 1);
+    assert_eq!(spent(), price(fuel));
+    // The next turn's settlements charge its own fuel only.
+    w.post(&a, TURN);
+    let d = w.agents().drive(&a.id).unwrap();
+    assert_eq!(d.consumed, 1, "{d:?}");
+    fuel += d.fuel_consumed;
+    assert_eq!(spent(), price(fuel), "the first turn's spend was charged once");
+}
+
+/// Spend still owed from a turn end that could not be recorded is paid from the budget before
+/// the next turn gets its fuel: a guest that burns every unit it is given does not take the
+/// transfer past its allocation by what was owed.
+#[test]
+fn an_owed_spend_is_subtracted_from_the_next_turn_s_fuel() {
+    const ALLOCATION: u64 = 1_000;
+    let w = world();
+    let snap = testing::snapshot(0, json!({}));
+    let t = testing::pushed(&mut w.db(), &w.key, &snap, Tier::Large, ALLOCATION, "turn-prober").unwrap();
+    assert_eq!(w.activate(&t).outcome, RunOutcome::Returned);
+    let a = w.conversation(&t);
+    let spent = || w.db().budget(&a.transfer).unwrap().unwrap().spent_micro_usd;
+
+    // A turn whose end is not recorded at all: its spend stays owed in the meter.
+    let n = ahp_host::agents::recovery::IN_PLACE_ATTEMPTS;
+    w.fault(FaultStep::FinishTurn, 0, n);
+    w.fault(FaultStep::MarkUnknown, 0, n);
+    let before = spent();
+    let burn = w.post(&a, "burn 2000000");
+    let d = w.agents().drive(&a.id).unwrap();
+    assert!(d.retry, "{d:?}");
+    let owed = Tier::Large.limits().compute_cost_micro_usd(d.fuel_consumed);
+    assert!(owed >= 2, "a priced turn: {owed} micro-USD");
+    assert_eq!(spent(), before, "owed, not recorded");
+    let d = w.agents().drive(&a.id).unwrap();
+    assert_eq!((d.consumed, d.fuel_consumed), (0, 0), "only the settlement: {d:?}");
+    // (The prober leaves what it burnt for queued: handled, so that the next turn spins.)
+    let c = w.agents().carrier(&a.id).unwrap();
+    w.db().consume_deliveries(&c.caller, &c.actor, &[burn]).unwrap();
+
+    // Everything else spent but a little more than is owed; then a turn that burns all it gets.
+    let left = owed + 10;
+    let now_spent = spent();
+    w.db()
+        .report_usage(&a.transfer, ALLOCATION - now_spent - left, "tool_calls")
+        .unwrap();
+    w.post(&a, "spin");
+    let d = w.agents().drive(&a.id).unwrap();
+    assert!(d.fuel_consumed > 0, "{d:?}");
+    assert!(
+        spent() <= ALLOCATION + 1,
+        "spent {} of {ALLOCATION}: the owed {owed} was granted as fuel again",
+        spent()
+    );
+    assert!(
+        spent() >= ALLOCATION - 1,
+        "the spin burnt what it was given: {}",
+        spent()
+    );
 }
 
 #[test]

@@ -9,7 +9,9 @@
 //!   for a turn a ceiling stopped, before its transfer ends), and the turn's own inbox reads
 //!   see them;
 //! - `parking`: an idle agent's sandbox is parked and its next turn starts a fresh one, the
-//!   least recently used are parked to make room, and a resume-only sandbox is never parked.
+//!   least recently used are parked to make room, and a resume-only sandbox is never parked;
+//! - `moves`: a move towards a host that died before the hand-over leaves the agent answering
+//!   from the host that carries it.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -667,5 +669,80 @@ mod parking {
         );
         assert!(sandboxes.make_room("tr_other").is_empty());
         assert!(sandboxes.is_live(&transfer), "dropping it would end its agent");
+    }
+}
+
+/// A move towards a host that dies before the hand-over (`kill -9` after `ahp agent move`): the
+/// agent is never handed to a host that will not bind it, and goes on answering from the host
+/// that carries it. Host B is a second connection to the same database file that joins and
+/// never renews.
+mod moves {
+    use super::*;
+    use ahp_host::store::hosts::MIN_HOST_LEASE;
+
+    /// Host B on `h`'s database, joined with the shortest lease, which it never renews.
+    fn short_lived_peer(h: &Host) -> Store {
+        let mut b = Store::open(h._dir.path().join("ahp.db"))
+            .unwrap()
+            .with_host_id("host-b")
+            .unwrap();
+        b.join_host(MIN_HOST_LEASE, None).unwrap();
+        b
+    }
+
+    /// Host A carrying a turn-prober and a conversation with it, with a move of it asked
+    /// towards B, then B dead (its lease lapsed).
+    fn moving_towards_a_dead_host() -> (Host, String, String, String) {
+        let h = host_on_a_file();
+        h.host
+            .agents()
+            .join(Duration::from_secs(5), None, true, "interrupted")
+            .unwrap();
+        let (t, agent) = h.prober();
+        let cv = h.conversation(&[&agent]);
+        let _b = short_lived_peer(&h);
+        h.db().request_agent_move(&agent, "host-b").unwrap();
+        std::thread::sleep(MIN_HOST_LEASE + Duration::from_millis(100));
+        (h, t, agent, cv)
+    }
+
+    /// Whether this host (`local`) carries `transfer`, as its row says.
+    fn carried_here(h: &Host, transfer: &str) -> bool {
+        h.db()
+            .carried_transfers(None, 10)
+            .unwrap()
+            .contains(&transfer.to_owned())
+    }
+
+    #[test]
+    fn a_host_claimed_before_the_hand_over_never_receives_the_agent() {
+        let (h, t, agent, cv) = moving_towards_a_dead_host();
+        let agents = h.host.agents();
+        let claims = agents.claim_lapsed();
+        assert_eq!(claims.iter().map(|c| c.host.as_str()).collect::<Vec<_>>(), ["host-b"]);
+        assert_eq!(h.db().agent_move(&t).unwrap(), None, "the claim dropped the move");
+        // The worker's next opportunity would hand it over: there is nothing to hand over.
+        agents.hand_over_moves();
+        agents.drive(&agent).unwrap();
+        h.post(&cv, "still there?");
+        let drive = agents.drive(&agent).unwrap();
+        assert_eq!(drive.consumed, 1, "{drive:?}");
+        assert_eq!(h.transcript(&cv).len(), 2, "answered");
+        assert!(carried_here(&h, &t));
+    }
+
+    #[test]
+    fn a_hand_over_towards_a_lapsed_host_is_refused_and_the_agent_answers_here() {
+        let (h, t, agent, cv) = moving_towards_a_dead_host();
+        let agents = h.host.agents();
+        // B lapsed but nobody claimed it yet: the hand-over is refused and the move dropped.
+        agents.hand_over_moves();
+        h.post(&cv, "still there?");
+        agents.drive(&agent).unwrap();
+        agents.drive(&agent).unwrap();
+        assert_eq!(h.db().agent_move(&t).unwrap(), None, "the refusal dropped the move");
+        assert!(carried_here(&h, &t));
+        assert_eq!(h.transcript(&cv).len(), 2, "answered");
+        assert!(agents.carrier(&agent).is_some(), "still carried here");
     }
 }

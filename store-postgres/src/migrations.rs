@@ -47,6 +47,7 @@ pub const MIGRATIONS: &[Migration] = migrations![
     14 "0014_carried_by_lease.sql",
     15 "0015_agent_counts.sql",
     16 "0016_delivery_tries.sql",
+    17 "0017_turn_spend.sql",
 ];
 
 const CREATE_VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS ahp_schema_version (version BIGINT NOT NULL)";

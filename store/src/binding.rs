@@ -278,7 +278,8 @@ impl Store {
     }
 
     /// Host-side: the `active` transfers without a carrier — no attached, wake-capable endpoint
-    /// for their agent, or no agent at all (a binding that failed, or a process that died
+    /// with an unexpired lease for their agent (a lease that lapsed while its host ran on, never
+    /// renewed, leaves an agent no host drives), or no agent at all (a binding that failed, or a process that died
     /// between `complete_activation` and the bind) — as `(transfer id, agent id if bound)`
     /// ordered by transfer id after the exclusive cursor `after`, at most `limit`: what a host
     /// binds on its periodic repair and at takeover. Only the transfers this store's host
@@ -301,15 +302,19 @@ impl Store {
             transfer::check_id(a)?;
         }
         let me = self.host_id.clone();
+        let now = self.now();
         let tx = self.autocommit();
         let mut stmt = tx.prepare_cached(
             "SELECT t.id, t.agent_id FROM transfers t
              WHERE t.status = 'active' AND t.id > ?1 AND (t.host_id IS NULL OR t.host_id = ?3)
                AND NOT EXISTS (SELECT 1 FROM agent_endpoints e
-                               WHERE e.agent_id = t.agent_id AND e.state = 'attached' AND e.wake_capable = 1)
+                               WHERE e.agent_id = t.agent_id AND e.state = 'attached' AND e.wake_capable = 1
+                                 AND e.lease_expires_at > ?4)
              ORDER BY t.id LIMIT ?2",
         )?;
-        let rows = stmt.query_map((after.unwrap_or(""), limit as i64, &me), |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let rows = stmt.query_map((after.unwrap_or(""), limit as i64, &me, now.as_micros()), |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 }
@@ -351,6 +356,7 @@ impl Store {
             transfer::check_id(a)?;
         }
         let me = self.host_id.clone();
+        let now = self.now();
         let tx = self.autocommit();
         let mut stmt = tx.prepare_cached(
             // The slice is a range of the primary key whatever the transfers' states: a filter
@@ -360,11 +366,11 @@ impl Store {
                     CASE WHEN t.status = 'active' AND (t.host_id IS NULL OR t.host_id = ?3)
                           AND NOT EXISTS (SELECT 1 FROM agent_endpoints e
                                           WHERE e.agent_id = t.agent_id AND e.state = 'attached'
-                                            AND e.wake_capable = 1)
+                                            AND e.wake_capable = 1 AND e.lease_expires_at > ?4)
                          THEN 1 ELSE 0 END
              FROM transfers t WHERE t.id > ?1 ORDER BY t.id LIMIT ?2",
         )?;
-        let rows = stmt.query_map((after.unwrap_or(""), examine as i64, &me), |r| {
+        let rows = stmt.query_map((after.unwrap_or(""), examine as i64, &me, now.as_micros()), |r| {
             Ok((
                 r.get::<_, String>(0)?,
                 r.get::<_, Option<String>>(1)?,

@@ -14,7 +14,8 @@ use crate::token::TokenRefusal;
 /// The store's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Everything a store operation can fail with. Any error means the operation changed nothing.
+/// Everything a store operation can fail with. Any error means the operation changed nothing,
+/// except [`Error::MoveTargetNotLive`], which says what it dropped.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -120,6 +121,25 @@ pub enum Error {
         why: String,
     },
 
+    /// Another process serves as this host id: its incarnation's lease has not run out. Joining
+    /// would fence it out, and its own rejoin this one, in a loop
+    /// ([`Store::take_over_host`](crate::Store::take_over_host) fences it out on purpose).
+    #[error(
+        "host {host} is in use: incarnation {incarnation}{} holds its lease until {until}; \
+         another process serves as this host",
+        address.as_deref().map(|a| format!(" serving at {a}")).unwrap_or_default()
+    )]
+    HostInUse {
+        /// The host id.
+        host: String,
+        /// The incarnation that holds it.
+        incarnation: u64,
+        /// The address that incarnation serves at, if it serves one.
+        address: Option<String>,
+        /// When its lease runs out unless renewed.
+        until: crate::clock::Timestamp,
+    },
+
     /// The transfer's agent is carried by another host (after a takeover or a move): this host
     /// may not write its state.
     #[error("transfer {transfer} is carried by host {host}, not this one")]
@@ -128,6 +148,20 @@ pub enum Error {
         transfer: String,
         /// The host that carries it.
         host: String,
+    },
+
+    /// A live move's receiving host is not live any more (it stopped, its lease ran out, or
+    /// another host claimed its agents), so the carrying host did not hand the agent over: it
+    /// would never have been bound again. The move was dropped (the one change this refusal
+    /// makes); the agent stays with the host that carries it, and the operator may ask again.
+    #[error("cannot hand transfer {transfer} over to host {host}: {why}; the move was dropped")]
+    MoveTargetNotLive {
+        /// The transfer whose agent was to move.
+        transfer: String,
+        /// The receiving host the move named.
+        host: String,
+        /// Why it cannot receive the agent.
+        why: String,
     },
 
     /// A conversation-domain step of a transfer operation (binding a transfer's agent) was

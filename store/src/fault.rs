@@ -11,7 +11,8 @@
 //! exactly as it would under a competing writer, and the error is one
 //! [`Error::is_transient`](crate::Error::is_transient) (and
 //! [`ConversationError::is_transient`](crate::conversation::ConversationError::is_transient))
-//! recognise; the one read step ([`FaultStep::BudgetRead`]) from the read itself. Temp triggers
+//! recognise; the one read step ([`FaultStep::BudgetRead`]) from the read itself, and the lost
+//! answer of a committed turn end ([`FaultStep::FinishTurnAnswer`]) after its commit. Temp triggers
 //! live only on this connection and never reach the database file.
 //!
 //! Each armed step lets `pass` calls through, then fails the next `fail` calls, then passes
@@ -48,6 +49,11 @@ pub enum FaultStep {
     AttachEndpoint,
     /// An endpoint being registered as wake-capable (`register_wake_carrier`).
     RegisterCarrier,
+    /// The answer of a turn end that committed (`finish_turn_spending`): the end is recorded,
+    /// and its caller is told the database was busy — a commit whose outcome the caller cannot
+    /// know, as when PostgreSQL's connection drops at `COMMIT`. Checked after the commit, so
+    /// unlike every other step it fails a call that changed something.
+    FinishTurnAnswer,
 }
 
 impl FaultStep {
@@ -62,6 +68,7 @@ impl FaultStep {
         Self::BudgetRead,
         Self::AttachEndpoint,
         Self::RegisterCarrier,
+        Self::FinishTurnAnswer,
     ];
 
     /// The step's name (the `ahp_fault` argument, and its trigger's suffix).
@@ -76,6 +83,7 @@ impl FaultStep {
             Self::BudgetRead => "budget_read",
             Self::AttachEndpoint => "attach_endpoint",
             Self::RegisterCarrier => "register_carrier",
+            Self::FinishTurnAnswer => "finish_turn_answer",
         }
     }
 
@@ -94,7 +102,7 @@ impl FaultStep {
             }
             Self::AttachEndpoint => "BEFORE INSERT ON main.agent_endpoints",
             Self::RegisterCarrier => "BEFORE UPDATE OF wake_capable ON main.agent_endpoints WHEN NEW.wake_capable = 1",
-            Self::BudgetRead => return None,
+            Self::BudgetRead | Self::FinishTurnAnswer => return None,
         })
     }
 
@@ -201,10 +209,11 @@ impl Store {
         })
     }
 
-    /// Fails a read step if a test armed it (a no-op check otherwise).
-    pub(crate) fn fault_point(&self, step: FaultStep) -> Result<()> {
+    /// Fails a step checked in Rust (a read, a lost answer) if a test armed it (a no-op check
+    /// otherwise).
+    pub(crate) fn fault_point(&self, step: FaultStep) -> ahp_store_sql::SqlResult<()> {
         match &self.faults {
-            Some(p) if p.hit(step) => Err(crate::sqlite::classify(busy()).into()),
+            Some(p) if p.hit(step) => Err(crate::sqlite::classify(busy())),
             _ => Ok(()),
         }
     }

@@ -224,8 +224,9 @@ fn claim_in(tx: &Tx<'_>, from: &str, to: &str, now: Timestamp) -> Result<HostCla
             "UPDATE transfers SET host_id = ?2, updated_at = ?3 WHERE host_id = ?1 AND status IN ('active', 'insolvent')",
         )?
         .execute((from, to, now.as_micros()))?;
-        // A move towards or away from the claimed host is moot now.
-        tx.prepare_cached("DELETE FROM agent_moves WHERE from_host = ?1 AND handed_over_at IS NULL")?
+        // A move towards or away from the claimed host is moot now (one handed over to it
+        // already names it as the carrier: its transfer was just claimed with the others).
+        tx.prepare_cached("DELETE FROM agent_moves WHERE (from_host = ?1 OR to_host = ?1) AND handed_over_at IS NULL")?
             .execute([from])?;
     }
     Ok(HostClaim {
@@ -282,16 +283,40 @@ impl Store {
     }
 
     /// Joins the database as this store's host with the next incarnation and a lease of
-    /// `lease`, serving at `address` (shown to operators). A process still running as the
-    /// previous incarnation is fenced out: its next renewal fails. What a previous incarnation
-    /// left behind is claimed back by [`claim_own_leftovers`](Self::claim_own_leftovers).
+    /// `lease`, serving at `address` (shown to operators). What a previous incarnation left
+    /// behind is claimed back by [`claim_own_leftovers`](Self::claim_own_leftovers).
+    ///
+    /// Refused while the host id's current incarnation still holds an unexpired lease: another
+    /// process serves as this host (two `ahp serve` on one machine under its default host id,
+    /// containers with one fixed host name), and joining would fence it out, whose own rejoin
+    /// would fence this one, in a loop. [`take_over_host`](Self::take_over_host) fences it out
+    /// deliberately.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidInput`] for a lease outside [`MIN_HOST_LEASE`]..=[`MAX_HOST_LEASE`] or an
-    /// address over 256 bytes; [`Error::InvalidInput`] too when the
-    /// database already holds [`MAX_HOSTS`] hosts.
+    /// [`Error::HostInUse`] (naming the other process's address, if it serves one) while the
+    /// current incarnation's lease holds; [`Error::InvalidInput`] for a lease outside
+    /// [`MIN_HOST_LEASE`]..=[`MAX_HOST_LEASE`] or an address over 256 bytes;
+    /// [`Error::InvalidInput`] too when the database already holds [`MAX_HOSTS`] hosts. A
+    /// refusal changes nothing.
     pub fn join_host(&mut self, lease: Duration, address: Option<&str>) -> Result<HostLease> {
+        self.join_as_host(lease, address, false)
+    }
+
+    /// Joins as [`join_host`](Self::join_host) does, whatever the host id's current incarnation
+    /// holds: a process still running as it is fenced out (its next renewal fails, and the
+    /// store refuses its writes for the agents it carried). For a database only this process
+    /// can serve (SQLite behind the data directory's lock), and for an operator who knows the
+    /// other process is gone (`ahp serve --take-over`).
+    ///
+    /// # Errors
+    ///
+    /// As [`join_host`](Self::join_host), without [`Error::HostInUse`].
+    pub fn take_over_host(&mut self, lease: Duration, address: Option<&str>) -> Result<HostLease> {
+        self.join_as_host(lease, address, true)
+    }
+
+    fn join_as_host(&mut self, lease: Duration, address: Option<&str>, take_over: bool) -> Result<HostLease> {
         check_lease(lease)?;
         if address.is_some_and(|a| a.is_empty() || a.len() > 256) {
             return Err(Error::invalid("address", "must be 1 to 256 bytes"));
@@ -301,6 +326,14 @@ impl Store {
             let expires_at = now.saturating_add(lease);
             let previous = load(tx, &me)?;
             let incarnation = match &previous {
+                Some(h) if !take_over && h.is_live(now) => {
+                    return Err(Error::HostInUse {
+                        host: h.id.clone(),
+                        incarnation: h.incarnation,
+                        address: h.address.clone(),
+                        until: h.lease_expires_at,
+                    });
+                }
                 Some(h) => {
                     let next = h.incarnation + 1;
                     tx.prepare_cached(
@@ -412,7 +445,9 @@ impl Store {
     /// Claims the agents of every other host whose lease has lapsed or that stopped, one
     /// transaction per host, each checking that `lease` still holds (a host that lost its own
     /// lease claims nothing). Two hosts claiming the same one at once: one claims it, the other
-    /// finds it claimed. Returns what each claim did; the caller binds the transfers.
+    /// finds it claimed. Then, as a safety net, it claims again every `expired` host that an
+    /// `active` or `insolvent` transfer still names as its carrier (nobody else would ever bind
+    /// it). Returns what each claim did; the caller binds the transfers.
     ///
     /// # Errors
     ///
@@ -449,6 +484,40 @@ impl Store {
                 claim_in(tx, &host, &lease.host, now).map(Some)
             })?;
             claims.extend(claimed);
+        }
+        claims.extend(self.claim_stranded(lease)?);
+        Ok(claims)
+    }
+
+    /// The safety net of [`claim_lapsed_hosts`](Self::claim_lapsed_hosts): claims again, for
+    /// `lease`'s host, every `expired` host that an `active` or `insolvent` transfer still
+    /// names as its carrier. A claim moves all of a host's transfers away in its own
+    /// transaction, so such a transfer was stranded there afterwards (a move handed over to a
+    /// host already claimed, by a build that did not refuse it): no host would ever bind it.
+    fn claim_stranded(&mut self, lease: &HostLease) -> Result<Vec<HostClaim>> {
+        let stranded: Vec<String> = {
+            let tx = self.autocommit();
+            let mut stmt = tx.prepare_cached(
+                "SELECT h.id FROM hosts h
+                 WHERE h.state = 'expired' AND h.id <> ?1
+                   AND EXISTS (SELECT 1 FROM transfers t
+                               WHERE t.host_id = h.id AND t.status IN ('active', 'insolvent'))
+                 ORDER BY h.id",
+            )?;
+            let rows = stmt.query_map([&lease.host], |r| r.get(0))?;
+            rows.collect::<Result<_, _>>()?
+        };
+        let mut claims = Vec::new();
+        for host in stranded {
+            let claimed = self.write_at(|tx, now| {
+                check_holds(tx, lease, now)?;
+                match load(tx, &host)? {
+                    Some(h) if h.state == HostState::Expired => claim_in(tx, &host, &lease.host, now).map(Some),
+                    // It joined again meanwhile: its transfers are its own again.
+                    _ => Ok(None),
+                }
+            })?;
+            claims.extend(claimed.filter(|c| !c.transfers.is_empty()));
         }
         Ok(claims)
     }

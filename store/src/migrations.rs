@@ -21,4 +21,5 @@ pub(crate) const SQLITE: &[&str] = &[
     include_str!("../sql/0014_carried_by_lease.sql"),
     include_str!("../sql/0015_agent_counts.sql"),
     include_str!("../sql/0016_delivery_tries.sql"),
+    include_str!("../sql/0017_turn_spend.sql"),
 ];

@@ -144,15 +144,23 @@ impl Store {
     /// detached (its wake attempts reconciled) and the receiving host carries the transfer from
     /// now on. Call it between turns, once no turn of the agent runs here.
     ///
+    /// The receiving host must still be live, with an unexpired lease: a host that died after
+    /// the move was asked for would never bind the agent, and once claimed (`expired`) no other
+    /// host would either. Such a move is dropped instead, and the agent stays here.
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidInput`] when no move of it is pending from this host, or `endpoint` at
     /// `generation` is not the agent's attached endpoint any more (nothing changes then);
-    /// [`Error::CarriedElsewhere`] when this host no longer carries it.
+    /// [`Error::CarriedElsewhere`] when this host no longer carries it;
+    /// [`Error::MoveTargetNotLive`] when the receiving host is not live any more (the move is
+    /// dropped, nothing else changes).
     pub fn hand_over_agent(&mut self, transfer: &str, endpoint_id: &str, generation: u64) -> Result<AgentMove> {
         crate::transfer::check_id(transfer)?;
         endpoint::check_id(endpoint_id).map_err(Error::from)?;
         let me = self.host_id.clone();
+        // The outer result is the transaction's (rolled back on error); the inner one a refusal
+        // committed with the move it dropped.
         self.write_at(|tx, now| {
             crate::hosts::check_carries(tx, transfer, &me)?;
             let pending = load(tx, transfer)?.filter(|m| m.from_host == me && m.handed_over_at.is_none());
@@ -169,14 +177,42 @@ impl Store {
                     format!("{endpoint_id} at generation {generation} is not the agent's attached endpoint"),
                 ));
             }
+            if let Some(why) = not_live(tx, &m.to_host, now)? {
+                tx.prepare_cached("DELETE FROM agent_moves WHERE transfer_id = ?1")?
+                    .execute([transfer])?;
+                return Ok(Err(Error::MoveTargetNotLive {
+                    transfer: transfer.to_owned(),
+                    host: m.to_host,
+                    why,
+                }));
+            }
             endpoint::retire(tx, endpoint_id, EndpointState::Detached, now).map_err(Error::from)?;
             tx.prepare_cached("UPDATE transfers SET host_id = ?2, updated_at = ?3 WHERE id = ?1")?
                 .execute((transfer, &m.to_host, now.as_micros()))?;
             tx.prepare_cached("UPDATE agent_moves SET handed_over_at = ?2 WHERE transfer_id = ?1")?
                 .execute((transfer, now.as_micros()))?;
-            load(tx, transfer)?.ok_or_else(|| Error::corrupt("agent_moves", "the move vanished in its own transaction"))
-        })
+            load(tx, transfer)?
+                .ok_or_else(|| Error::corrupt("agent_moves", "the move vanished in its own transaction"))
+                .map(Ok)
+        })?
     }
+}
+
+/// Why host `id` cannot receive an agent at `now` (it is not `live` with an unexpired lease),
+/// or `None` when it can.
+fn not_live(tx: &Tx<'_>, id: &str, now: Timestamp) -> Result<Option<String>> {
+    let row: Option<(String, i64)> = tx
+        .prepare_cached("SELECT state, lease_expires_at FROM hosts WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    Ok(match row {
+        None => Some("no such host".into()),
+        Some((state, _)) if state != "live" => Some(format!("it is {state}")),
+        Some((_, until)) if until <= now.as_micros() => {
+            Some(format!("its lease ran out at {}", Timestamp::from_micros(until)))
+        }
+        Some(_) => None,
+    })
 }
 
 #[cfg(test)]

@@ -232,8 +232,10 @@ impl Agents {
             if let Some(why) = &ended.spend_refused {
                 tracing::warn!(%agent, transfer = %c.transfer, %why, "the turn's last compute spend was refused");
             }
-            if ended.spend.is_some()
-                && let Some(spend) = &spend
+            // Recorded by this commit, or by an earlier one of this same end whose answer was
+            // lost (this call an exact retry): either way not owed any more.
+            if let Some(spend) = &spend
+                && (ended.spend.is_some() || ended.earlier_spend_micro_usd == Some(spend.micro_usd))
             {
                 spend.clone().recorded();
             }

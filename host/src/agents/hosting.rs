@@ -67,11 +67,14 @@ pub struct JoinReport {
 impl Agents {
     /// Joins the database as this store's host (see the [module docs](self)): `shared` for a
     /// database other hosts use too. `interrupted_reason` is recorded on each activation a
-    /// previous process of a database only this one serves left in progress.
+    /// previous process of a database only this one serves left in progress. On a shared
+    /// database, a join while another process holds this host id's lease is refused (see
+    /// [`join_taking_over`](Self::join_taking_over)); on a database only this process serves
+    /// (its data directory's lock says so) any previous incarnation is gone.
     ///
     /// # Errors
     ///
-    /// The store's refusal (a bad lease) or failure.
+    /// The store's refusal ([`StoreError::HostInUse`], a bad lease) or failure.
     pub fn join(
         &self,
         length: Duration,
@@ -79,8 +82,39 @@ impl Agents {
         shared: bool,
         interrupted_reason: &str,
     ) -> Result<JoinReport, crate::sandbox::Error> {
+        self.join_as(length, address, shared, false, interrupted_reason)
+    }
+
+    /// Joins as [`join`](Self::join) does, fencing out a process that still holds this host
+    /// id's lease (`ahp serve --take-over`: the operator knows it is gone, or wants it gone).
+    ///
+    /// # Errors
+    ///
+    /// The store's refusal (a bad lease) or failure.
+    pub fn join_taking_over(
+        &self,
+        length: Duration,
+        address: Option<&str>,
+        shared: bool,
+        interrupted_reason: &str,
+    ) -> Result<JoinReport, crate::sandbox::Error> {
+        self.join_as(length, address, shared, true, interrupted_reason)
+    }
+
+    fn join_as(
+        &self,
+        length: Duration,
+        address: Option<&str>,
+        shared: bool,
+        take_over: bool,
+        interrupted_reason: &str,
+    ) -> Result<JoinReport, crate::sandbox::Error> {
         let started = Instant::now();
-        let lease = self.store.locked().join_host(length, address)?;
+        let lease = if take_over || !shared {
+            self.store.locked().take_over_host(length, address)
+        } else {
+            self.store.locked().join_host(length, address)
+        }?;
         let incarnation = lease.incarnation;
         *self.hosting.locked() = Some(Hosting {
             lease: lease.clone(),
@@ -190,6 +224,10 @@ impl Agents {
                 self.fenced.locked().clear();
                 match self.join(h.length, None, h.shared, "interrupted: the host lost its lease") {
                     Ok(r) => tracing::info!(incarnation = r.incarnation, "joined again"),
+                    Err(crate::sandbox::Error::Store(e @ StoreError::HostInUse { .. })) => tracing::error!(
+                        error = %e,
+                        "another process took this host id over; this one carries nothing until its lease runs out"
+                    ),
                     Err(e) => tracing::error!(error = %e, "cannot join again; the next tick retries"),
                 }
             }
@@ -331,6 +369,10 @@ impl Agents {
                 tracing::info!(%agent, to = %m.to_host, "handed the agent over");
                 self.release_carrier(c);
                 self.signal(format!("host {}", m.to_host));
+            }
+            Err(e @ StoreError::MoveTargetNotLive { .. }) => {
+                tracing::warn!(%agent, error = %e, "the move's receiving host is gone; the agent stays here");
+                self.schedule(agent);
             }
             Err(e) => tracing::warn!(%agent, error = %e, "cannot hand the agent over; it stays here"),
         }

@@ -59,6 +59,11 @@ pub(crate) struct ServeArgs {
     /// database, a dead host's agents answer again from a survivor within about this long.
     #[arg(long, default_value = "15s", value_parser = super::parse_duration)]
     host_lease: Duration,
+    /// On a shared database: start even while another process holds this host id's lease,
+    /// fencing it out (its agents are claimed back here). Without it `ahp serve` refuses to
+    /// start until that lease runs out: two processes under one id would fence each other.
+    #[arg(long)]
+    take_over: bool,
     /// On a shared database: how often to look for wakes, moves and lapsed hosts that no signal
     /// announced (signals make it faster; correctness never waits for them).
     #[arg(long, default_value = "1s", value_parser = super::parse_duration)]
@@ -224,7 +229,18 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
     // Joining runs the takeover of what a previous process left (a fresh sandbox needs the
     // runtime to resume a guest later, not to bind).
     let address = args.http.map(|a| format!("http://{a}"));
-    let joined = agents.join(args.host_lease, address.as_deref(), shared, INTERRUPTED_REASON)?;
+    let joined = if args.take_over {
+        agents.join_taking_over(args.host_lease, address.as_deref(), shared, INTERRUPTED_REASON)
+    } else {
+        agents.join(args.host_lease, address.as_deref(), shared, INTERRUPTED_REASON)
+    }
+    .map_err(|e| match e {
+        ahp_host::sandbox::Error::Store(ahp_store::Error::HostInUse { .. }) => anyhow::anyhow!(
+            "{e}: give this process another --host-id (or AHP_HOST_ID), wait for that lease to \
+             run out, or pass --take-over if that process is gone"
+        ),
+        e => e.into(),
+    })?;
     report_join(&joined);
     if shared {
         signal_between_hosts(dir, &agents)?;

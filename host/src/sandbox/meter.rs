@@ -116,6 +116,12 @@ impl Meter {
         self.turn_consumed += burnt;
         self.total_consumed += burnt;
         self.level = fuel;
+        self.owed(limits)
+    }
+
+    /// Compute spend of the fuel already burnt that is not charged yet, micro-USD: a deferred
+    /// spend whose turn end was not recorded (the next settlement charges it).
+    fn owed(&self, limits: &TierLimits) -> u64 {
         limits
             .compute_cost_micro_usd(self.total_consumed)
             .saturating_sub(self.charged_micro_usd)
@@ -169,7 +175,9 @@ impl DeferredSpend {
     }
 }
 
-/// Starts a turn: reads the budget and fuels the Store with what the turn may burn.
+/// Starts a turn: reads the budget and fuels the Store with what the turn may burn — what the
+/// remaining budget pays for once the spend still owed from an earlier turn (an end that could
+/// not be recorded) is paid, so that spend never lets a turn pass the allocation.
 ///
 /// A budget that cannot be read is not an exhausted one: the turn starts from the figure the
 /// controller read before the dispatch fence ([`Sandbox::read_budget_before`]), and without one
@@ -189,6 +197,10 @@ pub(crate) fn start_turn(cx: &mut StoreContextMut<'_, SandboxState>) -> wasmtime
         }
         (Err(e), None) => return Err(wasmtime::format_err!("the budget could not be read: {e}")),
     };
+    // Spend still owed (a turn end that could not be recorded with its last settlement) is
+    // charged at this turn's first settlement: the budget it can burn is what is left after it.
+    let owed = st.meter.owed(st.limits);
+    let remaining = remaining.saturating_sub(owed);
     st.meter.remaining_micro_usd = remaining;
     let fuel = st.limits.fuel_affordable(remaining).min(st.meter.turn_left());
     st.meter.level = fuel;

@@ -381,6 +381,67 @@ fn insolvency_revokes_the_agents_turns_but_keeps_it_readable() {
 }
 
 #[test]
+fn a_task_attempt_starts_only_for_a_transfer_s_agent_that_can_take_a_turn() {
+    let mut f = fixture();
+    let op = operator();
+    let task = |assignee: &str| crate::delegation::NewTask {
+        assignee: assignee.to_owned(),
+        title: "job".into(),
+        instructions: "do it".into(),
+        goal: None,
+        start: true,
+    };
+    let unavailable = |e: ConversationError, agent: &str| {
+        assert!(
+            matches!(&e, ConversationError::AssigneeUnavailable(a) if a == agent),
+            "{e:?}"
+        );
+    };
+    // Bound, but its component takes no turns: no carrier was ever registered.
+    let t = f.active(&TransferOwner::Operator);
+    let no_turns = f.store.bind_transfer_agent(&t, LEASE).unwrap();
+    // Carried, then insolvent: its wake capability is revoked.
+    let (t, insolvent) = f.carried();
+    f.store.report_usage(&t, BUDGET, "compute").unwrap();
+    let before = f.bytes();
+    for (i, agent) in [&no_turns.agent.id, &insolvent.agent.id].into_iter().enumerate() {
+        let e = f
+            .store
+            .create_agent_task(&op, &Acting::Human, &task(agent), &format!("t-{i}"))
+            .unwrap_err();
+        unavailable(e, agent);
+    }
+    assert!(f.bytes() == before, "the refusals change nothing");
+    // Not started, then started: refused the same way.
+    let open = f
+        .store
+        .create_agent_task(
+            &op,
+            &Acting::Human,
+            &crate::delegation::NewTask {
+                start: false,
+                ..task(&insolvent.agent.id)
+            },
+            "t-open",
+        )
+        .unwrap()
+        .value;
+    let e = f.store.start_task_attempt(&op, &Acting::Human, &open.id).unwrap_err();
+    unavailable(e, &insolvent.agent.id);
+    // A carried agent's attempt starts.
+    let (_, carried) = f.carried();
+    let started = f
+        .store
+        .create_agent_task(&op, &Acting::Human, &task(&carried.agent.id), "t-carried")
+        .unwrap()
+        .value;
+    assert_eq!(
+        started.current_attempt.map(|a| a.endpoint_id),
+        Some(carried.endpoint.id)
+    );
+}
+
+#[test]
 fn a_claim_not_yet_dispatched_is_given_back_when_the_transfer_becomes_insolvent() {
     let mut f = fixture();
     let (t, b) = f.carried();

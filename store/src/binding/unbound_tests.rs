@@ -146,3 +146,34 @@ fn active_transfers_without_a_carrier_are_listed_and_paged() {
         Err(Error::InvalidInput { .. })
     ));
 }
+
+/// A carried agent whose endpoint lease lapsed while its host ran on (its renewals failed for
+/// longer than the lease) is driven by no host (`carried_agent` wants a live lease): the repair
+/// lists it, and binding it again carries it at the next generation.
+#[test]
+fn an_attached_endpoint_whose_lease_lapsed_is_unbound_until_bound_again() {
+    let (mut s, key, clock) = store();
+    let t = active(&mut s, &key);
+    let b = s.bind_transfer_agent(&t, LEASE).unwrap();
+    s.register_wake_carrier(&b.agent.id, &b.endpoint.id, b.endpoint.generation)
+        .unwrap();
+    assert_eq!(all_pages(&mut s), vec![]);
+    clock.advance(LEASE - Duration::from_secs(1));
+    assert_eq!(all_pages(&mut s), vec![], "the lease still holds");
+    clock.advance(Duration::from_secs(1));
+    assert!(s.carried_agent(&b.agent.id).unwrap().is_none(), "no host drives it");
+    let want = vec![(t.clone(), Some(b.agent.id.clone()))];
+    assert_eq!(all_pages(&mut s), want);
+    let slice = s.unbound_among_active(None, MAX_EXAMINED_TRANSFERS).unwrap();
+    assert_eq!(slice.unbound, want);
+
+    let again = s.bind_transfer_agent(&t, LEASE).unwrap();
+    assert_eq!(again.endpoint.generation, b.endpoint.generation + 1);
+    s.register_wake_carrier(&again.agent.id, &again.endpoint.id, again.endpoint.generation)
+        .unwrap();
+    assert_eq!(all_pages(&mut s), vec![]);
+    assert_eq!(
+        s.carried_agent(&b.agent.id).unwrap().map(|c| c.endpoint.generation),
+        Some(again.endpoint.generation)
+    );
+}

@@ -75,6 +75,10 @@ pub struct TurnEnd {
     /// The turn consumed something and left deliveries queued with no wake for them: a new
     /// pending wake was created for them (whom a host should schedule again).
     pub rewoken: bool,
+    /// When this call changed nothing (an exact retry of an end that committed, its answer
+    /// lost), the spend that earlier commit recorded with the end, micro-USD: the caller counts
+    /// it as recorded instead of owing it again.
+    pub earlier_spend_micro_usd: Option<u64>,
 }
 
 /// Finishes the admitted attempt `a` of `actor` with `outcome`, consuming `wake` with
@@ -152,7 +156,9 @@ impl Store {
     /// it consumed in the same transaction: one commit where there were two or more. The spend
     /// is recorded as `report_usage` records compute (budget, `usage_reported` event,
     /// `insolvent` when it spends the last of the budget) — but only when this call changes the
-    /// attempt, so that an exact retry of a finish that committed does not charge twice. A
+    /// attempt, so that an exact retry of a finish that committed does not charge twice; the
+    /// spend is kept on the attempt, and such a retry reports it
+    /// ([`TurnEnd::earlier_spend_micro_usd`]) so the caller does not keep it owed either. A
     /// transfer that refuses the spend (no longer `active`) leaves the end recorded without it
     /// ([`TurnEnd::spend_refused`]). Each of `inbox.consumed` is consumed as
     /// [`consume_delivery`](Self::consume_delivery) consumes it (desired-state: a retry changes
@@ -207,20 +213,31 @@ impl Store {
                     rewoken = super::wake::rewake_for_leftovers(&tx, &actor.agent, since, now)?;
                 }
             }
-            let (mut spent, mut refused) = (None, None);
+            let (mut spent, mut refused, mut earlier) = (None, None, None);
             if let Some(spend) = spend.filter(|_| attempt.state_changed) {
                 match charge_in(&tx, spend, now) {
-                    Ok(report) => spent = Some(report),
+                    Ok(report) => {
+                        tx.prepare_cached("UPDATE wake_attempts SET turn_spend_micro_usd = ?2 WHERE id = ?1")?
+                            .execute((&attempt.value.id, spend.micro_usd as i64))?;
+                        spent = Some(report);
+                    }
                     Err(crate::Error::Database(e)) => return Err(Error::Database(e)),
                     Err(e) => refused = Some(e.to_string()),
                 }
+            } else if !attempt.state_changed {
+                let recorded: Option<i64> = tx
+                    .prepare_cached("SELECT turn_spend_micro_usd FROM wake_attempts WHERE id = ?1")?
+                    .query_row([&attempt.value.id], |r| r.get(0))?;
+                earlier = recorded.and_then(|v| u64::try_from(v).ok());
             }
             tx.commit()?;
+            s.fault_point(crate::fault::FaultStep::FinishTurnAnswer)?;
             Ok(TurnEnd {
                 attempt,
                 spend: spent,
                 spend_refused: refused,
                 rewoken,
+                earlier_spend_micro_usd: earlier,
             })
         })
     }

@@ -223,8 +223,10 @@ pub enum ConversationError {
         generation: u64,
     },
 
-    /// The assignee has no attached endpoint to fence an attempt to (attach one first).
-    #[error("agent {0} has no attached endpoint to run a task attempt")]
+    /// The assignee has no attached endpoint with an unexpired lease to fence an attempt to
+    /// (attach one first), or, for a transfer's agent, none that can take a turn: its component
+    /// takes no turns, or its transfer is insolvent.
+    #[error("agent {0} has no attached endpoint that can run a task attempt")]
     AssigneeUnavailable(String),
 
     /// The caller can see the resource but its role does not allow the operation (e.g. the

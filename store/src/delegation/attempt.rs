@@ -8,7 +8,7 @@
 //! active ──complete (exact id + fence)──► succeeded | failed
 //!    │ ── task cancelled ──────────────► cancelled
 //!    │ ── endpoint gone, wake before the dispatch fence ──► revoked (task open again)
-//!    └─ endpoint gone or wake delivery unknown, after the fence ──► delivery_unknown
+//!    └─ endpoint gone or wake delivery unknown, after the fence ──► delivery_unknown (task failed)
 //! ```
 //!
 //! **Exact and idempotent.** [`Store::complete_task_attempt`] names the attempt id, and the
@@ -17,9 +17,11 @@
 //! admitted, so it recovers across a replacement carrier; a different outcome or result is
 //! refused. **Never silently re-run.** Once the wake carrying the attempt has crossed its dispatch
 //! fence, losing the endpoint or the wake's delivery outcome makes the attempt
-//! `delivery_unknown`: the task stays `running`, visibly unresolved, is never restarted, and can
-//! be cancelled. The terminalization's consequences — the task's terminal fact for waits, and
-//! attention for the task's goal — commit in the same transaction.
+//! `delivery_unknown`: it is never restarted and can never be completed, so its task fails with
+//! [`DELIVERY_UNKNOWN_RESULT`], visibly unresolved, and the coordinator decides what to do. The
+//! terminalization's consequences — the task's terminal fact for waits, and attention for the
+//! task's goal — commit in the same transaction, for a completion and for an unknown outcome
+//! alike: nobody waits for ever on a worker that crashed mid-attempt.
 
 use std::fmt;
 use std::str::FromStr;
@@ -242,8 +244,8 @@ fn end(tx: &Tx<'_>, a: &TaskAttempt, event: TaskAttemptEvent, result: Option<&st
     )
 }
 
-/// Starts an attempt of the open task `row`: fenced to the assignee's attached endpoint and
-/// generation, carried by the assignee's open wake (created if there is none).
+/// Starts an attempt of the open task `row`: fenced to the assignee's attached endpoint (a
+/// wake-capable one, if host-held) and generation, carried by the assignee's open wake (created if there is none).
 pub(crate) fn start(tx: &Tx<'_>, row: &TaskRow, now: Timestamp) -> Result<TaskAttempt> {
     let t = &row.task;
     if t.state.after(TaskEvent::Start).is_none() {
@@ -261,7 +263,13 @@ pub(crate) fn start(tx: &Tx<'_>, row: &TaskRow, now: Timestamp) -> Result<TaskAt
     }
     let ep: Option<(String, i64)> = tx
         .prepare_cached(
-            "SELECT id, generation FROM agent_endpoints WHERE agent_id = ?1 AND state = 'attached' AND lease_expires_at > ?2",
+            // A host-held endpoint (a transfer's agent) acts only in the turns its wakes start,
+            // so it must be wake-capable too: without a carrier (a component that takes no
+            // turns) or once its transfer is insolvent, the attempt's wake would never be
+            // claimed. A client's endpoint completes attempts it reads, wakes or not.
+            "SELECT id, generation FROM agent_endpoints
+             WHERE agent_id = ?1 AND state = 'attached' AND (host_held = 0 OR wake_capable = 1)
+               AND lease_expires_at > ?2",
         )?
         .query_row((&t.assignee_agent_id, now.as_micros()), |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
@@ -311,7 +319,8 @@ pub(crate) fn cancel_active(tx: &Tx<'_>, task: &str, now: Timestamp) -> Result<(
 
 /// The endpoint `endpoint` stopped being current (replaced, detached, expired): each active
 /// attempt fenced to it is revoked if its wake has not crossed the dispatch fence (nothing ran;
-/// the task is open again), and otherwise becomes `delivery_unknown` (the task stays running).
+/// the task is open again), and otherwise becomes `delivery_unknown` (the task fails:
+/// [`end_unknown`]).
 pub(crate) fn endpoint_retired(tx: &Tx<'_>, endpoint: &str, now: Timestamp) -> Result<()> {
     for a in unfinished(tx, "endpoint_id", endpoint)? {
         let w = wake::load_wake(tx, &a.wake_id)?;
@@ -323,19 +332,46 @@ pub(crate) fn endpoint_retired(tx: &Tx<'_>, endpoint: &str, now: Timestamp) -> R
             let row = task::load(tx, &a.task_id)?;
             task::transition(tx, &a.task_id, row.task.state, TaskEvent::Revoke, None, now)?;
         } else {
-            end(tx, &a, TaskAttemptEvent::Unknown, None, now)?;
+            end_unknown(tx, &a, now)?;
         }
     }
     Ok(())
 }
 
 /// The wake `wake` became delivery-unknown after its fence: each active attempt it carries
-/// becomes `delivery_unknown`, never re-run.
+/// becomes `delivery_unknown`, never re-run, and its task fails ([`end_unknown`]).
 pub(crate) fn wake_delivery_unknown(tx: &Tx<'_>, wake: &str, now: Timestamp) -> Result<()> {
     for a in unfinished(tx, "wake_id", wake)? {
-        end(tx, &a, TaskAttemptEvent::Unknown, None, now)?;
+        end_unknown(tx, &a, now)?;
     }
     Ok(())
+}
+
+/// The result a task records when its attempt's outcome became unknown after the dispatch
+/// fence ([`TaskAttemptState::DeliveryUnknown`]): the task `failed`, and whoever delegated it
+/// decides what to do, knowing the work may have been done.
+pub const DELIVERY_UNKNOWN_RESULT: &str = "delivery unknown: the assignee's turn for this attempt began, but its \
+     outcome could not be confirmed (its host stopped or lost the agent mid-turn); the work may or may not have \
+     been done, and it is never run again by itself";
+
+/// Ends the active attempt `a` as `delivery_unknown`. Such an attempt is never re-run and can
+/// never be completed, so its task could not end by itself any more: the task fails with
+/// [`DELIVERY_UNKNOWN_RESULT`], a terminal fact that reaches the waits over it and its goal's
+/// attention in this same transaction, as a completion does, so the coordinator that
+/// delegated it is woken instead of waiting for ever.
+fn end_unknown(tx: &Tx<'_>, a: &TaskAttempt, now: Timestamp) -> Result<()> {
+    end(tx, a, TaskAttemptEvent::Unknown, None, now)?;
+    let row = task::load(tx, &a.task_id)?;
+    let to = task::transition(
+        tx,
+        &a.task_id,
+        row.task.state,
+        TaskEvent::Fail,
+        Some(DELIVERY_UNKNOWN_RESULT),
+        now,
+    )?;
+    attention::on_attempt_terminal(tx, &row, &a.id, to, now)?;
+    wait::on_task_terminal(tx, &a.task_id, now)
 }
 
 /// Loads `attempt` if it is `agent`'s, which the caller's principal owns; otherwise
@@ -359,8 +395,9 @@ impl Store {
     ///
     /// # Errors
     ///
-    /// [`Error::TaskNotFound`]; [`Error::InvalidTaskState`] unless the task is open (a running
-    /// task whose delivery is unknown is never restarted: cancel it); [`Error::AssigneeUnavailable`];
+    /// [`Error::TaskNotFound`]; [`Error::InvalidTaskState`] unless the task is open (a task whose
+    /// attempt's delivery is unknown has failed, and is never restarted: create another);
+    /// [`Error::AssigneeUnavailable`];
     /// [`Error::LimitReached`] at [`MAX_ATTEMPTS_PER_TASK`]; [`Error::MissingScope`]; the endpoint
     /// admission errors.
     pub fn start_task_attempt(&mut self, caller: &Caller, acting: &Acting, task: &str) -> Result<Mutation<AgentTask>> {

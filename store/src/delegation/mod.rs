@@ -79,7 +79,8 @@ use crate::conversation::{Caller, ConversationResult as Result};
 
 pub use crate::conversation::Acting;
 pub use attempt::{
-    TASK_ATTEMPT_ID_PREFIX, TaskAttempt, TaskAttemptEvent, TaskAttemptState, TaskCompletion, TaskOutcome,
+    DELIVERY_UNKNOWN_RESULT, TASK_ATTEMPT_ID_PREFIX, TaskAttempt, TaskAttemptEvent, TaskAttemptState, TaskCompletion,
+    TaskOutcome,
 };
 pub use attention::{ATTENTION_EVENT_ID_PREFIX, AttentionEvent, AttentionKind};
 pub use check::{Violation, check_delegation_invariants};

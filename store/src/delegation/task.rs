@@ -15,9 +15,11 @@
 //!
 //! `revoke` is the assignee's endpoint going away before the attempt's wake crossed the dispatch
 //! fence: nothing ran, so the task may be started again. After the fence an unresolved attempt
-//! becomes `delivery_unknown` and the task stays `running` (visibly unresolved) until it is
-//! cancelled. Cancelling is desired-state idempotent and counts as the task's terminal fact for
-//! waits; it makes no attention event (only an exact attempt terminalization does).
+//! becomes `delivery_unknown`, and the task `fail`s with
+//! [`DELIVERY_UNKNOWN_RESULT`](attempt::DELIVERY_UNKNOWN_RESULT) (it is never re-run; its waits
+//! and its goal's attention see the failure). Cancelling is desired-state idempotent and counts as
+//! the task's terminal fact for waits; it makes no attention event (only an attempt's
+//! terminalization does).
 
 use std::fmt;
 use std::str::FromStr;
@@ -45,11 +47,12 @@ closed_enum!(
     TaskState, "agent task state", {
         /// Created; no attempt is active.
         Open = "open",
-        /// An attempt is active (or its delivery is unknown).
+        /// An attempt is active.
         Running = "running",
         /// An attempt finished it successfully.
         Succeeded = "succeeded",
-        /// An attempt finished it as failed.
+        /// An attempt finished it as failed, or its outcome became unknown after the dispatch
+        /// fence ([`DELIVERY_UNKNOWN_RESULT`](attempt::DELIVERY_UNKNOWN_RESULT)).
         Failed = "failed",
         /// Cancelled by its creator, the owner or its goal's controller.
         Cancelled = "cancelled",
@@ -65,7 +68,7 @@ pub enum TaskEvent {
     Revoke,
     /// The attempt finished successfully.
     Succeed,
-    /// The attempt finished as failed.
+    /// The attempt finished as failed, or its outcome became unknown after the dispatch fence.
     Fail,
     /// Cancelled.
     Cancel,

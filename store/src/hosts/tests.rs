@@ -118,11 +118,61 @@ fn a_rejoin_is_the_next_incarnation_and_fences_the_previous_one() {
     t.clock.advance(Duration::from_secs(3));
     let renewed = t.a.renew_host_lease(&first, HOST_LEASE).unwrap();
     assert_eq!(renewed.expires_at, START.saturating_add(Duration::from_secs(13)));
-    let second = t.a.join_host(HOST_LEASE, None).unwrap();
+    let second = t.a.take_over_host(HOST_LEASE, None).unwrap();
     assert_eq!(second.incarnation, 2);
     let why = lost(t.a.renew_host_lease(&first, HOST_LEASE).unwrap_err());
     assert!(why.contains("incarnation 2"), "{why}");
     t.a.renew_host_lease(&second, HOST_LEASE).unwrap();
+}
+
+#[test]
+fn a_second_process_under_a_live_host_id_is_refused_unless_it_takes_over() {
+    let mut t = two();
+    let first = t.a.join_host(HOST_LEASE, Some("http://10.0.0.7:7070")).unwrap();
+    // Another process started under the same id (two `ahp serve` on one machine).
+    let mut twin = t._db.open_as("host-a", &t.clock, &t.key);
+    t.clock.advance(Duration::from_secs(3));
+    let before = crate::testing::dump(&mut twin);
+    let refused = twin.join_host(HOST_LEASE, Some("http://10.0.0.8:7070")).unwrap_err();
+    assert!(
+        refused.to_string().contains("serving at http://10.0.0.7:7070"),
+        "{refused}"
+    );
+    let Error::HostInUse {
+        host,
+        incarnation,
+        address,
+        until,
+    } = refused
+    else {
+        panic!("expected HostInUse, got {refused:?}")
+    };
+    assert_eq!(
+        (host.as_str(), incarnation, address.as_deref(), until),
+        ("host-a", 1, Some("http://10.0.0.7:7070"), first.expires_at)
+    );
+    assert_eq!(crate::testing::dump(&mut twin), before, "the refusal changes nothing");
+    t.a.renew_host_lease(&first, HOST_LEASE).unwrap();
+
+    // Asked for, the take-over fences the first process out.
+    let taken = twin.take_over_host(HOST_LEASE, None).unwrap();
+    assert_eq!(taken.incarnation, 2);
+    let why = lost(t.a.renew_host_lease(&first, HOST_LEASE).unwrap_err());
+    assert!(why.contains("incarnation 2"), "{why}");
+    // And that process, joining again, is refused in turn: no fencing loop.
+    assert!(matches!(
+        t.a.join_host(HOST_LEASE, None),
+        Err(Error::HostInUse {
+            incarnation: 2,
+            address: None,
+            ..
+        })
+    ));
+
+    // Once the lease lapses (the twin died), a join needs no take-over.
+    t.clock.advance(HOST_LEASE);
+    assert_eq!(t.a.join_host(HOST_LEASE, None).unwrap().incarnation, 3);
+    twin.renew_host_lease(&taken, HOST_LEASE).unwrap_err();
 }
 
 #[test]
@@ -245,7 +295,7 @@ fn a_rejoining_host_retires_its_previous_endpoints_and_keeps_its_transfers() {
     let mut t = two();
     t.a.join_host(HOST_LEASE, None).unwrap();
     let (transfer, binding) = t.carried_by_a();
-    let again = t.a.join_host(HOST_LEASE, None).unwrap();
+    let again = t.a.take_over_host(HOST_LEASE, None).unwrap();
     let claim = t.a.claim_own_leftovers(&again).unwrap();
     assert_eq!((claim.transfers, claim.retired_endpoints), (vec![transfer.clone()], 1));
     assert_eq!(t.a.carried_transfers(None, 10).unwrap(), vec![transfer.clone()]);

@@ -77,6 +77,41 @@ fn a_turn_end_records_its_spend_in_the_same_commit_and_a_retry_charges_nothing()
     assert!(!again.attempt.state_changed);
     assert!(again.spend.is_none());
     assert_eq!(spent(&mut w, &t), 7);
+    // It says what the earlier commit recorded: the host counts the spend as recorded, not owed.
+    assert_eq!(again.earlier_spend_micro_usd, Some(7));
+    assert_eq!(end.earlier_spend_micro_usd, None, "the first commit recorded it itself");
+    // So does the fallback a host tries after an end whose answer was lost: the same ticket
+    // finished as unknown (the wake was consumed already: nothing changes).
+    let unknown = w
+        .store
+        .finish_turn_spending(
+            &alice,
+            &actor,
+            &ticket,
+            DispatchOutcome::Unknown,
+            Some(&spend(&t, 7)),
+            TurnInbox::default(),
+        )
+        .unwrap();
+    assert!(!unknown.attempt.state_changed && unknown.spend.is_none());
+    assert_eq!(unknown.earlier_spend_micro_usd, Some(7));
+    assert_eq!(spent(&mut w, &t), 7);
+}
+
+#[test]
+fn a_retried_end_that_recorded_no_spend_reports_none() {
+    let (mut w, alice, actor, ticket, t) = setup();
+    accepted(&mut w, &alice, &actor, &ticket, None, &[]).unwrap();
+    let again = accepted(&mut w, &alice, &actor, &ticket, Some(&spend(&t, 7)), &[]).unwrap();
+    assert!(!again.attempt.state_changed);
+    assert_eq!((again.spend.is_none(), again.earlier_spend_micro_usd), (true, None));
+    assert_eq!(spent(&mut w, &t), 0);
+    // Nor one the transfer refused.
+    let (mut w, alice, actor, ticket, t) = setup();
+    w.store.terminate(&t, "ended meanwhile").unwrap();
+    accepted(&mut w, &alice, &actor, &ticket, Some(&spend(&t, 7)), &[]).unwrap();
+    let again = accepted(&mut w, &alice, &actor, &ticket, Some(&spend(&t, 7)), &[]).unwrap();
+    assert_eq!(again.earlier_spend_micro_usd, None);
 }
 
 #[test]

@@ -118,7 +118,7 @@ fn losing_the_endpoint_before_the_fence_revokes_the_attempt_and_reopens_the_task
 }
 
 #[test]
-fn after_the_fence_a_lost_endpoint_leaves_delivery_unknown_never_rerun_and_cancellable() {
+fn after_the_fence_a_lost_endpoint_leaves_delivery_unknown_never_rerun_and_its_task_failed() {
     let mut w = world();
     let t = w.team();
     let alice = w.alice.clone();
@@ -126,7 +126,12 @@ fn after_the_fence_a_lost_endpoint_leaves_delivery_unknown_never_rerun_and_cance
     w.dispatch(&t.w1_ep);
     let newer = w.attach(&alice, &t.w1);
     let now = w.store.get_agent_task(&alice, &Acting::Human, &task.id).unwrap();
-    assert_eq!(now.state, TaskState::Running, "visibly unresolved");
+    assert_eq!(
+        (now.state, now.result.as_deref()),
+        (TaskState::Failed, Some(DELIVERY_UNKNOWN_RESULT)),
+        "visibly unresolved"
+    );
+    assert!(now.terminal_at.is_some());
     assert_eq!(
         now.current_attempt.as_ref().unwrap().state,
         TaskAttemptState::DeliveryUnknown
@@ -138,7 +143,7 @@ fn after_the_fence_a_lost_endpoint_leaves_delivery_unknown_never_rerun_and_cance
         matches!(
             err,
             ConversationError::InvalidTaskState {
-                state: TaskState::Running,
+                state: TaskState::Failed,
                 ..
             }
         ),
@@ -156,10 +161,6 @@ fn after_the_fence_a_lost_endpoint_leaves_delivery_unknown_never_rerun_and_cance
     ));
     assert_eq!(w.bytes(), before);
     assert!(w.open_wake(&newer).is_none());
-    // It can be cancelled.
-    let c = w.store.cancel_agent_task(&alice, &t.boss(), &task.id).unwrap().value;
-    assert_eq!(c.state, TaskState::Cancelled);
-    assert_eq!(c.current_attempt.unwrap().state, TaskAttemptState::DeliveryUnknown);
 }
 
 #[test]

@@ -206,3 +206,32 @@ fn scoped_registration_must_precede_terminal_facts_and_come_from_the_controller(
     assert_eq!(w.bytes(), before2);
     assert_ne!(before, before2);
 }
+
+#[test]
+fn an_attempt_whose_outcome_became_unknown_wakes_the_goal_controller() {
+    let mut w = world();
+    let t = w.team();
+    let alice = w.alice.clone();
+    let controller = w.agent(&alice);
+    let controller_ep = w.attach(&alice, &controller);
+    let g = w.goal(&alice, &Acting::Human, Some(&controller));
+    let task = w.task(&alice, &Acting::Human, &t.w1, Some(&g), true);
+    let ticket = w.dispatch(&t.w1_ep);
+    // The worker's turn could not be confirmed (its host lost it mid-turn).
+    w.store
+        .finish_turn(&alice, &t.w1_ep, &ticket, DispatchOutcome::Unknown)
+        .unwrap();
+    let list = w
+        .store
+        .list_attention_events(&alice, &Acting::Agent(controller_ep.clone()), None, 10)
+        .unwrap();
+    assert_eq!(list.len(), 1);
+    let e = &list[0];
+    assert_eq!(
+        (e.kind, e.task_state, e.task_id.as_str()),
+        (AttentionKind::AgentTaskTerminal, TaskState::Failed, task.id.as_str())
+    );
+    let wake = w.open_wake(&controller_ep).unwrap();
+    assert_eq!(wake.origin, WakeOrigin::AttentionEvent(e.id.clone()));
+    assert_eq!(events(&mut w), 1);
+}

@@ -168,3 +168,48 @@ fn waits_are_listed_for_their_agent_and_the_owner() {
         1
     );
 }
+
+/// A worker's host crashes mid-attempt (its turn crossed the dispatch fence): however the
+/// unknown outcome is settled — the carrier settling its unconfirmed attempts, a takeover's
+/// reconciliation, the worker's endpoint retired — the coordinator waiting on the task is woken.
+#[test]
+fn a_worker_crashing_mid_attempt_wakes_the_coordinator_waiting_on_its_task() {
+    type Settle = fn(&mut World, &Team);
+    let settles: [(&str, Settle); 3] = [
+        ("settled by its carrier", |w, t| {
+            let alice = w.alice.clone();
+            w.store.settle_unconfirmed_attempts(&alice, &t.w1_ep).unwrap();
+        }),
+        ("reconciled at takeover", |w, _| {
+            w.store.reconcile_takeover().unwrap();
+        }),
+        ("endpoint replaced", |w, t| {
+            let alice = w.alice.clone();
+            w.attach(&alice, &t.w1);
+        }),
+    ];
+    for (how, settle) in settles {
+        let mut w = world();
+        let t = w.team();
+        let alice = w.alice.clone();
+        let a = w.task(&alice, &t.boss(), &t.w1, None, true);
+        let b = w.task(&alice, &t.boss(), &t.w2, None, true);
+        let wait = w.wait(&alice, &t.boss_ep, &[&a, &b], WaitMode::All, None).unwrap();
+        w.complete(&alice, &t.w2_ep, &b, TaskOutcome::Succeeded, "two").unwrap();
+        w.dispatch(&t.w1_ep);
+        assert!(w.open_wake(&t.boss_ep).is_none(), "{how}: still waiting on the first");
+        settle(&mut w, &t);
+        let fired = w.store.read_agent_wait(&alice, &t.boss(), &wait.id).unwrap();
+        assert_eq!(fired.state, WaitState::Triggered, "{how}");
+        assert_eq!(
+            fired.sources.iter().map(|s| s.task_state).collect::<Vec<_>>(),
+            vec![TaskState::Failed, TaskState::Succeeded],
+            "{how}"
+        );
+        let wake = w.open_wake(&t.boss_ep).unwrap();
+        assert_eq!(wake.origin, WakeOrigin::Wait(wait.id.clone()), "{how}");
+        assert_eq!(w.causes("wait", &wait.id), 1, "{how}");
+        let task = w.store.get_agent_task(&alice, &t.boss(), &a.id).unwrap();
+        assert_eq!(task.result.as_deref(), Some(DELIVERY_UNKNOWN_RESULT), "{how}");
+    }
+}
