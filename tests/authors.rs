@@ -457,4 +457,38 @@ fn thinks_with_the_policy_s_model_and_reruns(project: &Path, wasm: &str, name: &
             .count()
     };
     assert_eq!((tried("poison: flood"), tried("poison: no usage")), (2, 2), "{out}");
+
+    // A provider that hangs on a question: each try ends with the model call's deadline, before
+    // the turn's wall clock (14.5 s of the small tier's 15 s); the second try's turn has no time
+    // left for the next question, so its end wakes the agent again, and that turn answers it.
+    provider.set_responder(std::sync::Arc::new(|r| match r.texts().last().map(String::as_str) {
+        Some("poison: hang") => Behaviour::Hang,
+        _ => Behaviour::text(LOCAL_MODEL_ANSWER),
+    }));
+    let o = ahp(
+        &[
+            "run",
+            wasm,
+            "--snapshot",
+            "snapshot.json",
+            "--policy",
+            "policy.json",
+            "--data-dir",
+            data.path().to_str().unwrap(),
+            "--message",
+            "poison: hang",
+            "--message",
+            "And now?",
+        ],
+        project,
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert_eq!(
+        out.matches("Sorry, I could not answer this message: ").count(),
+        1,
+        "{out}"
+    );
+    assert!(out.contains(&format!(": {LOCAL_MODEL_ANSWER}")), "{out}");
+    assert_eq!(tried("poison: hang"), 2, "{out}");
 }
