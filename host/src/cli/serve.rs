@@ -249,11 +249,9 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
         let workers = tokio::spawn(agents.clone().run_workers());
         // The lease on a timer of its own: no claim, bind or repair delays its renewal.
         let lease = tokio::spawn(lease_forever(agents.clone(), args.host_lease / 6));
-        let hosting = tokio::spawn(host_forever(
-            agents.clone(),
-            shared,
-            args.poll_every.min(args.host_lease / 3),
-        ));
+        // The other hosts' chores exist only on a shared database: on SQLite no tick runs.
+        let hosting =
+            shared.then(|| tokio::spawn(host_forever(agents.clone(), args.poll_every.min(args.host_lease / 3))));
         // Deliveries may already wait for the re-bound agents (a store read: off the workers).
         let scheduling = agents.clone();
         tokio::task::spawn_blocking(move || scheduling.schedule_all()).await?;
@@ -300,7 +298,9 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
             (false, None) => unreachable!("clap requires --stdio or --http"),
         };
         reaper.abort();
-        hosting.abort();
+        if let Some(hosting) = hosting {
+            hosting.abort();
+        }
         lease.abort();
         workers.abort();
         result
@@ -383,23 +383,21 @@ async fn lease_forever(agents: Arc<Agents>, every: Duration) {
     }
 }
 
-/// The host's other chores every `every`: on a shared database, claim lapsed hosts' agents,
+/// The host's other chores on a shared database, every `every`: claim lapsed hosts' agents,
 /// hand over moves, repair bindings a slice at a time, schedule agents with wakes.
-async fn host_forever(agents: Arc<Agents>, shared: bool, every: Duration) {
+async fn host_forever(agents: Arc<Agents>, every: Duration) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         let a = agents.clone();
         let ran = tokio::task::spawn_blocking(move || {
-            if shared {
-                a.claim_lapsed();
-                a.hand_over_moves();
-                if let Err(e) = a.repair_some_bindings(REPAIR_SLICE) {
-                    tracing::warn!(error = %e, "binding repair failed");
-                }
-                a.schedule_all();
+            a.claim_lapsed();
+            a.hand_over_moves();
+            if let Err(e) = a.repair_some_bindings(REPAIR_SLICE) {
+                tracing::warn!(error = %e, "binding repair failed");
             }
+            a.schedule_all();
         })
         .await;
         if let Err(e) = ran {
