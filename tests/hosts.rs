@@ -436,12 +436,23 @@ fn a_zombie_host_is_fenced_when_it_runs_again() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(a.logged("stopping every sandbox"), "{:?}", a.log.lock().unwrap());
-    // A joined again as a new incarnation carrying nothing; B still carries the agent, and
-    // every question was answered once.
-    let row = db
-        .query_one("SELECT incarnation, state FROM hosts WHERE id = 'host-a'", &[])
-        .unwrap();
-    assert_eq!((row.get::<_, i64>(0), row.get::<_, String>(1)), (2, "live".into()));
+    // A joins again as a new incarnation carrying nothing (its lease timer may notice after
+    // its claim tick did); B still carries the agent, and every question was answered once.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let row = db
+            .query_one("SELECT incarnation, state FROM hosts WHERE id = 'host-a'", &[])
+            .unwrap();
+        let (incarnation, state) = (row.get::<_, i64>(0), row.get::<_, String>(1));
+        if (incarnation, state.as_str()) == (2, "live") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "A never joined again: incarnation {incarnation}, {state}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert_eq!(carrier(&mut db, &ta).as_deref(), Some("host-b"));
     let last = rt.block_on(post(&a.url(), &cv, "after A came back"));
     answered(&c, &last, Duration::from_secs(20));
