@@ -1843,6 +1843,31 @@ fn legacy_agent() {
     assert!(h.db().load_checkpoint(&id).unwrap().is_some());
 }
 
+/// `aliasing-caller` is tested with 16 MiB strings, and the host's memory measured, in
+/// `turns.rs` (`aliasing::*`); here, small aliased lists one past their bounds: nine wait
+/// sources, and two copies of 3 MB of text (6 MB, over the 4 MiB a request may hold).
+#[test]
+fn aliasing_caller() {
+    let h = host();
+    let agents = h.host.agents();
+    let id = h.pushed(&snapshot(0, json!({})), Tier::Nano, 1_000_000, "aliasing-caller");
+    assert_eq!(h.activate(&id).outcome, RunOutcome::Returned);
+    let (agent, cv, caller) = conversation_with(&h, &id);
+    for (i, (body, want)) in [
+        ("alias register-wait 9 100", "register-wait x9: refused Invalid(\"sources: must name 1 to 8 tasks\")"),
+        ("alias estimate 2 3000000", "estimate x2: refused TooLarge(\"over 4194304 bytes of text in all\")"),
+        ("hello", "echo: hello"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        post(&h.host, &caller, &cv, body, &format!("ac{i}"));
+        assert_eq!(agents.drive(&agent).unwrap().consumed, 1);
+        let t = transcript(&h.host, &caller, &cv);
+        assert_eq!(t.last().unwrap().body, want);
+    }
+}
+
 /// `tool-prober` is tested against real MCP servers in `mcp_tools.rs`; here, under this file's
 /// policy (which allows only `https://inventory.example.com`, unreachable from here), a server
 /// that fails is left out of the list and a call names no tool.

@@ -11,7 +11,11 @@
 //! - `parking`: an idle agent's sandbox is parked and its next turn starts a fresh one, the
 //!   least recently used are parked to make room, and a resume-only sandbox is never parked;
 //! - `moves`: a move towards a host that died before the hand-over leaves the agent answering
-//!   from the host that carries it.
+//!   from the host that carries it;
+//! - `aliasing`: a guest passing one 16 MiB string as many aliased descriptors to every call
+//!   whose arguments hold lists is refused with a typed error, its host's memory within the
+//!   tier's bound, and answers its next message; a call of fixed arity past the per-call copy
+//!   budget is a `host_resources` breach.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -744,5 +748,154 @@ mod moves {
         assert!(carried_here(&h, &t));
         assert_eq!(h.transcript(&cv).len(), 2, "answered");
         assert!(agents.carrier(&agent).is_some(), "still carried here");
+    }
+}
+
+mod aliasing {
+    use super::*;
+    use ahp_host::sandbox::host_resources;
+
+    /// The string the review measured with: half a nano guest's memory.
+    const STRING_BYTES: usize = 16 * 1024 * 1024;
+
+    /// Every import whose arguments hold lists (`interfaces::bounded`), with the error it
+    /// refuses aliased copies of the string with (the guest's `Debug` of it), and the copies
+    /// tried: the review's 7 and 64. `fields.append` takes one name and one value.
+    const LIST_CALLS: [(&str, &str, &[usize]); 8] = [
+        ("register-wait", "Invalid", &[7, 64]),
+        ("create-goal", "Invalid", &[7, 64]),
+        ("checkpoint-goal", "Invalid", &[7, 64]),
+        ("estimate", "TooLarge", &[7, 64]),
+        ("complete", "TooLarge", &[7, 64]),
+        ("fields.from-list", "HeaderError::Forbidden", &[7, 64]),
+        ("fields.set", "HeaderError::Forbidden", &[7, 64]),
+        ("fields.append", "HeaderError::Forbidden", &[1]),
+    ];
+
+    /// Slack over the documented bound for the rest of the process during the turns (audit
+    /// rows, the transcript, allocator fragmentation), as `sandbox.rs`'s hoarder allows.
+    const PROCESS_SLACK_BYTES: u64 = 8 * 1024 * 1024;
+
+    fn proc_status_bytes(field: &str) -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+        let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        kib * 1024
+    }
+
+    /// An aliasing-caller agent on `nano`, carried by `h`, alone in a conversation.
+    fn caller(h: &Host) -> (String, String, String) {
+        let (transfer, report) = h.activated("aliasing-caller", Tier::Nano);
+        assert_eq!(report.outcome, RunOutcome::Returned);
+        let agent = report.transfer.agent_id.expect("bound at activation");
+        let cv = h.conversation(&[&agent]);
+        (transfer, agent, cv)
+    }
+
+    /// Run alone in a child process (see the test below) so no other test's memory counts.
+    #[test]
+    #[ignore = "run by every_list_call_refuses_aliased_copies_within_the_host_bound in its own process"]
+    fn aliasing_rss_probe() {
+        let h = host_with(CeilingCap::default());
+        let (transfer, agent, cv) = caller(&h);
+        assert_eq!(h.ask(&agent, &cv, "warm up").as_deref(), Some("echo: warm up"));
+        // Reset the peak (VmHWM) to the current RSS, then take the peak over the calls.
+        std::fs::write("/proc/self/clear_refs", "5").unwrap();
+        let before = proc_status_bytes("VmRSS:");
+        for (call, error, copies) in LIST_CALLS {
+            for n in copies {
+                let reply = h.ask(&agent, &cv, &format!("alias {call} {n} {STRING_BYTES}"));
+                let want = format!("{call} x{n}: refused {error}");
+                assert!(
+                    reply.as_deref().is_some_and(|r| r.starts_with(&want)),
+                    "{want}…, got {reply:?}; the transfer's last events: {:?}",
+                    h.db()
+                        .get_status(&transfer)
+                        .unwrap()
+                        .events
+                        .iter()
+                        .rev()
+                        .take(3)
+                        .collect::<Vec<_>>()
+                );
+            }
+        }
+        let peak = proc_status_bytes("VmHWM:");
+        // The agent goes on: it answers its next message.
+        assert_eq!(h.ask(&agent, &cv, "still here").as_deref(), Some("echo: still here"));
+        println!("rss_growth_bytes={}", peak.saturating_sub(before));
+    }
+
+    #[test]
+    fn every_list_call_refuses_aliased_copies_within_the_host_bound() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "aliasing::aliasing_rss_probe",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let growth: u64 = stdout
+            .split("rss_growth_bytes=")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no growth in {stdout}"))
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse()
+            .unwrap();
+        // The guest's own linear memory (the string lives there) and what it can make the host
+        // hold. Copied before weighing, 7 copies alone were 112 MiB.
+        let nano = Tier::Nano.limits();
+        let bound = nano.memory_bytes + host_resources::host_bytes_bound(nano) + PROCESS_SLACK_BYTES;
+        assert!(growth <= bound, "peak RSS grew {growth} bytes; the bound is {bound}");
+        eprintln!(
+            "peak RSS growth over {} aliased calls of a 16 MiB string: {} KiB (bound {} KiB)",
+            LIST_CALLS.iter().map(|(_, _, c)| c.len()).sum::<usize>(),
+            growth / 1024,
+            bound / 1024
+        );
+    }
+
+    #[test]
+    fn a_call_of_fixed_arity_copies_up_to_the_budget_and_one_byte_past_it_is_a_breach() {
+        let h = host_with(CeilingCap::default());
+        let nano = Tier::Nano.limits();
+        let budget = host_resources::hostcall_copy_bytes(nano);
+        // `create-task`'s four strings, each a quarter of the budget: copied, then refused.
+        let (transfer, agent, cv) = caller(&h);
+        let at = budget / 4;
+        let reply = h.ask(&agent, &cv, &format!("alias create-task 4 {at}"));
+        assert!(
+            reply
+                .as_deref()
+                .is_some_and(|r| r.starts_with("create-task x4: refused Invalid")),
+            "{reply:?}"
+        );
+        // One byte more each: wasmtime's copy budget stops the call before the host runs it.
+        let question = h.post(&cv, &format!("alias create-task 4 {}", at + 1));
+        h.host.agents().drive(&agent).unwrap();
+        assert!(
+            h.transcript(&cv)
+                .iter()
+                .all(|m| m.reply_to.as_deref() != Some(&question)),
+            "a call past the copy budget ran"
+        );
+        assert_eq!(h.db().transfer(&transfer).unwrap().status, TransferStatus::Terminated);
+        let events = h.db().get_status(&transfer).unwrap().events;
+        let breach = events
+            .iter()
+            .find(|e| e.kind == EventKind::CeilingExceeded)
+            .expect("a ceiling_exceeded event");
+        assert_eq!(breach.detail["ceiling"], "host_resources", "{:?}", breach.detail);
     }
 }

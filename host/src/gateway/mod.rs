@@ -17,6 +17,7 @@ mod client;
 pub mod openai;
 mod reservation;
 pub mod scripted;
+mod weight;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,6 +28,7 @@ use serde::Serialize;
 
 pub use self::client::ClientError;
 pub use self::reservation::{INPUT_TOKEN_OVERHEAD, input_tokens_bound};
+pub use self::weight::Weight;
 use crate::policy::{ModelRule, Provider};
 use crate::scrub::Scrub;
 use crate::shared_store::{SharedStore, StoreLock};
@@ -276,25 +278,18 @@ impl Request {
     ///
     /// [`Error::TooLarge`] naming the bound, or [`Error::InvalidRequest`] naming the rule.
     pub fn validate(&self) -> Result<(), Error> {
-        let too_large = |m: String| Err(Error::TooLarge(m));
         let invalid = |m: String| Err(Error::InvalidRequest(m));
         if self.messages.is_empty() {
             return invalid("at least one message is needed".into());
         }
-        if self.messages.len() > MAX_MESSAGES {
-            return too_large(format!("{} messages; at most {MAX_MESSAGES}", self.messages.len()));
-        }
-        let parts: usize = self.messages.iter().map(|m| m.parts.len()).sum();
-        if parts > MAX_PARTS {
-            return too_large(format!("{parts} parts; at most {MAX_PARTS} in all"));
-        }
-        if self.tools.len() > MAX_TOOLS {
-            return too_large(format!("{} tools; at most {MAX_TOOLS}", self.tools.len()));
-        }
-        if self.system.len() > MAX_SYSTEM_BYTES {
-            return too_large(format!("the system prompt is over {MAX_SYSTEM_BYTES} bytes"));
-        }
-        let mut text = self.system.len();
+        let mut weight = Weight {
+            messages: self.messages.len(),
+            parts: self.messages.iter().map(|m| m.parts.len()).sum(),
+            tools: self.tools.len(),
+            system: self.system.len(),
+            text: self.system.len(),
+        };
+        weight.check()?;
         for (i, m) in self.messages.iter().enumerate() {
             if m.parts.is_empty() {
                 return invalid(format!("messages[{i}] has no part"));
@@ -304,9 +299,9 @@ impl Request {
             }
             for (j, p) in m.parts.iter().enumerate() {
                 match (m.role, p) {
-                    (_, Part::Text(t)) => text += t.len(),
+                    (_, Part::Text(t)) => weight.add_text(t.len())?,
                     (Role::Assistant, Part::ToolCall(c)) => {
-                        text += c.id.len() + c.name.len() + c.arguments_json.len();
+                        weight.add_text(c.id.len() + c.name.len() + c.arguments_json.len())?;
                         if c.id.is_empty() || c.id.len() > MAX_CALL_ID_BYTES {
                             return invalid(format!(
                                 "messages[{i}].parts[{j}]: a call id is 1 to {MAX_CALL_ID_BYTES} bytes"
@@ -320,7 +315,7 @@ impl Request {
                         }
                     }
                     (Role::User, Part::ToolResult(r)) => {
-                        text += r.call_id.len() + r.content.len();
+                        weight.add_text(r.call_id.len() + r.content.len())?;
                         if r.call_id.is_empty() || r.call_id.len() > MAX_CALL_ID_BYTES {
                             return invalid(format!(
                                 "messages[{i}].parts[{j}]: a call id is 1 to {MAX_CALL_ID_BYTES} bytes"
@@ -349,19 +344,10 @@ impl Request {
             if !names.insert(t.name.as_str()) {
                 return invalid(format!("tools[{i}]: {:?} is defined twice", t.name));
             }
-            if t.description.len() > MAX_DESCRIPTION_BYTES {
-                return too_large(format!("tools[{i}].description is over {MAX_DESCRIPTION_BYTES} bytes"));
-            }
-            if t.input_schema_json.len() > MAX_SCHEMA_BYTES {
-                return too_large(format!("tools[{i}].input-schema-json is over {MAX_SCHEMA_BYTES} bytes"));
-            }
+            weight.add_tool(i, t.name.len(), t.description.len(), t.input_schema_json.len())?;
             if !serde_json::from_str::<serde_json::Value>(&t.input_schema_json).is_ok_and(|v| v.is_object()) {
                 return invalid(format!("tools[{i}].input-schema-json is not a JSON object"));
             }
-            text += t.name.len() + t.description.len() + t.input_schema_json.len();
-        }
-        if text > MAX_REQUEST_TEXT_BYTES {
-            return too_large(format!("{text} bytes of text; at most {MAX_REQUEST_TEXT_BYTES} in all"));
         }
         match &self.tool_choice {
             ToolChoice::Required if self.tools.is_empty() => {

@@ -39,7 +39,7 @@ pub const MAX_PAGE: u32 = 64;
 
 /// The functions whose writes take a turn-scoped idempotency key, one index sequence each.
 #[derive(Debug, Clone, Copy)]
-enum Keyed {
+pub(super) enum Keyed {
     CreateTask,
     RegisterWait,
     CreateGoal,
@@ -160,7 +160,81 @@ impl Host for AgentCtx {
     }
 
     fn register_wait(&mut self, sources: Vec<String>, mode: WaitMode, goal_id: Option<String>) -> Result<Wait, Error> {
-        let (turn, key) = self.keyed_write(Keyed::RegisterWait)?;
+        let keyed = self.keyed_write(Keyed::RegisterWait)?;
+        self.registered_wait(keyed, sources, mode, goal_id)
+    }
+
+    fn read_wait(&mut self, wait_id: String) -> Result<Wait, Error> {
+        let turn = self.read()?;
+        let acting = Acting::Agent(turn.actor);
+        let wait = self
+            .db(|db| db.read_agent_wait(&turn.caller, &acting, &wait_id))
+            .map_err(refusal)?;
+        Ok(wait_of(wait))
+    }
+
+    fn cancel_wait(&mut self, wait_id: String) -> Result<Wait, Error> {
+        let turn = self.write()?;
+        let acting = Acting::Agent(turn.actor);
+        let wait = self
+            .db(|db| db.cancel_agent_wait(&turn.caller, &acting, &wait_id))
+            .map_err(refusal)?;
+        Ok(wait_of(wait.value))
+    }
+
+    fn create_goal(&mut self, goal: NewGoal) -> Result<Goal, Error> {
+        let keyed = self.keyed_write(Keyed::CreateGoal)?;
+        self.created_goal(keyed, goal)
+    }
+
+    fn get_goal(&mut self, goal_id: String) -> Result<Goal, Error> {
+        let turn = self.read()?;
+        let acting = Acting::Agent(turn.actor);
+        let goal = self
+            .db(|db| db.get_goal(&turn.caller, &acting, &goal_id))
+            .map_err(refusal)?;
+        Ok(goal_of(goal))
+    }
+
+    fn checkpoint_goal(
+        &mut self,
+        goal_id: String,
+        expected_revision: u64,
+        plan: Vec<PlanStep>,
+        note: String,
+    ) -> Result<Goal, Error> {
+        let keyed = self.keyed_write(Keyed::CheckpointGoal)?;
+        self.checkpointed_goal(keyed, goal_id, expected_revision, plan, note)
+    }
+
+    fn complete_goal(&mut self, goal_id: String) -> Result<Goal, Error> {
+        let turn = self.write()?;
+        let acting = Acting::Agent(turn.actor);
+        let goal = self
+            .db(|db| db.complete_goal(&turn.caller, &acting, &goal_id))
+            .map_err(refusal)?;
+        Ok(goal_of(goal.value))
+    }
+
+    fn get_attention_event(&mut self, event_id: String) -> Result<AttentionEvent, Error> {
+        let turn = self.read()?;
+        let acting = Acting::Agent(turn.actor);
+        let event = self
+            .db(|db| db.get_attention_event(&turn.caller, &acting, &event_id))
+            .map_err(refusal)?;
+        Ok(event_of(event))
+    }
+}
+
+impl AgentCtx {
+    /// `register-wait` under its key (see [`Self::keyed_write`]), its arguments copied.
+    pub(super) fn registered_wait(
+        &mut self,
+        (turn, key): (TurnCtx, String),
+        sources: Vec<String>,
+        mode: WaitMode,
+        goal_id: Option<String>,
+    ) -> Result<Wait, Error> {
         let new = NewWait {
             sources,
             mode: match mode {
@@ -183,26 +257,8 @@ impl Host for AgentCtx {
         Ok(wait_of(wait))
     }
 
-    fn read_wait(&mut self, wait_id: String) -> Result<Wait, Error> {
-        let turn = self.read()?;
-        let acting = Acting::Agent(turn.actor);
-        let wait = self
-            .db(|db| db.read_agent_wait(&turn.caller, &acting, &wait_id))
-            .map_err(refusal)?;
-        Ok(wait_of(wait))
-    }
-
-    fn cancel_wait(&mut self, wait_id: String) -> Result<Wait, Error> {
-        let turn = self.write()?;
-        let acting = Acting::Agent(turn.actor);
-        let wait = self
-            .db(|db| db.cancel_agent_wait(&turn.caller, &acting, &wait_id))
-            .map_err(refusal)?;
-        Ok(wait_of(wait.value))
-    }
-
-    fn create_goal(&mut self, goal: NewGoal) -> Result<Goal, Error> {
-        let (turn, key) = self.keyed_write(Keyed::CreateGoal)?;
+    /// `create-goal` under its key, its arguments copied.
+    pub(super) fn created_goal(&mut self, (turn, key): (TurnCtx, String), goal: NewGoal) -> Result<Goal, Error> {
         let new = StoreNewGoal {
             title: goal.title,
             completion_intent: goal.completion_intent,
@@ -216,23 +272,15 @@ impl Host for AgentCtx {
         Ok(goal_of(goal.value))
     }
 
-    fn get_goal(&mut self, goal_id: String) -> Result<Goal, Error> {
-        let turn = self.read()?;
-        let acting = Acting::Agent(turn.actor);
-        let goal = self
-            .db(|db| db.get_goal(&turn.caller, &acting, &goal_id))
-            .map_err(refusal)?;
-        Ok(goal_of(goal))
-    }
-
-    fn checkpoint_goal(
+    /// `checkpoint-goal` under its key, its arguments copied.
+    pub(super) fn checkpointed_goal(
         &mut self,
+        (turn, key): (TurnCtx, String),
         goal_id: String,
         expected_revision: u64,
         plan: Vec<PlanStep>,
         note: String,
     ) -> Result<Goal, Error> {
-        let (turn, key) = self.keyed_write(Keyed::CheckpointGoal)?;
         let checkpoint = GoalCheckpoint {
             goal: goal_id,
             expected_revision,
@@ -244,24 +292,6 @@ impl Host for AgentCtx {
             .db(|db| db.checkpoint_goal(&turn.caller, &acting, &checkpoint, &key))
             .map_err(refusal)?;
         Ok(goal_of(goal.value))
-    }
-
-    fn complete_goal(&mut self, goal_id: String) -> Result<Goal, Error> {
-        let turn = self.write()?;
-        let acting = Acting::Agent(turn.actor);
-        let goal = self
-            .db(|db| db.complete_goal(&turn.caller, &acting, &goal_id))
-            .map_err(refusal)?;
-        Ok(goal_of(goal.value))
-    }
-
-    fn get_attention_event(&mut self, event_id: String) -> Result<AttentionEvent, Error> {
-        let turn = self.read()?;
-        let acting = Acting::Agent(turn.actor);
-        let event = self
-            .db(|db| db.get_attention_event(&turn.caller, &acting, &event_id))
-            .map_err(refusal)?;
-        Ok(event_of(event))
     }
 }
 
@@ -289,7 +319,7 @@ impl AgentCtx {
     /// The turn and the idempotency key of one more write of `what`. The index is spent
     /// whatever the outcome: a refused write is an intentional operation too, and a retried
     /// turn makes the same calls in the same order.
-    fn keyed_write(&mut self, what: Keyed) -> Result<(TurnCtx, String), Error> {
+    pub(super) fn keyed_write(&mut self, what: Keyed) -> Result<(TurnCtx, String), Error> {
         let turn = self.write()?;
         let counts = &mut self.calls.delegation_keys;
         let slot = match what {

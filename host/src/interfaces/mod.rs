@@ -16,15 +16,18 @@
 //! by [`check_imports`], which names the import.
 
 pub mod bindings;
+pub mod bounded;
 pub mod checkpoint;
 pub mod context;
 pub mod conversations;
 pub mod credentials;
 pub mod delegation;
+mod delegation_lists;
 mod frozen;
 pub mod journal;
 pub mod metering;
 pub mod model;
+mod model_request;
 pub mod snapshot;
 pub mod tools;
 mod v0_1;
@@ -99,6 +102,7 @@ where
     model::add_to_linker(linker)?;
     tools::add_to_linker(linker)?;
     new::delegation::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
+    delegation_lists::add_to_linker(linker)?;
     v2::snapshot::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     v2::credentials::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;
     v2::checkpoint::add_to_linker::<T, HasSelf<AgentCtx>>(linker, ctx::<T>)?;

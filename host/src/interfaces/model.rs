@@ -9,6 +9,9 @@
 //! that, the gateway gives up itself [`TURN_MARGIN`] ahead of the clock with `unavailable`, so a
 //! hanging provider is a typed error the agent sees, not a lost turn.
 //!
+//! A request is weighed in the guest's memory and refused past its bounds before the host copies
+//! it ([`model_request`]).
+//!
 //! Per turn at most [`MAX_COMPLETIONS_PER_TURN`] `complete` and [`MAX_ESTIMATES_PER_TURN`]
 //! `estimate` calls; past them, `invalid-request` naming the bound.
 
@@ -20,6 +23,7 @@ use wasmtime::component::Linker;
 use super::bindings::v0_3::ahp::agent::metering::BudgetState;
 use super::bindings::v0_3::ahp::agent::model as wit;
 use super::context::{AgentCtx, Metered};
+use super::model_request::{self, GuestRequest};
 use crate::gateway::{self, Gateway, TURN_MARGIN};
 
 /// `complete` calls one turn may make: an agent loop of many steps, each a durable reservation
@@ -37,7 +41,7 @@ pub(crate) fn add_to_linker<T: Metered>(linker: &mut Linker<T>) -> wasmtime::Res
     })?;
     inst.func_wrap(
         "estimate",
-        |mut cx: StoreContextMut<'_, T>, (request,): (wit::Request,)| {
+        |mut cx: StoreContextMut<'_, T>, (request,): (GuestRequest,)| {
             let st = cx.data_mut().agent();
             st.calls.estimates += 1;
             if st.calls.estimates > MAX_ESTIMATES_PER_TURN {
@@ -45,9 +49,13 @@ pub(crate) fn add_to_linker<T: Metered>(linker: &mut Linker<T>) -> wasmtime::Res
                     "more than {MAX_ESTIMATES_PER_TURN} estimate calls in one turn"
                 ))),));
             }
+            let request = match model_request::read(&mut cx, &request)? {
+                Ok(request) => request,
+                Err(refused) => return Ok((Err(error(refused)),)),
+            };
             T::settle(&mut cx)?;
             let st = cx.data_mut().agent();
-            let estimate = gateway_of(st).estimate(&from_wit(request));
+            let estimate = gateway_of(st).estimate(&request);
             Ok((estimate
                 .map(|p| wit::Reservation {
                     input_tokens: p.input_tokens_bound,
@@ -59,7 +67,7 @@ pub(crate) fn add_to_linker<T: Metered>(linker: &mut Linker<T>) -> wasmtime::Res
     )?;
     inst.func_wrap_async(
         "complete",
-        |mut cx: StoreContextMut<'_, T>, (request,): (wit::Request,)| {
+        |mut cx: StoreContextMut<'_, T>, (request,): (GuestRequest,)| {
             Box::new(async move {
                 let st = cx.data_mut().agent();
                 st.calls.completions += 1;
@@ -68,6 +76,10 @@ pub(crate) fn add_to_linker<T: Metered>(linker: &mut Linker<T>) -> wasmtime::Res
                         "more than {MAX_COMPLETIONS_PER_TURN} complete calls in one turn"
                     ))),));
                 }
+                let request = match model_request::read(&mut cx, &request)? {
+                    Ok(request) => request,
+                    Err(refused) => return Ok((Err(error(refused)),)),
+                };
                 T::settle(&mut cx)?;
                 let st = cx.data_mut().agent();
                 // An activation's held writes (a credential's audit, its spend) are durable before
@@ -81,7 +93,7 @@ pub(crate) fn add_to_linker<T: Metered>(linker: &mut Linker<T>) -> wasmtime::Res
                 let deadline = (st.turn_started + st.wall_clock_per_turn)
                     .checked_sub(TURN_MARGIN)
                     .unwrap_or_else(Instant::now);
-                let (gateway, request) = (gateway_of(st), from_wit(request));
+                let gateway = gateway_of(st);
                 let result = gateway.complete(&request, deadline).await;
                 // The charge (or a release) changed the budget: cut the fuel left to match.
                 let remaining = match &result {
@@ -146,56 +158,6 @@ fn model_info(m: gateway::ModelInfo) -> wit::ModelInfo {
             cache_read: m.prices.cache_read,
             cache_write: m.prices.cache_write,
         },
-    }
-}
-
-fn from_wit(r: wit::Request) -> gateway::Request {
-    gateway::Request {
-        model: r.model,
-        system: r.system,
-        messages: r
-            .messages
-            .into_iter()
-            .map(|m| gateway::Message {
-                role: match m.role {
-                    wit::Role::User => gateway::Role::User,
-                    wit::Role::Assistant => gateway::Role::Assistant,
-                },
-                parts: m.parts.into_iter().map(part_from_wit).collect(),
-            })
-            .collect(),
-        tools: r
-            .tools
-            .into_iter()
-            .map(|t| gateway::ToolDefinition {
-                name: t.name,
-                description: t.description,
-                input_schema_json: t.input_schema_json,
-            })
-            .collect(),
-        tool_choice: match r.tool_choice {
-            wit::ToolChoice::Auto => gateway::ToolChoice::Auto,
-            wit::ToolChoice::None => gateway::ToolChoice::None,
-            wit::ToolChoice::Required => gateway::ToolChoice::Required,
-            wit::ToolChoice::Tool(name) => gateway::ToolChoice::Tool(name),
-        },
-        max_output_tokens: r.max_output_tokens,
-    }
-}
-
-fn part_from_wit(p: wit::Part) -> gateway::Part {
-    match p {
-        wit::Part::Text(t) => gateway::Part::Text(t),
-        wit::Part::ToolCall(c) => gateway::Part::ToolCall(gateway::ToolCall {
-            id: c.id,
-            name: c.name,
-            arguments_json: c.arguments_json,
-        }),
-        wit::Part::ToolResult(r) => gateway::Part::ToolResult(gateway::ToolResult {
-            call_id: r.call_id,
-            content: r.content,
-            is_error: r.is_error,
-        }),
     }
 }
 

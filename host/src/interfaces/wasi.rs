@@ -33,6 +33,8 @@ use wasmtime::StoreContextMut;
 use wasmtime_wasi::WasiView;
 use wasmtime_wasi_http::WasiHttpView;
 
+mod fields;
+
 /// Longest authority (`host:port`) or method an outgoing request may be given: real ones are
 /// at most a few hundred bytes. Each is part of a resource-table entry the host holds for the
 /// guest (see `sandbox::host_resources`).
@@ -133,6 +135,7 @@ pub(crate) fn add_to_linker<S: WasiView + WasiHttpView + 'static>(l: &mut Linker
     // `wasi:io`: every wait on the network is a future the turn's timeout can drop).
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(l)?;
     bound_request_names(l)?;
+    bound_fields(l)?;
     Ok(())
 }
 
@@ -167,6 +170,64 @@ fn bound_request_names<S: WasiHttpView + 'static>(l: &mut Linker<S>) -> wasmtime
                 return Ok((Err(()),));
             }
             Ok((cx.data_mut().http().set_method(req, method)?,))
+        },
+    )?;
+    l.allow_shadowing(false);
+    Ok(())
+}
+
+/// Replaces `[static]fields.from-list`, `[method]fields.set` and `[method]fields.append` with
+/// versions that weigh their entries in the guest's memory before copying them (see
+/// `interfaces::bounded`): every entry is counted as wasmtime counts a new one (its name and
+/// value plus their `HeaderName` and `HeaderValue` structs), and a call whose entries alone
+/// exceed the field-size limit ([`FIELD_SIZE_LIMIT`]) is refused with `header-error.forbidden`
+/// before anything is copied. wasmtime-wasi-http then applies its own limit to the fields as a
+/// whole, and a call that would take them past it is refused the same way instead of trapping.
+fn bound_fields<S: WasiHttpView + 'static>(l: &mut Linker<S>) -> wasmtime::Result<()> {
+    use wasmtime::component::{Resource, WasmList, WasmStr};
+    use wasmtime_wasi_http::FieldMap;
+    use wasmtime_wasi_http::p2::bindings::http::types::{HeaderError, HostFields as _};
+
+    type Fields = Resource<FieldMap>;
+    l.allow_shadowing(true);
+    let mut types = l.instance(HTTP_TYPES)?;
+    types.func_wrap(
+        "[static]fields.from-list",
+        |mut cx: StoreContextMut<'_, S>,
+         (entries,): (WasmList<(WasmStr, WasmList<u8>)>,)|
+         -> wasmtime::Result<(Result<Fields, HeaderError>,)> {
+            let Some(entries) = fields::entries(&mut cx, &entries)? else {
+                return Ok((Err(HeaderError::Forbidden),));
+            };
+            let mut http = cx.data_mut().http();
+            let made = http.from_list(entries);
+            Ok((fields::outcome(&mut http, made)?,))
+        },
+    )?;
+    types.func_wrap(
+        "[method]fields.set",
+        |mut cx: StoreContextMut<'_, S>,
+         (fields, name, values): (Fields, WasmStr, WasmList<WasmList<u8>>)|
+         -> wasmtime::Result<(Result<(), HeaderError>,)> {
+            let Some((name, values)) = fields::values(&mut cx, &name, &values)? else {
+                return Ok((Err(HeaderError::Forbidden),));
+            };
+            let mut http = cx.data_mut().http();
+            let set = http.set(fields, name, values);
+            Ok((fields::outcome(&mut http, set)?,))
+        },
+    )?;
+    types.func_wrap(
+        "[method]fields.append",
+        |mut cx: StoreContextMut<'_, S>,
+         (fields, name, value): (Fields, WasmStr, WasmList<u8>)|
+         -> wasmtime::Result<(Result<(), HeaderError>,)> {
+            let Some((name, value)) = fields::value(&mut cx, &name, &value)? else {
+                return Ok((Err(HeaderError::Forbidden),));
+            };
+            let mut http = cx.data_mut().http();
+            let appended = http.append(fields, name, value);
+            Ok((fields::outcome(&mut http, appended)?,))
         },
     )?;
     l.allow_shadowing(false);

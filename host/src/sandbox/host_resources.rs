@@ -24,13 +24,21 @@
 //!   against the egress ceiling, so it is at most the tier's `egress_bytes` over the
 //!   sandbox's life.
 //!
+//! - What one host call copies in from the guest's memory (its arguments) is at most
+//!   [`hostcall_copy_bytes`]: the memory ceiling, at most [`MAX_HOSTCALL_COPY_BYTES`]
+//!   (wasmtime's per-call copy budget, `Store::set_hostcall_fuel`, which the sandbox sets; its
+//!   default is 128 MiB whatever the tier). A guest makes one call at a time, so this is held
+//!   once. The imports whose arguments are lists of strings or lists are weighed in the
+//!   guest's memory against their own, far smaller, bounds before anything is copied
+//!   (`interfaces::bounded`); the budget bounds the rest.
+//!
 //! So a guest can make its host hold at most its memory ceiling in table entries, plus a fixed
 //! overhead: [`ENTRY_OVERHEAD_BYTES`] of bookkeeping per entry, the guest log
-//! ([`MAX_GUEST_LOG_BYTES`](super::MAX_GUEST_LOG_BYTES)) and the egress ceiling;
-//! [`host_bytes_bound`] is that sum (nano: 32 MiB + 4.4 MiB). A guest that asks for one entry
-//! more traps (wasmtime's `ResourceTableError::Full`), and the turn ends with
-//! `ceiling_exceeded` naming `host_resources`, under the same breach policy as every other
-//! ceiling.
+//! ([`MAX_GUEST_LOG_BYTES`](super::MAX_GUEST_LOG_BYTES)), the egress ceiling and one call's
+//! arguments; [`host_bytes_bound`] is that sum (nano: 32 MiB + 32 MiB + 4.4 MiB). A guest that
+//! asks for one entry more (wasmtime's `ResourceTableError::Full`), or whose call would copy
+//! more than the budget, traps, and the turn ends with `ceiling_exceeded` naming
+//! `host_resources`, under the same breach policy as every other ceiling.
 
 use wasmtime::component::ResourceTableError;
 
@@ -57,26 +65,46 @@ pub const BODY_CHUNK_BYTES: usize = 64 * 1024;
 /// boxed resource struct, a request's scheme/method/options), over-estimated.
 pub const ENTRY_OVERHEAD_BYTES: u64 = 1024;
 
+/// The most [`hostcall_copy_bytes`] allows, whatever the tier: the largest legitimate call (a
+/// `large` checkpoint of 16 MiB) fits four times over.
+pub const MAX_HOSTCALL_COPY_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What one host call of a sandbox under `ceilings` may copy in from the guest: its memory
+/// ceiling, at most [`MAX_HOSTCALL_COPY_BYTES`].
+pub fn hostcall_copy_bytes(ceilings: &Ceilings) -> usize {
+    usize::try_from(ceilings.memory_bytes.min(MAX_HOSTCALL_COPY_BYTES)).unwrap_or(usize::MAX)
+}
+
 /// Most resource-table entries a sandbox under `ceilings` may hold at once: its memory ceiling
 /// divided by [`MAX_ENTRY_BYTES`].
 pub fn table_capacity(ceilings: &Ceilings) -> usize {
     usize::try_from(ceilings.memory_bytes / MAX_ENTRY_BYTES).unwrap_or(usize::MAX)
 }
 
-/// The most host memory a guest under `ceilings` can make its host hold through resources:
-/// the memory ceiling (a full table of the largest entries), the per-entry overhead, the guest
-/// log and what the network may send it (the egress ceiling).
+/// The most host memory a guest under `ceilings` can make its host hold: the memory ceiling
+/// in resources (a full table of the largest entries), the per-entry overhead, the guest log,
+/// what the network may send it (the egress ceiling) and one call's arguments.
 pub fn host_bytes_bound(ceilings: &Ceilings) -> u64 {
     let entries = table_capacity(ceilings) as u64;
-    entries * (MAX_ENTRY_BYTES + ENTRY_OVERHEAD_BYTES) + super::MAX_GUEST_LOG_BYTES as u64 + ceilings.egress_bytes
+    entries * (MAX_ENTRY_BYTES + ENTRY_OVERHEAD_BYTES)
+        + super::MAX_GUEST_LOG_BYTES as u64
+        + ceilings.egress_bytes
+        + hostcall_copy_bytes(ceilings) as u64
 }
 
-/// Whether a guest call failed because the sandbox's resource table was full.
-pub(crate) fn is_table_full(e: &wasmtime::Error) -> bool {
+/// Whether a guest call failed because the sandbox's resource table was full, or because a
+/// host call would have copied more than [`hostcall_copy_bytes`] (wasmtime's error type for
+/// that is private: it is recognised by its text).
+pub(crate) fn is_host_resources_breach(e: &wasmtime::Error) -> bool {
+    let text = format!("{e:#}");
     e.chain()
         .any(|c| matches!(c.downcast_ref::<ResourceTableError>(), Some(ResourceTableError::Full)))
-        || format!("{e:#}").contains(&ResourceTableError::Full.to_string())
+        || text.contains(&ResourceTableError::Full.to_string())
+        || text.contains(COPY_BUDGET_SPENT)
 }
+
+/// What wasmtime 48 says when a call's copy budget is spent.
+const COPY_BUDGET_SPENT: &str = "fuel allocated for hostcalls has been exhausted";
 
 #[cfg(test)]
 mod tests {
@@ -96,18 +124,28 @@ mod tests {
         let nano = Tier::Nano.limits();
         assert_eq!(
             host_bytes_bound(nano),
-            32 * 1024 * 1024 + 128 * 1024 + 256 * 1024 + 4 * 1024 * 1024
+            32 * 1024 * 1024 + 128 * 1024 + 256 * 1024 + 4 * 1024 * 1024 + 32 * 1024 * 1024
         );
+        // One call may copy the memory ceiling, at most 64 MiB; a large checkpoint fits.
+        assert_eq!(hostcall_copy_bytes(nano), 32 * 1024 * 1024);
+        let large = Tier::Large.limits();
+        assert_eq!(hostcall_copy_bytes(large), 64 * 1024 * 1024);
+        assert!(large.checkpoint_bytes <= MAX_HOSTCALL_COPY_BYTES / 4);
     }
 
     #[test]
-    fn a_full_table_is_recognised_through_context() {
+    fn a_full_table_and_a_spent_copy_budget_are_recognised_through_context() {
         let mut table = wasmtime::component::ResourceTable::new();
         table.set_max_capacity(1);
         table.push(1u8).unwrap();
         let err = table.push(2u8).unwrap_err();
         let e = wasmtime::Error::from(err).context("[new_fields] pushing fields");
-        assert!(is_table_full(&e));
-        assert!(!is_table_full(&wasmtime::format_err!("something else")));
+        assert!(is_host_resources_breach(&e));
+        assert!(!is_host_resources_breach(&wasmtime::format_err!("something else")));
+        // wasmtime's own words when a call's copy budget is spent.
+        let spent = wasmtime::format_err!(
+            "too much data is being copied between the host and the guest: fuel allocated for hostcalls has been exhausted"
+        );
+        assert!(is_host_resources_breach(&spent.context("lifting the arguments")));
     }
 }

@@ -235,6 +235,8 @@ impl Sandboxes {
         }
         let mut store = wasmtime::Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
+        // What one host call may copy in from the guest (see `host_resources`).
+        store.set_hostcall_fuel(host_resources::hostcall_copy_bytes(&ceilings));
         // Hand fuel out an interval at a time, so that the fuel burnt reaches the Store even in
         // a call-free loop: what the epoch callback, the settlements and a wall-clock trap see.
         store
@@ -430,7 +432,9 @@ async fn run(
                     Some(Trap::OutOfFuel) => RunOutcome::BudgetExhausted,
                     Some(Trap::StackOverflow) => RunOutcome::CeilingExceeded(Ceiling::Stack),
                     Some(Trap::Interrupt) => RunOutcome::CeilingExceeded(Ceiling::WallClock),
-                    _ if host_resources::is_table_full(&e) => RunOutcome::CeilingExceeded(Ceiling::HostResources),
+                    _ if host_resources::is_host_resources_breach(&e) => {
+                        RunOutcome::CeilingExceeded(Ceiling::HostResources)
+                    }
                     _ => count_ceiling(&e).map_or_else(
                         || RunOutcome::Trapped(truncate(&one_line(&e), MAX_GUEST_MESSAGE_BYTES)),
                         RunOutcome::CeilingExceeded,

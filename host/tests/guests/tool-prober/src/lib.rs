@@ -51,7 +51,11 @@ impl Agent for ToolProber {
             }
             "count-calls" => {
                 let mut parts = rest.splitn(3, ' ');
-                let n: u32 = parts.next().unwrap_or("").parse().map_err(|_| "count-calls needs a number")?;
+                let n: u32 = parts
+                    .next()
+                    .unwrap_or("")
+                    .parse()
+                    .map_err(|_| "count-calls needs a number")?;
                 let name = parts.next().unwrap_or("");
                 let args = parts.next().unwrap_or("{}");
                 count(n, || tools::call(name, args).map(drop))
@@ -75,7 +79,11 @@ impl Agent for ToolProber {
 fn list() -> String {
     match tools::list() {
         Ok(tools) => {
-            let names: Vec<String> = tools.iter().take(8).map(|t| format!("{}@{}", t.name, t.server)).collect();
+            let names: Vec<String> = tools
+                .iter()
+                .take(8)
+                .map(|t| format!("{}@{}", t.name, t.server))
+                .collect();
             format!("{} tools: {}", tools.len(), names.join(" "))
         }
         Err(e) => error(&e),
