@@ -12,7 +12,7 @@
 //!
 //! | import | bound checked before the copy |
 //! |---|---|
-//! | `ahp:agent/model` `estimate`, `complete` | `request`: the gateway's [`Weight`](crate::gateway::Weight) (1,024 messages, 4,096 parts, 128 tools, 4 MiB of text in all), a 64-byte model id and tool-choice name — `too-large` ([`super::model_request`]) |
+//! | `ahp:agent/model` `estimate`, `complete` | `request`: the gateway's [`Weight`](crate::gateway::Weight) (1,024 messages, 4,096 parts, 128 tools, 4 MiB of text in all), a 64-byte model id and tool-choice name — `too-large` (`interfaces::model_request`) |
 //! | `ahp:agent/delegation` `register-wait` | 1..8 sources of at most [`MAX_ID_BYTES`] — `invalid` |
 //! | `ahp:agent/delegation` `create-goal` | 200-byte title, 4 KiB intent, 32 steps of 200-byte titles, an id — `invalid` |
 //! | `ahp:agent/delegation` `checkpoint-goal` | an id, 32 steps of 200-byte titles, a 4 KiB note — `invalid` |
@@ -20,12 +20,14 @@
 //!
 //! Every other import of every linked version (`@0.1.0`, `@0.2.0`, `@0.3.0`, WASI 0.2) takes a
 //! fixed number of strings and byte lists (at most four: `delegation.create-task`'s
-//! `new-task`), or lists of scalars; what those may copy in one call is bounded by wasmtime's
+//! `new-task`), or lists of scalars or handles (`wasi:io/poll.poll`) — but for
+//! `wasi:sockets/udp`'s `outgoing-datagram-stream.send`, which no guest can reach (the sandbox
+//! creates no socket); what those may copy in one call is bounded by wasmtime's
 //! per-call copy budget, which the sandbox sets from the tier
 //! ([`hostcall_copy_bytes`](crate::sandbox::host_resources::hostcall_copy_bytes)). A call past
 //! that budget traps, and the turn ends with `ceiling_exceeded` naming `host_resources`.
 //!
-//! While a list is weighed the copy budget is lifted ([`weighing`]): lifting a lazy element
+//! While a list is weighed the copy budget is lifted (`weighing`): lifting a lazy element
 //! charges its strings' lengths to the budget without copying them, and the bound being checked
 //! is far below it. Reading a [`WasmStr`]'s length validates its UTF-8 in place (no copy); the
 //! walk stops at the first string past its bound, so a call scans at most the bound plus one

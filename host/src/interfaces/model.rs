@@ -10,7 +10,7 @@
 //! hanging provider is a typed error the agent sees, not a lost turn.
 //!
 //! A request is weighed in the guest's memory and refused past its bounds before the host copies
-//! it ([`model_request`]).
+//! it (`model_request`).
 //!
 //! Per turn at most [`MAX_COMPLETIONS_PER_TURN`] `complete` and [`MAX_ESTIMATES_PER_TURN`]
 //! `estimate` calls; past them, `invalid-request` naming the bound.
