@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::rss;
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -910,26 +912,6 @@ fn resource_hoarder() {
 }
 
 /// `VmRSS` or `VmHWM` of this process, in bytes.
-fn proc_status_bytes(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
-    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kib * 1024
-}
-
-/// The number a probe printed after `key` (libtest may print it after its own `test … `).
-fn probe_value(stdout: &str, key: &str) -> u64 {
-    let rest = stdout
-        .split(key)
-        .nth(1)
-        .unwrap_or_else(|| panic!("no {key} in {stdout}"));
-    rest.chars()
-        .take_while(char::is_ascii_digit)
-        .collect::<String>()
-        .parse()
-        .unwrap()
-}
-
 /// Slack over a sandbox's documented host bound for the rest of the process during one
 /// activation: the guest's own linear memory (the hoarder touches ~1 MiB), the audit rows,
 /// allocator fragmentation.
@@ -949,33 +931,17 @@ fn hoarder_rss_probe() {
     );
     let tok = testing::activate_token(&h.db(), &h.key, &id).unwrap();
     // Reset the peak (VmHWM) to the current RSS, then take the peak over the activation.
-    std::fs::write("/proc/self/clear_refs", "5").unwrap();
-    let before = proc_status_bytes("VmRSS:");
+    let before = rss::reset_peak();
     let report = h.host.activate(&id, &tok).unwrap();
-    let peak = proc_status_bytes("VmHWM:");
+    let peak = rss::peak();
     assert_eq!(report.outcome, RunOutcome::CeilingExceeded(Ceiling::HostResources));
     println!("rss_growth_bytes={}", peak.saturating_sub(before));
 }
 
 #[test]
 fn host_rss_stays_bounded_while_a_guest_hoards_resources() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "hoarder_rss_probe",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let growth = probe_value(&stdout, "rss_growth_bytes=");
+    let stdout = rss::run_probe("hoarder_rss_probe");
+    let growth = rss::probe_value(&stdout, "rss_growth_bytes=");
     let bound = host_resources::host_bytes_bound(Tier::Nano.limits()) + PROCESS_SLACK_BYTES;
     // Before the ceiling the same guest grew the host by ~940 MB.
     assert!(growth <= bound, "peak RSS grew {growth} bytes; the bound is {bound}");
@@ -1321,8 +1287,7 @@ fn stress_probe() {
         })
         .collect();
     let inventory = serde_json::to_string(&inventory()).unwrap();
-    std::fs::write("/proc/self/clear_refs", "5").unwrap();
-    let before = proc_status_bytes("VmRSS:");
+    let before = rss::reset_peak();
     let started = std::time::Instant::now();
     let threads: Vec<_> = hostile
         .into_iter()
@@ -1401,7 +1366,7 @@ fn stress_probe() {
         "get_status p99 {p99:?} over 50 ms ({} reads)",
         latencies.len()
     );
-    let peak = proc_status_bytes("VmHWM:");
+    let peak = rss::peak();
     assert_eq!(sandboxes.live_count(), 0);
     println!("elapsed_ms={}", started.elapsed().as_millis());
     println!("rss_growth_bytes={}", peak.saturating_sub(before));
@@ -1410,23 +1375,8 @@ fn stress_probe() {
 
 #[test]
 fn fifty_hostile_guests_beside_honest_activations() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "stress_probe",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let value = |key: &str| probe_value(&stdout, key);
+    let stdout = rss::run_probe("stress_probe");
+    let value = |key: &str| rss::probe_value(&stdout, key);
     let growth = value("rss_growth_bytes=");
     let bound = stress_rss_bound(50);
     assert!(growth <= bound, "peak RSS grew {growth} bytes; the bound is {bound}");
@@ -1854,8 +1804,14 @@ fn aliasing_caller() {
     assert_eq!(h.activate(&id).outcome, RunOutcome::Returned);
     let (agent, cv, caller) = conversation_with(&h, &id);
     for (i, (body, want)) in [
-        ("alias register-wait 9 100", "register-wait x9: refused Invalid(\"sources: must name 1 to 8 tasks\")"),
-        ("alias estimate 2 3000000", "estimate x2: refused TooLarge(\"over 4194304 bytes of text in all\")"),
+        (
+            "alias register-wait 9 100",
+            "register-wait x9: refused Invalid(\"sources: must name 1 to 8 tasks\")",
+        ),
+        (
+            "alias estimate 2 3000000",
+            "estimate x2: refused TooLarge(\"over 4194304 bytes of text in all\")",
+        ),
         ("hello", "echo: hello"),
     ]
     .into_iter()

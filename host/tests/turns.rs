@@ -17,6 +17,9 @@
 //!   tier's bound, and answers its next message; a call of fixed arity past the per-call copy
 //!   budget is a `host_resources` breach.
 
+#[path = "common/rss.rs"]
+mod rss;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -776,13 +779,6 @@ mod aliasing {
     /// rows, the transcript, allocator fragmentation), as `sandbox.rs`'s hoarder allows.
     const PROCESS_SLACK_BYTES: u64 = 8 * 1024 * 1024;
 
-    fn proc_status_bytes(field: &str) -> u64 {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        let line = status.lines().find(|l| l.starts_with(field)).unwrap();
-        let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-        kib * 1024
-    }
-
     /// An aliasing-caller agent on `nano`, carried by `h`, alone in a conversation.
     fn caller(h: &Host) -> (String, String, String) {
         let (transfer, report) = h.activated("aliasing-caller", Tier::Nano);
@@ -799,9 +795,7 @@ mod aliasing {
         let h = host_with(CeilingCap::default());
         let (transfer, agent, cv) = caller(&h);
         assert_eq!(h.ask(&agent, &cv, "warm up").as_deref(), Some("echo: warm up"));
-        // Reset the peak (VmHWM) to the current RSS, then take the peak over the calls.
-        std::fs::write("/proc/self/clear_refs", "5").unwrap();
-        let before = proc_status_bytes("VmRSS:");
+        let before = rss::reset_peak();
         for (call, error, copies) in LIST_CALLS {
             for n in copies {
                 let reply = h.ask(&agent, &cv, &format!("alias {call} {n} {STRING_BYTES}"));
@@ -820,7 +814,7 @@ mod aliasing {
                 );
             }
         }
-        let peak = proc_status_bytes("VmHWM:");
+        let peak = rss::peak();
         // The agent goes on: it answers its next message.
         assert_eq!(h.ask(&agent, &cv, "still here").as_deref(), Some("echo: still here"));
         println!("rss_growth_bytes={}", peak.saturating_sub(before));
@@ -828,31 +822,8 @@ mod aliasing {
 
     #[test]
     fn every_list_call_refuses_aliased_copies_within_the_host_bound() {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "aliasing::aliasing_rss_probe",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let growth: u64 = stdout
-            .split("rss_growth_bytes=")
-            .nth(1)
-            .unwrap_or_else(|| panic!("no growth in {stdout}"))
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect::<String>()
-            .parse()
-            .unwrap();
+        let stdout = rss::run_probe("aliasing::aliasing_rss_probe");
+        let growth = rss::probe_value(&stdout, "rss_growth_bytes=");
         // The guest's own linear memory (the string lives there) and what it can make the host
         // hold. Copied before weighing, 7 copies alone were 112 MiB.
         let nano = Tier::Nano.limits();
