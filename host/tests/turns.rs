@@ -12,6 +12,8 @@
 //!   least recently used are parked to make room, and a resume-only sandbox is never parked;
 //! - `moves`: a move towards a host that died before the hand-over leaves the agent answering
 //!   from the host that carries it;
+//! - `lost_agent`: a turn whose spend the database refuses because another host carries the
+//!   agent now is cancelled, and nothing more is recorded for the agent;
 //! - `aliasing`: a guest passing one 16 MiB string as many aliased descriptors to every call
 //!   whose arguments hold lists is refused with a typed error, its host's memory within the
 //!   tier's bound, and answers its next message; a call of fixed arity past the per-call copy
@@ -751,6 +753,62 @@ mod moves {
         assert!(carried_here(&h, &t));
         assert_eq!(h.transcript(&cv).len(), 2, "answered");
         assert!(agents.carrier(&agent).is_some(), "still carried here");
+    }
+}
+
+mod lost_agent {
+    use super::*;
+
+    /// The `search_api` spend the prober's `report` calls recorded for `transfer`.
+    fn reports(h: &Host, transfer: &str) -> usize {
+        h.db()
+            .get_status(transfer)
+            .unwrap()
+            .events
+            .iter()
+            .filter(|e| e.kind == EventKind::UsageReported && e.detail["kind"] == "search_api")
+            .count()
+    }
+
+    #[test]
+    fn a_turn_whose_spend_is_refused_because_another_host_carries_the_agent_is_cancelled() {
+        let h = host_on_a_file();
+        // Small: its fuel and wall clock outlast the reports by far.
+        let (transfer, report) = h.activated("turn-prober", Tier::Small);
+        let agent = report.transfer.agent_id.unwrap();
+        let cv = h.conversation(&[&agent]);
+        h.post(&cv, "hammer report");
+        let agents = h.host.agents().clone();
+        let id = agent.clone();
+        let turn = std::thread::spawn(move || agents.drive(&id).unwrap());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while reports(&h, &transfer) == 0 {
+            assert!(Instant::now() < deadline, "the prober never reported");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // Another host carries the agent now, as a takeover records it.
+        rusqlite::Connection::open(h._dir.path().join("ahp.db"))
+            .unwrap()
+            .execute("UPDATE transfers SET host_id = 'host-b' WHERE id = ?1", [&transfer])
+            .unwrap();
+        let recorded = reports(&h, &transfer);
+        let drive = turn.join().unwrap();
+        assert_eq!(
+            (drive.consumed, drive.unknown),
+            (0, 0),
+            "nothing concluded here: {drive:?}"
+        );
+        assert_eq!(
+            reports(&h, &transfer),
+            recorded,
+            "spend recorded after the agent was lost"
+        );
+        assert!(h.host.agents().carrier(&agent).is_none(), "its carrier is dropped");
+        assert_eq!(
+            h.db().transfer(&transfer).unwrap().status,
+            TransferStatus::Active,
+            "losing the agent is not the agent's failure"
+        );
     }
 }
 

@@ -96,4 +96,17 @@ impl crate::db::Store {
         crate::hosts::check_carries(&tx, transfer, &me)?;
         load(&tx, transfer)
     }
+
+    /// Whether this host may act for `transfer` now, for an effect that commits nothing here
+    /// (an outgoing HTTP request): no other host carries it. One read by primary key.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::TransferNotFound`]; [`crate::Error::CarriedElsewhere`] when another host
+    /// carries the transfer.
+    pub fn check_carried_here(&mut self, transfer: &str) -> Result<()> {
+        crate::input::check_transfer_id(transfer)?;
+        let me = self.host_id().to_owned();
+        crate::hosts::check_carries(&self.autocommit(), transfer, &me)
+    }
 }

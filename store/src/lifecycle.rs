@@ -299,16 +299,29 @@ impl Store {
     /// late spend is still recorded so the account stays true. Every other state has nothing
     /// running to spend and is refused.
     ///
+    /// The host's meter spends only for the agents this host carries: a host that lost the
+    /// agent to another (a takeover, a move) records nothing more for it.
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for an amount outside 1..=[`MAX_USAGE_REPORT_MICRO_USD`] or a
-    /// malformed kind; [`Error::InvalidTransition`] as above.
+    /// malformed kind; [`Error::InvalidTransition`] as above; [`Error::CarriedElsewhere`] when
+    /// another host carries the transfer.
     pub fn report_usage(&mut self, transfer: &str, micro_usd: u64, kind: &str) -> Result<UsageReport> {
-        self.add_usage(transfer, micro_usd, kind, &TransferOwner::Operator)
+        let here = self.host_id().to_owned();
+        self.add_usage(transfer, micro_usd, kind, &TransferOwner::Operator, Some(&here))
     }
 
-    /// [`report_usage`](Self::report_usage) on a transfer of `caller`'s.
-    fn add_usage(&mut self, transfer: &str, micro_usd: u64, kind: &str, caller: &TransferOwner) -> Result<UsageReport> {
+    /// [`report_usage`](Self::report_usage) on a transfer of `caller`'s; with `carrier`, only
+    /// if no other host carries it.
+    fn add_usage(
+        &mut self,
+        transfer: &str,
+        micro_usd: u64,
+        kind: &str,
+        caller: &TransferOwner,
+        carrier: Option<&str>,
+    ) -> Result<UsageReport> {
         if micro_usd == 0 || micro_usd > MAX_USAGE_REPORT_MICRO_USD {
             return Err(Error::invalid(
                 "amountMicroUsd",
@@ -320,6 +333,9 @@ impl Store {
         let now = self.now();
         self.write(|tx| {
             let t = transfer::load_for(tx, transfer, caller)?;
+            if let Some(me) = carrier {
+                crate::hosts::check_carries(tx, transfer, me)?;
+            }
             add_spend(tx, &t, micro_usd, kind, now)
         })
     }
@@ -359,7 +375,7 @@ impl Store {
                 format!("{kind:?} is reserved to the host's meter; report another kind (e.g. model_tokens)"),
             ));
         }
-        self.add_usage(transfer, micro_usd, kind, caller)
+        self.add_usage(transfer, micro_usd, kind, caller, None)
     }
 
     /// Fails every activation left in progress by a host that stopped mid-activation (a crash,

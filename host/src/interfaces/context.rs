@@ -196,6 +196,10 @@ pub struct AgentCtx {
     /// The writes an activation's `resume` holds for the activation's end (see [`Journal`]);
     /// shared with the sandbox's HTTP egress, which records them before a request goes out.
     pub journal: Arc<Journal>,
+    /// Set when the store refused this sandbox's spend because another host carries the agent
+    /// now (a takeover, a move): the guest is stopped and its run ends `cancelled`, recording
+    /// nothing more for the agent here.
+    pub lost: Option<String>,
 }
 
 impl AgentCtx {
@@ -346,6 +350,7 @@ pub(crate) mod test_support {
         let db = crate::shared_store::share(db);
         let state = AgentCtx {
             journal: Arc::new(Journal::new(db.clone(), t.id.clone())),
+            lost: None,
             transfer: t.id.clone(),
             snapshot: Arc::new(snap),
             grants: grants.clone(),

@@ -113,6 +113,13 @@ fn report<T: Metered>(
         }
         Err(StoreError::InvalidInput { field, reason }) if field == "kind" => Ok(Err(Refusal::InvalidKind(reason))),
         Err(StoreError::InvalidInput { .. }) => Ok(Err(Refusal::InvalidAmount)),
+        Err(e @ StoreError::CarriedElsewhere { .. }) => {
+            // Another host carries the agent now: this one stops the guest and records nothing
+            // more for it (the run ends `cancelled`).
+            tracing::warn!(error = %e, "guest spend refused: the agent is carried elsewhere");
+            cx.data_mut().agent().lost = Some(e.to_string());
+            Err(wasmtime::format_err!("the host stopped the guest: {e}"))
+        }
         Err(e) => {
             // The transfer can no longer take spend (terminated meanwhile): stop the guest.
             T::external_spend(cx, 0)?;

@@ -4,7 +4,8 @@
 //!
 //! Every request goes through [`EgressHooks::send_request`] (the `WasiHttpHooks` hook). It is
 //! refused (`HTTP-request-denied`) unless its scheme, host and port are exactly those of a
-//! granted server — and never to a model endpoint's origin, which only the host's gateway
+//! granted server and this host still carries the agent (one read of the store: a host that
+//! lost the agent to another sends nothing for it) — and never to a model endpoint's origin, which only the host's gateway
 //! reaches (a guest calling it directly would bypass the meter); it is also refused once the guest has tried to pass the ceiling. The host
 //! name is resolved by the host and the connection pinned to an address the policy allows
 //! (`sandbox::pinned`; refused: `destination-IP-prohibited`). For a server the policy binds to a
@@ -212,6 +213,13 @@ impl WasiHttpHooks for EgressHooks {
             // The ceiling is over the sandbox's life: after a breach nothing more goes out.
             return refuse(HttpError::HttpRequestDenied);
         }
+        // A host that lost the agent to another (a takeover, a move) sends nothing for it.
+        if let Some(source) = &self.credentials
+            && let Err(e) = source.db.locked().check_carried_here(&source.transfer)
+        {
+            tracing::warn!(transfer = %source.transfer, error = %e, "egress denied: this host may no longer act for the agent");
+            return refuse(HttpError::HttpRequestDenied);
+        }
         // What an activation holds (a credential's audit) is durable before anything goes out.
         if let Some(Err(e)) = self.journal.as_ref().map(|j| j.flush()) {
             tracing::warn!(error = %e, "egress denied: the activation's audit could not be recorded");
@@ -362,6 +370,72 @@ mod tests {
         assert!(!ok("https://evil.example.com/"));
         assert!(!ok("https://other.example.com/"), "in the policy, not in the snapshot");
         assert!(!ok("ftp://inventory.example.com/"));
+    }
+
+    /// A request the hooks of a sandbox on `host` send to a local port where nothing listens:
+    /// refused before it goes out, or sent (and then refused by the network).
+    fn send_from(host: ahp_store::Store, transfer: &str, dir: &std::path::Path) -> Result<(), HttpError> {
+        let policy: crate::policy::Policy = serde_json::from_value(json!({
+            "servers": [{ "server": "http://127.0.0.1:9" }],
+            "allowNetworks": ["127.0.0.0/8"],
+        }))
+        .unwrap();
+        let snapshot = [ahp_store::McpServer {
+            server: "http://127.0.0.1:9/mcp".into(),
+            cred_ref: "r".into(),
+        }];
+        let source = CredentialSource {
+            vault: Arc::new(crate::vault::DirVault::open(dir.join("vault")).unwrap()),
+            db: crate::shared_store::share(host),
+            transfer: transfer.to_owned(),
+        };
+        let mut hooks = EgressHooks::new(
+            Arc::new(policy.grants(&snapshot)),
+            Arc::new(EgressMeter::new(1 << 20)),
+            Duration::from_secs(1),
+            Some(source),
+        );
+        let request = http::Request::get("http://127.0.0.1:9/mcp")
+            .body(http_body_util::Empty::new().map_err(|e| match e {}).boxed_unsync())
+            .unwrap();
+        let sent = hooks.send_request(request, None, Box::new(async { Ok(()) }));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(Box::into_pin(sent)).map(|_| ())
+    }
+
+    #[test]
+    fn a_host_that_no_longer_carries_the_agent_sends_nothing_for_it() {
+        use ahp_store::{Store, Tier, TokenKey};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ahp.db");
+        let key = TokenKey::random();
+        let open = |host: &str| {
+            Store::open(&path)
+                .unwrap()
+                .with_token_key(key.clone())
+                .with_host_id(host)
+                .unwrap()
+        };
+        // Host B began the activation: it carries the agent.
+        let mut b = open("host-b");
+        let snap = crate::testing::snapshot(0, json!({}));
+        let transfer = crate::testing::pushed(&mut b, &key, &snap, Tier::Nano, 1_000_000, "c").unwrap();
+        let token = crate::testing::activate_token(&b, &key, &transfer).unwrap();
+        b.begin_activation(&transfer, &token).unwrap();
+        // From host A, nothing goes out for it; from B the request goes out (and finds no
+        // server).
+        assert!(matches!(
+            send_from(open("host-a"), &transfer, dir.path()),
+            Err(HttpError::HttpRequestDenied)
+        ));
+        let from_b = send_from(b, &transfer, dir.path());
+        assert!(
+            !matches!(from_b, Err(HttpError::HttpRequestDenied) | Ok(())),
+            "{from_b:?}"
+        );
     }
 
     #[test]

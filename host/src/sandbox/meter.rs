@@ -238,6 +238,9 @@ pub(crate) fn settle(cx: &mut StoreContextMut<'_, SandboxState>) -> wasmtime::Re
             }
             Err(e) => {
                 tracing::warn!(transfer = %st.agent.transfer, error = %e, "compute spend refused; stopping the guest");
+                if matches!(e, ahp_store::Error::CarriedElsewhere { .. }) {
+                    st.agent.lost = Some(e.to_string());
+                }
                 st.meter.refused = Some(e.to_string());
                 st.meter.remaining_micro_usd = 0;
             }

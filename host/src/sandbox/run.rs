@@ -418,7 +418,7 @@ async fn run(
             // The whole error, wasm backtrace included, is for the operator's log; the event
             // log and the tool error get one line (`one_line`).
             tracing::warn!(transfer = %st.transfer(), error = ?e, "guest stopped");
-            if let Some(why) = stopped {
+            if let Some(why) = stopped.or_else(|| st.agent.lost.clone()) {
                 RunOutcome::Cancelled(why)
             } else if let Some(c) = st.limiter.breach {
                 RunOutcome::CeilingExceeded(c)

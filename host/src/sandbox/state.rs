@@ -125,6 +125,7 @@ impl SandboxState {
                 carriers: Weak::<NoCarriers>::new(),
                 tools,
                 journal,
+                lost: None,
             },
             meter: Meter::new(ceilings.fuel_per_turn),
             turn_started: Instant::now(),

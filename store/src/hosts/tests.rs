@@ -247,6 +247,24 @@ fn a_live_host_is_not_claimed_and_a_lapsed_one_is_claimed_once() {
         Err(Error::CarriedElsewhere { host, .. }) if host == "host-b"
     ));
     assert!(t.b.budget_carried_here(&transfer).unwrap().is_some());
+    // Nor does its meter record spend for it, nor may it send a request for it.
+    assert!(matches!(
+        t.a.report_usage(&transfer, 1, "compute"),
+        Err(Error::CarriedElsewhere { host, .. }) if host == "host-b"
+    ));
+    assert!(matches!(
+        t.a.check_carried_here(&transfer),
+        Err(Error::CarriedElsewhere { host, .. }) if host == "host-b"
+    ));
+    let spent = t.b.budget(&transfer).unwrap().unwrap().spent_micro_usd;
+    assert_eq!(
+        t.b.report_usage(&transfer, 1, "compute")
+            .unwrap()
+            .budget
+            .spent_micro_usd,
+        spent + 1
+    );
+    t.b.check_carried_here(&transfer).unwrap();
     assert!(
         t.a.register_wake_carrier(&binding.agent.id, &binding.endpoint.id, binding.endpoint.generation)
             .is_err(),
