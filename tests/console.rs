@@ -321,14 +321,15 @@ async fn a_person_watches_a_transfer_go_live_in_a_real_browser() {
         .await;
     assert!(browser.eval(count).await.as_u64().unwrap() > before);
 
-    // Spend from the agent's model calls extends the budget chart, one point per report.
+    // Spend reported for the agent's model calls (as its orchestrator reports it: another
+    // process, which does not carry the agent) extends the budget chart, one point per report.
     let points = "return Number(document.querySelector('svg.chart').dataset.points)";
     let drawn = browser.eval(points).await.as_u64().unwrap();
     assert!(drawn >= 2, "the budget's opening and the activation's compute");
     {
         let mut store = Store::open(dir.path().join("ahp.db")).unwrap();
-        store.report_usage(&t, 12_000, "model").unwrap();
-        store.report_usage(&t, 9_000, "model").unwrap();
+        store.report_client_usage(&t, 12_000, "model").unwrap();
+        store.report_client_usage(&t, 9_000, "model").unwrap();
     }
     browser
         .wait_for(&format!("{points} === {}", drawn + 2), Duration::from_secs(10))
