@@ -249,23 +249,34 @@ pub(crate) fn coalesce(tx: &Tx<'_>, agent: &str, order: u64, now: Timestamp) -> 
         )?
         .execute((&w.id, order as i64, now.as_micros()))?;
     } else {
-        let id = new_id(WAKE_ID_PREFIX);
-        tx.prepare_cached(
-            "INSERT INTO wakes (id, agent_id, state, delivery_count, first_delivery_order, high_water_order, created_at, updated_at, seq)
-             VALUES (?1, ?2, 'pending', 1, ?3, ?3, ?4, ?4, (SELECT coalesce(max(seq), 0) + 1 FROM wakes WHERE agent_id = ?2))",
-        )?
-        .execute((&id, agent, order as i64, now.as_micros()))
-        .map_err(raced_insert(ONE_OPEN_WAKE))?;
-        audit::record(
-            tx,
-            AuditKind::WakeCreated,
-            Some(agent),
-            None,
-            json!({ "wakeId": id, "firstDeliveryOrder": order }),
-            now,
-        )?;
+        let order = order as i64;
+        create_pending(tx, agent, (1, order, order), false, now)?;
     }
     Ok(())
+}
+
+/// Creates `agent`'s pending wake over `count` queued deliveries from order `first` to `high`,
+/// audited `wake_created` (with `"leftover": true` for one [`rewake_for_leftovers`] makes).
+/// The unique index refuses a second open wake ([`ONE_OPEN_WAKE`]).
+fn create_pending(
+    tx: &Tx<'_>,
+    agent: &str,
+    (count, first, high): (i64, i64, i64),
+    leftover: bool,
+    now: Timestamp,
+) -> Result<()> {
+    let id = new_id(WAKE_ID_PREFIX);
+    tx.prepare_cached(
+        "INSERT INTO wakes (id, agent_id, state, delivery_count, first_delivery_order, high_water_order, created_at, updated_at, seq)
+         VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?6, (SELECT coalesce(max(seq), 0) + 1 FROM wakes WHERE agent_id = ?2))",
+    )?
+    .execute((&id, agent, count, first, high, now.as_micros()))
+    .map_err(raced_insert(ONE_OPEN_WAKE))?;
+    let mut detail = json!({ "wakeId": id, "firstDeliveryOrder": first });
+    if leftover {
+        detail["leftover"] = json!(true);
+    }
+    audit::record(tx, AuditKind::WakeCreated, Some(agent), None, detail, now)
 }
 
 /// After a turn of `agent` dispatched at `since` ended: if it consumed at least one delivery
@@ -300,21 +311,7 @@ pub(crate) fn rewake_for_leftovers(tx: &Tx<'_>, agent: &str, since: Timestamp, n
     let (Some(first), Some(high)) = (first, high) else {
         return Ok(false);
     };
-    let id = new_id(WAKE_ID_PREFIX);
-    tx.prepare_cached(
-        "INSERT INTO wakes (id, agent_id, state, delivery_count, first_delivery_order, high_water_order, created_at, updated_at, seq)
-         VALUES (?1, ?2, 'pending', ?3, ?4, ?5, ?6, ?6, (SELECT coalesce(max(seq), 0) + 1 FROM wakes WHERE agent_id = ?2))",
-    )?
-    .execute((&id, agent, count, first, high, now.as_micros()))
-    .map_err(raced_insert(ONE_OPEN_WAKE))?;
-    audit::record(
-        tx,
-        AuditKind::WakeCreated,
-        Some(agent),
-        None,
-        json!({ "wakeId": id, "firstDeliveryOrder": first, "leftover": true }),
-        now,
-    )?;
+    create_pending(tx, agent, (count, first, high), true, now)?;
     Ok(true)
 }
 
