@@ -12,14 +12,14 @@
 //!
 //! A host whose lease has lapsed (by this store's clock, which on PostgreSQL follows the
 //! database's: [`Store::sync_database_clock`]) or that stopped cleanly is claimed by any live
-//! host ([`Store::claim_lapsed_hosts`]), one transaction per host that also checks the
-//! claimant's own lease: the activations it had begun fail as interrupted (the orchestrator
-//! retries with a new token), its model calls in flight are charged in full (as after a
-//! restart), its endpoints are retired as expired (claims not past the dispatch fence go back
-//! to pending, dispatched turns become `delivery_unknown`: never run twice), and its agents'
-//! transfers are now carried by the claimant, which binds them again and resumes them from
-//! their checkpoints. A host that rejoins (a restart) does the same to its own previous
-//! incarnation in its join transaction.
+//! host ([`Store::claim_lapsed_hosts`], in slices that each check the claimant's own lease:
+//! [`claim`]): the activations it had begun fail as interrupted (the orchestrator retries with
+//! a new token), its model calls in flight are charged in full (as after a restart), its
+//! endpoints are retired as expired (claims not past the dispatch fence go back to pending,
+//! dispatched turns become `delivery_unknown`: never run twice), and its agents' transfers are
+//! now carried by the claimant, their agents bound there at the next generation and resumed
+//! from their checkpoints at their next wake. A host that rejoins (a restart) does the same to
+//! its own previous incarnation.
 
 use std::time::Duration;
 
@@ -27,11 +27,13 @@ use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::Serialize;
 
 use crate::clock::Timestamp;
-use crate::conversation::EndpointState;
-use crate::conversation::endpoint;
 use crate::db::Store;
 use crate::error::{Error, Result};
 use crate::transfer::MAX_LIST_LIMIT;
+
+mod claim;
+
+pub use claim::{CLAIM_SLICE, HostClaim, INTERRUPTED_BY_HOST_LOSS};
 
 /// The host id of a store nobody named: a single host on its own database.
 pub const DEFAULT_HOST_ID: &str = "local";
@@ -175,69 +177,6 @@ pub struct HostLease {
     pub expires_at: Timestamp,
 }
 
-/// What claiming a host's agents did ([`Store::claim_lapsed_hosts`], and a rejoining host's own
-/// previous incarnation in [`Store::join_host`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct HostClaim {
-    /// The host whose agents were claimed.
-    pub host: String,
-    /// The active (or insolvent) transfers now carried by the claimant: it binds them again.
-    pub transfers: Vec<String>,
-    /// Activations the host had begun, failed as interrupted.
-    pub interrupted: Vec<String>,
-    /// Its model calls in flight, charged their reservations.
-    pub settled_calls: Vec<String>,
-    /// Its endpoints retired as expired (their wake attempts reconciled).
-    pub retired_endpoints: u64,
-}
-
-/// What an interrupted activation records as its reason when its host is claimed.
-pub const INTERRUPTED_BY_HOST_LOSS: &str =
-    "interrupted: the host running the activation stopped or lost its lease; retry with a new token";
-
-/// Claims the leftovers of `from`'s agents for `to` inside `tx` (see the [module docs](self)).
-fn claim_in(tx: &Tx<'_>, from: &str, to: &str, now: Timestamp) -> Result<HostClaim> {
-    let interrupted = crate::lifecycle::fail_interrupted_in(tx, Some(from), INTERRUPTED_BY_HOST_LOSS, now)?;
-    let settled_calls = crate::model_call::settle_interrupted_in(tx, Some(from), now)?;
-    let endpoints: Vec<String> = {
-        let mut stmt =
-            tx.prepare_cached("SELECT id FROM agent_endpoints WHERE host_id = ?1 AND state = 'attached' ORDER BY id")?;
-        let rows = stmt.query_map([from], |r| r.get(0))?;
-        rows.collect::<Result<_, _>>()?
-    };
-    let mut retired_endpoints = 0;
-    for ep in &endpoints {
-        if endpoint::retire(tx, ep, EndpointState::Expired, now)? {
-            retired_endpoints += 1;
-        }
-    }
-    let transfers: Vec<String> = {
-        let mut stmt = tx.prepare_cached(
-            "SELECT id FROM transfers WHERE host_id = ?1 AND status IN ('active', 'insolvent') ORDER BY id",
-        )?;
-        let rows = stmt.query_map([from], |r| r.get(0))?;
-        rows.collect::<Result<_, _>>()?
-    };
-    if from != to {
-        tx.prepare_cached(
-            "UPDATE transfers SET host_id = ?2, updated_at = ?3 WHERE host_id = ?1 AND status IN ('active', 'insolvent')",
-        )?
-        .execute((from, to, now.as_micros()))?;
-        // A move towards or away from the claimed host is moot now (one handed over to it
-        // already names it as the carrier: its transfer was just claimed with the others).
-        tx.prepare_cached("DELETE FROM agent_moves WHERE (from_host = ?1 OR to_host = ?1) AND handed_over_at IS NULL")?
-            .execute([from])?;
-    }
-    Ok(HostClaim {
-        host: from.to_owned(),
-        transfers,
-        interrupted,
-        settled_calls,
-        retired_endpoints,
-    })
-}
-
 /// Refuses unless `lease` is still this host's live, unexpired lease at `now`.
 pub(crate) fn check_holds(tx: &Tx<'_>, lease: &HostLease, now: Timestamp) -> Result<Host> {
     let lost = |why: String| Error::HostLeaseLost {
@@ -374,20 +313,6 @@ impl Store {
         })
     }
 
-    /// Claims back what a previous incarnation of this host left (a crash, a restart), as a
-    /// claim of a lapsed host does (see the [module docs](self)), the transfers staying this
-    /// host's: the caller binds them again. Running it again is harmless.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::HostLeaseLost`] if `lease` no longer holds; a database failure.
-    pub fn claim_own_leftovers(&mut self, lease: &HostLease) -> Result<HostClaim> {
-        self.write_at(|tx, now| {
-            check_holds(tx, lease, now)?;
-            claim_in(tx, &lease.host, &lease.host, now)
-        })
-    }
-
     /// Renews `lease` for `length` more from now.
     ///
     /// # Errors
@@ -440,86 +365,6 @@ impl Store {
         let mut stmt = tx.prepare_cached(&sql)?;
         let rows = stmt.query_map([], host_from_row)?;
         rows.map(|r| r?).collect()
-    }
-
-    /// Claims the agents of every other host whose lease has lapsed or that stopped, one
-    /// transaction per host, each checking that `lease` still holds (a host that lost its own
-    /// lease claims nothing). Two hosts claiming the same one at once: one claims it, the other
-    /// finds it claimed. Then, as a safety net, it claims again every `expired` host that an
-    /// `active` or `insolvent` transfer still names as its carrier (nobody else would ever bind
-    /// it). Returns what each claim did; the caller binds the transfers.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::HostLeaseLost`] if this host's own lease no longer holds; a database failure
-    /// (the claims already made stay made).
-    pub fn claim_lapsed_hosts(&mut self, lease: &HostLease) -> Result<Vec<HostClaim>> {
-        let now = self.now();
-        let candidates: Vec<String> = {
-            let tx = self.autocommit();
-            check_holds(&tx, lease, now)?;
-            let mut stmt = tx.prepare_cached(
-                "SELECT id FROM hosts
-                 WHERE id <> ?1 AND ((state = 'live' AND lease_expires_at <= ?2) OR state = 'stopped')
-                 ORDER BY id",
-            )?;
-            let rows = stmt.query_map((&lease.host, now.as_micros()), |r| r.get(0))?;
-            rows.collect::<Result<_, _>>()?
-        };
-        let mut claims = Vec::new();
-        for host in candidates {
-            let claimed = self.write_at(|tx, now| {
-                check_holds(tx, lease, now)?;
-                let Some(h) = load(tx, &host)? else { return Ok(None) };
-                let lapsed = match h.state {
-                    HostState::Live => h.lease_expires_at <= now,
-                    HostState::Stopped => true,
-                    HostState::Expired => false,
-                };
-                if !lapsed {
-                    return Ok(None);
-                }
-                tx.prepare_cached("UPDATE hosts SET state = 'expired', claimed_by = ?2 WHERE id = ?1")?
-                    .execute((&host, &lease.host))?;
-                claim_in(tx, &host, &lease.host, now).map(Some)
-            })?;
-            claims.extend(claimed);
-        }
-        claims.extend(self.claim_stranded(lease)?);
-        Ok(claims)
-    }
-
-    /// The safety net of [`claim_lapsed_hosts`](Self::claim_lapsed_hosts): claims again, for
-    /// `lease`'s host, every `expired` host that an `active` or `insolvent` transfer still
-    /// names as its carrier. A claim moves all of a host's transfers away in its own
-    /// transaction, so such a transfer was stranded there afterwards (a move handed over to a
-    /// host already claimed, by a build that did not refuse it): no host would ever bind it.
-    fn claim_stranded(&mut self, lease: &HostLease) -> Result<Vec<HostClaim>> {
-        let stranded: Vec<String> = {
-            let tx = self.autocommit();
-            let mut stmt = tx.prepare_cached(
-                "SELECT h.id FROM hosts h
-                 WHERE h.state = 'expired' AND h.id <> ?1
-                   AND EXISTS (SELECT 1 FROM transfers t
-                               WHERE t.host_id = h.id AND t.status IN ('active', 'insolvent'))
-                 ORDER BY h.id",
-            )?;
-            let rows = stmt.query_map([&lease.host], |r| r.get(0))?;
-            rows.collect::<Result<_, _>>()?
-        };
-        let mut claims = Vec::new();
-        for host in stranded {
-            let claimed = self.write_at(|tx, now| {
-                check_holds(tx, lease, now)?;
-                match load(tx, &host)? {
-                    Some(h) if h.state == HostState::Expired => claim_in(tx, &host, &lease.host, now).map(Some),
-                    // It joined again meanwhile: its transfers are its own again.
-                    _ => Ok(None),
-                }
-            })?;
-            claims.extend(claimed.filter(|c| !c.transfers.is_empty()));
-        }
-        Ok(claims)
     }
 
     /// Adopts every agent of the database for this host, whatever host carried it: for a

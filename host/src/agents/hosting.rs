@@ -15,7 +15,10 @@
 //!   no agents. Its writes for the agents it lost are refused by the store whatever it
 //!   believes: the endpoint generation (and the carrying host, for checkpoints) fences them.
 //! - **Claims** ([`Agents::claim_lapsed`]): the transfers of a lapsed host are bound here at
-//!   the next generation and resume from their checkpoints at their next wake.
+//!   the next generation by the claim itself, in slices ([`ahp_store::hosts`]'s claim), parked:
+//!   no sandbox and no commit of their own until their next wake, when they resume from their
+//!   checkpoints. The few the claim cannot carry on (no agent yet, no wake carrier to carry on)
+//!   are bound one by one here.
 //! - **Moves** ([`Agents::hand_over_moves`]): an agent an operator moves stops being claimed
 //!   here; its worker hands it over between turns (`Agents::hand_over`); the receiving host
 //!   binds it on its next repair (signalled at once, polled in any case).
@@ -27,7 +30,7 @@ use std::time::{Duration, Instant};
 use ahp_store::{Error as StoreError, HostClaim, HostLease};
 
 use super::takeover::TakeoverReport;
-use super::{Agents, Carrier};
+use super::{Agents, CARRIER_LEASE, Carrier};
 use crate::shared_store::StoreLock;
 
 /// The default host lease: a dead host's agents answer again from a survivor within about
@@ -131,8 +134,12 @@ impl Agents {
                 ..JoinReport::default()
             });
         }
-        let own = self.store.locked().claim_own_leftovers(&lease)?;
-        self.bind_claimed(&own);
+        let own = self.store.locked().claim_own_leftovers(&lease, CARRIER_LEASE)?;
+        self.bind_transfers(&own.unbound);
+        if own.parked > 0 {
+            // What the previous incarnation left is parked here: those with a wake take a turn.
+            self.schedule_all();
+        }
         let claimed = self.claim_lapsed();
         self.refresh_peers(&lease.host);
         self.repair_bindings()?;
@@ -244,7 +251,7 @@ impl Agents {
         if !h.shared {
             return Vec::new();
         }
-        let claims = match self.store.locked().claim_lapsed_hosts(&h.lease) {
+        let claims = match self.store.locked().claim_lapsed_hosts(&h.lease, CARRIER_LEASE) {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot claim lapsed hosts");
@@ -255,10 +262,16 @@ impl Agents {
             tracing::warn!(
                 host = %claim.host,
                 transfers = claim.transfers.len(),
+                parked = claim.parked,
                 interrupted = claim.interrupted.len(),
+                slices = claim.slices,
                 "claimed the agents of a host whose lease lapsed"
             );
-            self.bind_claimed(claim);
+            self.bind_transfers(&claim.unbound);
+        }
+        if claims.iter().any(|c| c.parked > 0) {
+            // The agents claimed are parked here: those with a wake waiting take a turn now.
+            self.schedule_all();
         }
         claims
     }
@@ -279,15 +292,13 @@ impl Agents {
                 }
             }
         }
-        self.bind_claimed(&HostClaim {
-            transfers,
-            ..HostClaim::default()
-        });
+        self.bind_transfers(&transfers);
     }
 
-    /// Binds the active transfers of `claim` here (one that fails is left to the repair).
-    fn bind_claimed(&self, claim: &HostClaim) {
-        for transfer in &claim.transfers {
+    /// Binds each of `transfers` here if it is still active (one that fails is left to the
+    /// repair).
+    fn bind_transfers(&self, transfers: &[String]) {
+        for transfer in transfers {
             let t = match self.store.locked().transfer(transfer) {
                 Ok(t) if t.status == ahp_store::TransferStatus::Active => t,
                 Ok(_) => continue,

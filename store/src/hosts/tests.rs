@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::conversation::{Caller, EndpointState};
+use crate::fault::FaultStep;
 use crate::hosts::{HostState, MAX_HOST_ID_CHARS, MAX_HOST_LEASE, MIN_HOST_LEASE, validate_host_id};
 use crate::testing::TestDb;
 use crate::*;
@@ -114,7 +115,10 @@ fn a_rejoin_is_the_next_incarnation_and_fences_the_previous_one() {
     let mut t = two();
     let first = t.a.join_host(HOST_LEASE, None).unwrap();
     assert_eq!(first.incarnation, 1);
-    assert_eq!(t.a.claim_own_leftovers(&first).unwrap().transfers.len(), 0);
+    assert_eq!(
+        t.a.claim_own_leftovers(&first, ENDPOINT_LEASE).unwrap().transfers.len(),
+        0
+    );
     t.clock.advance(Duration::from_secs(3));
     let renewed = t.a.renew_host_lease(&first, HOST_LEASE).unwrap();
     assert_eq!(renewed.expires_at, START.saturating_add(Duration::from_secs(13)));
@@ -190,15 +194,24 @@ fn a_live_host_is_not_claimed_and_a_lapsed_one_is_claimed_once() {
     let la = t.a.join_host(HOST_LEASE, None).unwrap();
     let lb = t.b.join_host(HOST_LEASE * 3, None).unwrap();
     let (transfer, binding) = t.carried_by_a();
-    assert_eq!(t.b.claim_lapsed_hosts(&lb).unwrap(), vec![], "A's lease still holds");
+    assert_eq!(
+        t.b.claim_lapsed_hosts(&lb, ENDPOINT_LEASE).unwrap(),
+        vec![],
+        "A's lease still holds"
+    );
 
     t.clock.advance(HOST_LEASE + Duration::from_millis(1));
-    let claims = t.b.claim_lapsed_hosts(&lb).unwrap();
+    let claims = t.b.claim_lapsed_hosts(&lb, ENDPOINT_LEASE).unwrap();
     assert_eq!(claims.len(), 1);
     assert_eq!(claims[0].host, "host-a");
     assert_eq!(claims[0].transfers, vec![transfer.clone()]);
     assert_eq!(claims[0].retired_endpoints, 1);
-    assert_eq!(t.b.claim_lapsed_hosts(&lb).unwrap(), vec![], "claimed once");
+    assert_eq!((claims[0].parked, claims[0].unbound.len()), (1, 0));
+    assert_eq!(
+        t.b.claim_lapsed_hosts(&lb, ENDPOINT_LEASE).unwrap(),
+        vec![],
+        "claimed once"
+    );
 
     let a = t.b.hosts().unwrap().into_iter().find(|h| h.id == "host-a").unwrap();
     assert_eq!((a.state, a.claimed_by.as_deref()), (HostState::Expired, Some("host-b")));
@@ -209,9 +222,12 @@ fn a_live_host_is_not_claimed_and_a_lapsed_one_is_claimed_once() {
             .unwrap();
     assert_eq!((old.state, old.wake_capable), (EndpointState::Expired, false));
 
-    // B binds the agent again at the next generation; A is fenced out everywhere.
-    let rebound = t.b.bind_transfer_agent(&transfer, ENDPOINT_LEASE).unwrap();
-    assert_eq!(rebound.endpoint.generation, binding.endpoint.generation + 1);
+    // The claim bound the agent on B at the next generation, its wake carrier (parked: B
+    // holds nothing of it until its next wake); A is fenced out everywhere.
+    let parked = t.b.carried_agent(&binding.agent.id).unwrap().expect("carried by B");
+    assert_eq!(parked.endpoint.generation, binding.endpoint.generation + 1);
+    assert_eq!(parked.endpoint.host_id.as_deref(), Some("host-b"));
+    assert!(t.a.carried_agent(&binding.agent.id).unwrap().is_none());
     assert!(lost(t.a.renew_host_lease(&la, HOST_LEASE).unwrap_err()).contains("claimed by host-b"));
     assert!(matches!(
         t.a.save_checkpoint(&transfer, b"stale"),
@@ -270,7 +286,10 @@ fn a_live_host_is_not_claimed_and_a_lapsed_one_is_claimed_once() {
             .is_err(),
         "the old endpoint takes no carrier"
     );
-    assert!(matches!(t.a.claim_lapsed_hosts(&la), Err(Error::HostLeaseLost { .. })));
+    assert!(matches!(
+        t.a.claim_lapsed_hosts(&la, ENDPOINT_LEASE),
+        Err(Error::HostLeaseLost { .. })
+    ));
     t.b.save_checkpoint(&transfer, b"fresh").unwrap();
     assert_eq!(t.a.carried_transfers(None, 10).unwrap(), Vec::<String>::new());
     assert_eq!(t.b.carried_transfers(None, 10).unwrap(), vec![transfer]);
@@ -283,7 +302,7 @@ fn claiming_a_host_fails_the_activations_it_had_begun() {
     let lb = t.b.join_host(HOST_LEASE * 3, None).unwrap();
     let transfer = t.activating_on_a();
     t.clock.advance(HOST_LEASE);
-    let claims = t.b.claim_lapsed_hosts(&lb).unwrap();
+    let claims = t.b.claim_lapsed_hosts(&lb, ENDPOINT_LEASE).unwrap();
     assert_eq!(claims[0].interrupted, vec![transfer.clone()]);
     let status = t.b.get_status(&transfer).unwrap();
     assert_eq!(status.transfer.status, TransferStatus::Pushed);
@@ -301,10 +320,13 @@ fn a_stopped_host_is_claimable_at_once_and_a_host_without_a_lease_claims_nothing
     // B's own lease has lapsed: it claims nothing, and nothing changes.
     t.clock.advance(HOST_LEASE);
     let before = crate::testing::dump(&mut t.b);
-    assert!(matches!(t.b.claim_lapsed_hosts(&lb), Err(Error::HostLeaseLost { .. })));
+    assert!(matches!(
+        t.b.claim_lapsed_hosts(&lb, ENDPOINT_LEASE),
+        Err(Error::HostLeaseLost { .. })
+    ));
     assert_eq!(crate::testing::dump(&mut t.b), before);
     let lb = t.b.join_host(HOST_LEASE, None).unwrap();
-    let claims = t.b.claim_lapsed_hosts(&lb).unwrap();
+    let claims = t.b.claim_lapsed_hosts(&lb, ENDPOINT_LEASE).unwrap();
     assert_eq!(claims[0].transfers, vec![transfer]);
 }
 
@@ -314,11 +336,17 @@ fn a_rejoining_host_retires_its_previous_endpoints_and_keeps_its_transfers() {
     t.a.join_host(HOST_LEASE, None).unwrap();
     let (transfer, binding) = t.carried_by_a();
     let again = t.a.take_over_host(HOST_LEASE, None).unwrap();
-    let claim = t.a.claim_own_leftovers(&again).unwrap();
+    let claim = t.a.claim_own_leftovers(&again, ENDPOINT_LEASE).unwrap();
     assert_eq!((claim.transfers, claim.retired_endpoints), (vec![transfer.clone()], 1));
     assert_eq!(t.a.carried_transfers(None, 10).unwrap(), vec![transfer.clone()]);
-    let rebound = t.a.bind_transfer_agent(&transfer, ENDPOINT_LEASE).unwrap();
+    let rebound = t.a.carried_agent(&binding.agent.id).unwrap().expect("carried again");
     assert_eq!(rebound.endpoint.generation, binding.endpoint.generation + 1);
+    let old = t.a.get_endpoint(
+        &TransferOwner::Operator.caller().unwrap(),
+        &binding.agent.id,
+        &binding.endpoint.id,
+    );
+    assert_eq!(old.unwrap().state, EndpointState::Expired);
 }
 
 #[test]
@@ -332,4 +360,142 @@ fn adopting_every_host_takes_each_agent_for_the_one_serving_process() {
     t.b.bind_transfer_agent(&transfer, ENDPOINT_LEASE).unwrap();
     let a = t.b.hosts().unwrap().into_iter().find(|h| h.id == "host-a").unwrap();
     assert_eq!(a.state, HostState::Expired);
+}
+
+impl Two {
+    /// `n` transfers active on host A, each agent bound and its wake carrier there.
+    fn many_carried_by_a(&mut self, n: usize) -> Vec<(String, String)> {
+        (0..n)
+            .map(|_| {
+                let t = self.activating_on_a();
+                let b = self
+                    .a
+                    .complete_activation_and_bind(&t, &ActivationWrites::default(), ENDPOINT_LEASE, true)
+                    .unwrap();
+                (t, b.1.unwrap().agent.id)
+            })
+            .collect()
+    }
+}
+
+/// Which host carries each agent of `agents` (as its rows say), and at which generation.
+fn carriers(stores: &mut [&mut Store], agents: &[(String, String)]) -> Vec<(String, u64)> {
+    agents
+        .iter()
+        .map(|(_, agent)| {
+            let held: Vec<(String, u64)> = stores
+                .iter_mut()
+                .filter_map(|s| {
+                    let c = s.carried_agent(agent).unwrap()?;
+                    Some((s.host_id().to_owned(), c.endpoint.generation))
+                })
+                .collect();
+            assert_eq!(held.len(), 1, "{agent} is carried by exactly one host: {held:?}");
+            held[0].clone()
+        })
+        .collect()
+}
+
+#[test]
+fn a_claim_moves_a_host_in_slices_and_binds_each_agent_parked_at_the_next_generation() {
+    let mut t = two();
+    t.a.join_host(HOST_LEASE, None).unwrap();
+    let lb = t.b.join_host(HOST_LEASE * 3, None).unwrap();
+    let n = 2 * crate::hosts::CLAIM_SLICE + 1;
+    let agents = t.many_carried_by_a(n);
+    t.clock.advance(HOST_LEASE);
+    let claims = t.b.claim_lapsed_hosts(&lb, ENDPOINT_LEASE).unwrap();
+    assert_eq!(claims.len(), 1);
+    let c = &claims[0];
+    assert_eq!(c.transfers.len(), n);
+    assert_eq!(
+        (c.parked, c.unbound.len(), c.retired_endpoints),
+        (n as u64, 0, n as u64)
+    );
+    // One to begin, three slices of transfers and the empty one that ends them, one of
+    // endpoints.
+    assert_eq!(c.slices, 6);
+    let mut stores = [&mut t.a, &mut t.b];
+    assert!(
+        carriers(&mut stores, &agents)
+            .iter()
+            .all(|c| *c == ("host-b".to_owned(), 2))
+    );
+    assert_eq!(t.b.carried_transfers(None, 1000).unwrap().len(), n);
+}
+
+#[test]
+fn a_claim_cut_half_way_is_finished_by_its_claimant_and_never_by_another_while_it_lives() {
+    if crate::testing::skip_on_postgres("the fault seam (SQL function and temp triggers) is SQLite's") {
+        return;
+    }
+    let mut t = two();
+    let mut c = t._db.open_as("host-c", &t.clock, &t.key);
+    t.a.join_host(HOST_LEASE, None).unwrap();
+    let lb = t.b.join_host(HOST_LEASE * 3, None).unwrap();
+    let lc = c.join_host(HOST_LEASE * 3, None).unwrap();
+    let n = crate::hosts::CLAIM_SLICE + 1;
+    let agents = t.many_carried_by_a(n);
+    t.clock.advance(HOST_LEASE);
+    // B's second slice fails for good (every retry): its first stays done.
+    t.b.inject_transient_fault(
+        FaultStep::AttachEndpoint,
+        crate::hosts::CLAIM_SLICE as u32,
+        MAX_WRITE_ATTEMPTS,
+    )
+    .unwrap();
+    t.b.claim_lapsed_hosts(&lb, ENDPOINT_LEASE).unwrap_err();
+    assert_eq!(
+        t.b.carried_transfers(None, 1000).unwrap().len(),
+        crate::hosts::CLAIM_SLICE
+    );
+    // C leaves the rest to B, which is live.
+    assert_eq!(c.claim_lapsed_hosts(&lc, ENDPOINT_LEASE).unwrap(), vec![]);
+    let finished = t.b.claim_lapsed_hosts(&lb, ENDPOINT_LEASE).unwrap();
+    assert_eq!(
+        (finished.len(), finished[0].transfers.len(), finished[0].parked),
+        (1, 1, 1)
+    );
+    let mut stores = [&mut t.a, &mut t.b, &mut c];
+    assert!(
+        carriers(&mut stores, &agents)
+            .iter()
+            .all(|c| *c == ("host-b".to_owned(), 2))
+    );
+}
+
+#[test]
+fn a_claim_whose_claimant_dies_half_way_is_finished_by_a_survivor() {
+    if crate::testing::skip_on_postgres("the fault seam (SQL function and temp triggers) is SQLite's") {
+        return;
+    }
+    let mut t = two();
+    let mut c = t._db.open_as("host-c", &t.clock, &t.key);
+    t.a.join_host(HOST_LEASE, None).unwrap();
+    let lb = t.b.join_host(HOST_LEASE * 2, None).unwrap();
+    let lc = c.join_host(HOST_LEASE * 2, None).unwrap();
+    let n = crate::hosts::CLAIM_SLICE + 1;
+    let agents = t.many_carried_by_a(n);
+    t.clock.advance(HOST_LEASE);
+    let lc = c.renew_host_lease(&lc, HOST_LEASE * 2).unwrap();
+    t.b.inject_transient_fault(
+        FaultStep::AttachEndpoint,
+        crate::hosts::CLAIM_SLICE as u32,
+        MAX_WRITE_ATTEMPTS,
+    )
+    .unwrap();
+    t.b.claim_lapsed_hosts(&lb, ENDPOINT_LEASE).unwrap_err();
+    // B dies there; C claims B (what B had moved) and finishes B's claim of A.
+    t.clock.advance(HOST_LEASE + Duration::from_millis(1));
+    let claims = c.claim_lapsed_hosts(&lc, ENDPOINT_LEASE).unwrap();
+    let claimed: Vec<(&str, usize)> = claims.iter().map(|c| (c.host.as_str(), c.transfers.len())).collect();
+    assert_eq!(claimed, vec![("host-b", crate::hosts::CLAIM_SLICE), ("host-a", 1)]);
+    let mut stores = [&mut t.a, &mut t.b, &mut c];
+    let carried = carriers(&mut stores, &agents);
+    assert!(carried.iter().all(|(host, _)| host == "host-c"), "{carried:?}");
+    // The agents B had bound are one generation further on.
+    assert_eq!(
+        carried.iter().filter(|(_, generation)| *generation == 3).count(),
+        crate::hosts::CLAIM_SLICE
+    );
 }

@@ -69,7 +69,7 @@ fn a_move_towards_a_host_claimed_before_the_hand_over_is_dropped_and_the_agent_s
         a.request_agent_move(&binding.agent.id, "host-b").unwrap();
     });
     let lease_c = lease_of(&mut c, "host-c");
-    let claims = c.claim_lapsed_hosts(&lease_c).unwrap();
+    let claims = c.claim_lapsed_hosts(&lease_c, ENDPOINT_LEASE).unwrap();
     assert_eq!(claims.iter().map(|c| c.host.as_str()).collect::<Vec<_>>(), ["host-b"]);
     assert_eq!(host_state(&mut a, "host-b"), crate::hosts::HostState::Expired);
     assert_eq!(a.agent_move(&t).unwrap(), None, "the claim dropped the move towards B");
@@ -126,7 +126,7 @@ fn a_hand_over_towards_a_lapsed_host_is_refused_and_drops_the_move() {
 fn an_agent_stranded_on_an_expired_host_is_claimed_by_a_live_one() {
     let (_db, mut a, mut c, t, binding) = b_dies_after(|_, _| {});
     let lease_c = lease_of(&mut c, "host-c");
-    c.claim_lapsed_hosts(&lease_c).unwrap();
+    c.claim_lapsed_hosts(&lease_c, ENDPOINT_LEASE).unwrap();
     assert_eq!(host_state(&mut a, "host-b"), crate::hosts::HostState::Expired);
     // What a build that handed agents over to a claimed host left: a transfer carried by B.
     a.autocommit()
@@ -139,7 +139,7 @@ fn an_agent_stranded_on_an_expired_host_is_claimed_by_a_live_one() {
     assert_eq!(a.unbound_active_transfers(None, 10).unwrap(), vec![]);
     assert_eq!(c.unbound_active_transfers(None, 10).unwrap(), vec![]);
 
-    let claims = c.claim_lapsed_hosts(&lease_c).unwrap();
+    let claims = c.claim_lapsed_hosts(&lease_c, ENDPOINT_LEASE).unwrap();
     assert_eq!(claims.len(), 1, "{claims:?}");
     assert_eq!(
         (claims[0].host.as_str(), claims[0].transfers.clone()),
@@ -152,7 +152,11 @@ fn an_agent_stranded_on_an_expired_host_is_claimed_by_a_live_one() {
     );
     let rebound = c.bind_transfer_agent(&t, ENDPOINT_LEASE).unwrap();
     assert_eq!(rebound.endpoint.generation, ep.generation + 1);
-    assert_eq!(c.claim_lapsed_hosts(&lease_c).unwrap(), vec![], "claimed once");
+    assert_eq!(
+        c.claim_lapsed_hosts(&lease_c, ENDPOINT_LEASE).unwrap(),
+        vec![],
+        "claimed once"
+    );
 }
 
 #[test]
