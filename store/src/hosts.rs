@@ -31,7 +31,7 @@ use crate::db::Store;
 use crate::error::{Error, Result};
 use crate::transfer::MAX_LIST_LIMIT;
 
-mod claim;
+pub mod claim;
 
 pub use claim::{CLAIM_SLICE, HostClaim, INTERRUPTED_BY_HOST_LOSS};
 

@@ -154,6 +154,13 @@ pub struct TurnCtx {
     pub replies: u32,
 }
 
+impl TurnCtx {
+    /// The agent acting, as the store's calls take it.
+    pub fn acting(&self) -> ahp_store::conversation::Acting {
+        ahp_store::conversation::Acting::Agent(self.actor.clone())
+    }
+}
+
 /// The sandbox as the `ahp:agent` interfaces see it.
 pub struct AgentCtx {
     /// The transfer the sandbox continues.

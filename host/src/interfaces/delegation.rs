@@ -9,13 +9,14 @@
 //! their index among the turn's calls of that function (`turn/{wake}/{function}/{index}`): the
 //! same wake's turn, run again, resolves to what it already created. Calls are counted per turn
 //! ([`MAX_DELEGATION_CALLS_PER_TURN`], of which at most [`MAX_DELEGATION_WRITES_PER_TURN`]
-//! writes). A write that changed state schedules the agents it may have woken at once
-//! ([`crate::delegating`]). Outside a turn (`resume`) every call is `no-wake`.
+//! writes). Each call adapts one operation of [`Delegation`](crate::ops::Delegation), which
+//! schedules exactly the agents a write woke. Outside a turn (`resume`) every call is
+//! `no-wake`.
 
 use ahp_store::conversation::ConversationError as StoreError;
 use ahp_store::delegation::{
-    Acting, AgentTask, AgentWait, AttentionEvent as StoreEvent, Goal as StoreGoal, GoalCheckpoint,
-    GoalState as StoreGoalState, NewGoal as StoreNewGoal, NewTask as StoreNewTask, NewWait, PlanStep as StorePlanStep,
+    AgentTask, AgentWait, AttentionEvent as StoreEvent, Goal as StoreGoal, GoalCheckpoint, GoalState as StoreGoalState,
+    NewGoal as StoreNewGoal, NewTask as StoreNewTask, NewWait, PlanStep as StorePlanStep,
     StepStatus as StoreStepStatus, TaskAttempt, TaskAttemptState, TaskCompletion, TaskOutcome, TaskQuery,
     TaskState as StoreTaskState, WaitMode as StoreWaitMode, WaitState as StoreWaitState,
 };
@@ -70,26 +71,15 @@ impl Host for AgentCtx {
             goal: task.goal_id,
             start: true,
         };
-        let acting = Acting::Agent(turn.actor.clone());
-        let created = self
-            .db(|db| {
-                let created = db.create_agent_task(&turn.caller, &acting, &new, &key)?;
-                if created.state_changed {
-                    self.schedule(db, &created.value);
-                }
-                Ok(created.value)
-            })
-            .map_err(refusal)?;
-        Ok(task_of(created))
+        let m = self.delegation(|d| d.create_task(&turn.caller, &turn.acting(), &new, &key))?;
+        Ok(task_of(m.value))
     }
 
     fn get_task(&mut self, task_id: String) -> Result<Task, Error> {
         let turn = self.read()?;
-        let acting = Acting::Agent(turn.actor);
-        let task = self
-            .db(|db| db.get_agent_task(&turn.caller, &acting, &task_id))
-            .map_err(refusal)?;
-        Ok(task_of(task))
+        Ok(task_of(
+            self.delegation(|d| d.task(&turn.caller, &turn.acting(), &task_id))?,
+        ))
     }
 
     fn list_tasks(
@@ -115,11 +105,8 @@ impl Host for AgentCtx {
             goal: None,
             after,
         };
-        let acting = Acting::Agent(turn.actor);
-        let tasks = self
-            .db(|db| db.list_agent_tasks(&turn.caller, &acting, &query, limit as usize))
-            .map_err(refusal)?;
-        Ok(tasks.into_iter().map(task_of).collect())
+        let page = self.delegation(|d| d.tasks(&turn.caller, &turn.acting(), &query, limit as usize))?;
+        Ok(page.items.into_iter().map(task_of).collect())
     }
 
     fn complete_attempt(&mut self, attempt_id: String, outcome: Outcome, result: String) -> Result<Task, Error> {
@@ -132,31 +119,14 @@ impl Host for AgentCtx {
             },
             result,
         };
-        let task = self
-            .db(|db| {
-                let done = db.complete_task_attempt(&turn.caller, &turn.actor, &done)?;
-                if done.state_changed {
-                    self.schedule(db, &done.value);
-                }
-                Ok(done.value)
-            })
-            .map_err(refusal)?;
-        Ok(task_of(task))
+        let m = self.delegation(|d| d.complete_attempt(&turn.caller, &turn.actor, &done))?;
+        Ok(task_of(m.value))
     }
 
     fn cancel_task(&mut self, task_id: String) -> Result<Task, Error> {
         let turn = self.write()?;
-        let acting = Acting::Agent(turn.actor);
-        let task = self
-            .db(|db| {
-                let cancelled = db.cancel_agent_task(&turn.caller, &acting, &task_id)?;
-                if cancelled.state_changed {
-                    self.schedule(db, &cancelled.value);
-                }
-                Ok(cancelled.value)
-            })
-            .map_err(refusal)?;
-        Ok(task_of(task))
+        let m = self.delegation(|d| d.cancel_task(&turn.caller, &turn.acting(), &task_id))?;
+        Ok(task_of(m.value))
     }
 
     fn register_wait(&mut self, sources: Vec<String>, mode: WaitMode, goal_id: Option<String>) -> Result<Wait, Error> {
@@ -166,20 +136,15 @@ impl Host for AgentCtx {
 
     fn read_wait(&mut self, wait_id: String) -> Result<Wait, Error> {
         let turn = self.read()?;
-        let acting = Acting::Agent(turn.actor);
-        let wait = self
-            .db(|db| db.read_agent_wait(&turn.caller, &acting, &wait_id))
-            .map_err(refusal)?;
-        Ok(wait_of(wait))
+        Ok(wait_of(
+            self.delegation(|d| d.wait(&turn.caller, &turn.acting(), &wait_id))?,
+        ))
     }
 
     fn cancel_wait(&mut self, wait_id: String) -> Result<Wait, Error> {
         let turn = self.write()?;
-        let acting = Acting::Agent(turn.actor);
-        let wait = self
-            .db(|db| db.cancel_agent_wait(&turn.caller, &acting, &wait_id))
-            .map_err(refusal)?;
-        Ok(wait_of(wait.value))
+        let m = self.delegation(|d| d.cancel_wait(&turn.caller, &turn.acting(), &wait_id))?;
+        Ok(wait_of(m.value))
     }
 
     fn create_goal(&mut self, goal: NewGoal) -> Result<Goal, Error> {
@@ -189,11 +154,9 @@ impl Host for AgentCtx {
 
     fn get_goal(&mut self, goal_id: String) -> Result<Goal, Error> {
         let turn = self.read()?;
-        let acting = Acting::Agent(turn.actor);
-        let goal = self
-            .db(|db| db.get_goal(&turn.caller, &acting, &goal_id))
-            .map_err(refusal)?;
-        Ok(goal_of(goal))
+        Ok(goal_of(
+            self.delegation(|d| d.goal(&turn.caller, &turn.acting(), &goal_id))?,
+        ))
     }
 
     fn checkpoint_goal(
@@ -209,19 +172,13 @@ impl Host for AgentCtx {
 
     fn complete_goal(&mut self, goal_id: String) -> Result<Goal, Error> {
         let turn = self.write()?;
-        let acting = Acting::Agent(turn.actor);
-        let goal = self
-            .db(|db| db.complete_goal(&turn.caller, &acting, &goal_id))
-            .map_err(refusal)?;
-        Ok(goal_of(goal.value))
+        let m = self.delegation(|d| d.complete_goal(&turn.caller, &turn.acting(), &goal_id))?;
+        Ok(goal_of(m.value))
     }
 
     fn get_attention_event(&mut self, event_id: String) -> Result<AttentionEvent, Error> {
         let turn = self.read()?;
-        let acting = Acting::Agent(turn.actor);
-        let event = self
-            .db(|db| db.get_attention_event(&turn.caller, &acting, &event_id))
-            .map_err(refusal)?;
+        let event = self.delegation(|d| d.attention_event(&turn.caller, &turn.acting(), &event_id))?;
         Ok(event_of(event))
     }
 }
@@ -243,18 +200,10 @@ impl AgentCtx {
             },
             goal: goal_id,
         };
-        let wait = self
-            .db(|db| {
-                let registered = db.register_agent_wait(&turn.caller, &turn.actor, &new, &key)?;
-                // A wait whose condition already held fired at registration: its wake is this
-                // agent's, run after this turn.
-                if registered.state_changed && registered.value.state == StoreWaitState::Triggered {
-                    self.carriers().schedule_woken(std::slice::from_ref(&turn.actor.agent));
-                }
-                Ok(registered.value)
-            })
-            .map_err(refusal)?;
-        Ok(wait_of(wait))
+        // A wait whose condition already held fired at registration: its wake is this agent's,
+        // run after this turn (the operation schedules whom the call woke).
+        let m = self.delegation(|d| d.register_wait(&turn.caller, &turn.actor, &new, &key))?;
+        Ok(wait_of(m.value))
     }
 
     /// `create-goal` under its key, its arguments copied.
@@ -265,11 +214,8 @@ impl AgentCtx {
             plan: goal.plan.into_iter().map(store_step).collect(),
             controller: goal.controller,
         };
-        let acting = Acting::Agent(turn.actor);
-        let goal = self
-            .db(|db| db.create_goal(&turn.caller, &acting, &new, &key))
-            .map_err(refusal)?;
-        Ok(goal_of(goal.value))
+        let m = self.delegation(|d| d.create_goal(&turn.caller, &turn.acting(), &new, &key))?;
+        Ok(goal_of(m.value))
     }
 
     /// `checkpoint-goal` under its key, its arguments copied.
@@ -287,11 +233,19 @@ impl AgentCtx {
             plan: plan.into_iter().map(store_step).collect(),
             note,
         };
-        let acting = Acting::Agent(turn.actor);
-        let goal = self
-            .db(|db| db.checkpoint_goal(&turn.caller, &acting, &checkpoint, &key))
-            .map_err(refusal)?;
-        Ok(goal_of(goal.value))
+        let m = self.delegation(|d| d.checkpoint_goal(&turn.caller, &turn.acting(), &checkpoint, &key))?;
+        Ok(goal_of(m.value))
+    }
+
+    /// Runs `op` on the [delegation operations](crate::ops::Delegation) over the store, its
+    /// refusal as the interface's error.
+    fn delegation<T>(
+        &self,
+        op: impl FnOnce(&mut crate::ops::Delegation<'_>) -> ahp_store::conversation::ConversationResult<T>,
+    ) -> Result<T, Error> {
+        let carriers = self.carriers();
+        self.db(|db| op(&mut crate::ops::Delegation::new(db, carriers.as_ref())))
+            .map_err(refusal)
     }
 }
 
@@ -338,11 +292,6 @@ impl AgentCtx {
         self.carriers
             .upgrade()
             .unwrap_or_else(|| std::sync::Arc::new(NoCarriers))
-    }
-
-    /// Schedules the parties of `task` (the store is already locked: `db` holds it).
-    fn schedule(&self, db: &mut ahp_store::Store, task: &AgentTask) {
-        crate::delegating::schedule_around(db, &*self.carriers(), task);
     }
 }
 
@@ -518,6 +467,7 @@ mod tests {
     use super::*;
     use crate::interfaces::context::test_support::state;
     use crate::shared_store::StoreLock;
+    use ahp_store::delegation::Acting;
 
     #[test]
     fn turn_keys_are_distinct_per_function_and_index_and_fit_the_store_bound() {

@@ -194,6 +194,20 @@ impl ConversationTools {
         self.carriers.holds(endpoint)
     }
 
+    /// Runs `f` with the caller on the [delegation operations](crate::ops::Delegation) over
+    /// the store, on a blocking thread, as [`run`](Self::run) does.
+    pub(super) async fn delegation<T: Send + 'static>(
+        &self,
+        ext: &Extensions,
+        f: impl FnOnce(&mut crate::ops::Delegation<'_>, &Caller) -> Result<T, ToolError> + Send + 'static,
+    ) -> Result<T, ToolError> {
+        let carriers = self.carriers();
+        self.run(ext, move |s, c| {
+            f(&mut crate::ops::Delegation::new(s, carriers.as_ref()), c)
+        })
+        .await
+    }
+
     /// Runs `f` with the caller on the store, on a blocking thread (every write is an fsynced
     /// commit; reads are short and share the one connection).
     pub(super) async fn run<T: Send + 'static>(

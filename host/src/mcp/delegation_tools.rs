@@ -10,27 +10,20 @@
 //!
 //! **Acting.** The human owner or one of its agents through its exact endpoint
 //! ([`MaybeActingArgs`]); finishing an attempt and registering a wait are the agent's own
-//! ([`ActingArgs`]). An agent-acting call renews its endpoint's lease. The calls with an
-//! idempotency key renew it only after a call that was not a replay, so that an exact retry
-//! still recovers the original after the endpoint was replaced (the store checks the key before
-//! it admits the endpoint).
+//! ([`ActingArgs`]).
 //!
-//! **Whom a call wakes.** The store records every wake in the call's transaction; after a task
-//! write that changed state this process schedules the task's parties
-//! ([`schedule_around`]: assignee, creator, goal controller), and after a wait that fired at
-//! registration its agent, so their turns start now; any other wake is claimed at the next
-//! reaper tick.
+//! Each tool adapts one operation of [`Delegation`](crate::ops::Delegation): arguments in, its
+//! view out. The operation renews the acting agent's endpoint, makes the store call and
+//! schedules exactly the agents the call woke (see [`crate::ops`]).
 
-use ahp_store::Store;
-use ahp_store::conversation::{Acting, Caller};
-use ahp_store::delegation::{GoalCheckpoint, NewGoal, NewTask, NewWait, TaskCompletion, TaskQuery, WaitState};
+use ahp_store::conversation::Acting;
+use ahp_store::delegation::{GoalCheckpoint, NewGoal, NewTask, NewWait, TaskCompletion, TaskQuery};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::Extensions;
 use rmcp::{Json, tool, tool_router};
 
-use super::conversation_tools::{ConversationTools, ToolError, acting, actor, page, renew};
+use super::conversation_tools::{ConversationTools, ToolError, acting, actor, page};
 use super::delegation_schema::*;
-use crate::delegating::schedule_around;
 
 /// The delegation tools that only read (and so need `communication:read`).
 pub const READ_TOOLS: [&str; 4] = ["list_agent_tasks", "get_agent_task", "read_agent_wait", "get_goal"];
@@ -38,11 +31,6 @@ pub const READ_TOOLS: [&str; 4] = ["list_agent_tasks", "get_agent_task", "read_a
 /// The [`Acting`] of optional agent arguments (all three or none).
 fn who(a: MaybeActingArgs) -> Result<Acting, ToolError> {
     acting(a.agent_id, a.endpoint_id, a.controller_generation)
-}
-
-/// Renews the lease of the acting agent after a keyed mutation that was not a replay.
-fn renew_unless_replayed(s: &mut Store, c: &Caller, who: &Acting, replayed: bool) -> Result<(), ToolError> {
-    if replayed { Ok(()) } else { renew(s, c, who) }
 }
 
 #[tool_router(router = delegation_router, vis = "pub(super)")]
@@ -61,8 +49,7 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<CreateTaskArgs>,
     ) -> Result<Json<TaskResult>, ToolError> {
-        let carriers = self.carriers();
-        self.run(&ext, move |s, c| {
+        self.delegation(&ext, move |d, c| {
             let who = who(a.acting)?;
             let new = NewTask {
                 assignee: a.assignee_agent_id,
@@ -71,11 +58,7 @@ impl ConversationTools {
                 goal: a.goal_id,
                 start: a.start.unwrap_or(true),
             };
-            let m = s.create_agent_task(c, &who, &new, &a.idempotency_key)?;
-            renew_unless_replayed(s, c, &who, m.replayed)?;
-            if m.state_changed {
-                schedule_around(s, carriers.as_ref(), &m.value);
-            }
+            let m = d.create_task(c, &who, &new, &a.idempotency_key)?;
             Ok(Json(TaskResult::new(&m.value, m.replayed, m.state_changed)))
         })
         .await
@@ -89,9 +72,8 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<ListTasksArgs>,
     ) -> Result<Json<TaskListResult>, ToolError> {
-        self.run(&ext, move |s, c| {
+        self.delegation(&ext, move |d, c| {
             let who = who(a.acting)?;
-            renew(s, c, &who)?;
             let limit = page(a.limit);
             let query = TaskQuery {
                 assignee: a.assignee_agent_id,
@@ -100,13 +82,10 @@ impl ConversationTools {
                 goal: a.goal_id,
                 after: a.after,
             };
-            let list = s.list_agent_tasks(c, &who, &query, limit)?;
-            let next_after = (list.len() == limit)
-                .then(|| list.last().map(|t| t.id.clone()))
-                .flatten();
+            let page = d.tasks(c, &who, &query, limit)?;
             Ok(Json(TaskListResult {
-                tasks: list.iter().map(Into::into).collect(),
-                next_after,
+                tasks: page.items.iter().map(Into::into).collect(),
+                next_after: page.next_after,
             }))
         })
         .await
@@ -119,11 +98,8 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<TaskArgs>,
     ) -> Result<Json<GetTaskResult>, ToolError> {
-        self.run(&ext, move |s, c| {
-            let who = who(a.acting)?;
-            renew(s, c, &who)?;
-            let task = s.get_agent_task(c, &who, &a.task_id)?;
-            let attempts = s.task_attempts(c, &who, &a.task_id)?;
+        self.delegation(&ext, move |d, c| {
+            let (task, attempts) = d.task_with_attempts(c, &who(a.acting)?, &a.task_id)?;
             Ok(Json(GetTaskResult {
                 task_id: task.id.clone(),
                 task: (&task).into(),
@@ -147,14 +123,8 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<TaskArgs>,
     ) -> Result<Json<TaskResult>, ToolError> {
-        let carriers = self.carriers();
-        self.run(&ext, move |s, c| {
-            let who = who(a.acting)?;
-            renew(s, c, &who)?;
-            let m = s.cancel_agent_task(c, &who, &a.task_id)?;
-            if m.state_changed {
-                schedule_around(s, carriers.as_ref(), &m.value);
-            }
+        self.delegation(&ext, move |d, c| {
+            let m = d.cancel_task(c, &who(a.acting)?, &a.task_id)?;
             Ok(Json(TaskResult::new(&m.value, m.replayed, m.state_changed)))
         })
         .await
@@ -175,19 +145,13 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<CompleteAttemptArgs>,
     ) -> Result<Json<TaskResult>, ToolError> {
-        let carriers = self.carriers();
-        self.run(&ext, move |s, c| {
-            let agent = actor(&a.acting);
+        self.delegation(&ext, move |d, c| {
             let done = TaskCompletion {
                 attempt: a.attempt_id,
                 outcome: a.outcome.into(),
                 result: a.result,
             };
-            let m = s.complete_task_attempt(c, &agent, &done)?;
-            renew_unless_replayed(s, c, &Acting::Agent(agent), m.replayed)?;
-            if m.state_changed {
-                schedule_around(s, carriers.as_ref(), &m.value);
-            }
+            let m = d.complete_attempt(c, &actor(&a.acting), &done)?;
             Ok(Json(TaskResult::new(&m.value, m.replayed, m.state_changed)))
         })
         .await
@@ -207,19 +171,13 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<RegisterWaitArgs>,
     ) -> Result<Json<WaitResult>, ToolError> {
-        let carriers = self.carriers();
-        self.run(&ext, move |s, c| {
-            let agent = actor(&a.acting);
+        self.delegation(&ext, move |d, c| {
             let new = NewWait {
                 sources: a.sources,
                 mode: a.mode.into(),
                 goal: a.goal_id,
             };
-            let m = s.register_agent_wait(c, &agent, &new, &a.idempotency_key)?;
-            renew_unless_replayed(s, c, &Acting::Agent(agent), m.replayed)?;
-            if m.state_changed && m.value.state == WaitState::Triggered {
-                carriers.schedule_woken(std::slice::from_ref(&m.value.agent_id));
-            }
+            let m = d.register_wait(c, &actor(&a.acting), &new, &a.idempotency_key)?;
             Ok(Json(WaitResult::new(&m.value, m.replayed, m.state_changed)))
         })
         .await
@@ -232,10 +190,8 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<WaitArgs>,
     ) -> Result<Json<WaitResult>, ToolError> {
-        self.run(&ext, move |s, c| {
-            let who = who(a.acting)?;
-            renew(s, c, &who)?;
-            let w = s.read_agent_wait(c, &who, &a.wait_id)?;
+        self.delegation(&ext, move |d, c| {
+            let w = d.wait(c, &who(a.acting)?, &a.wait_id)?;
             Ok(Json(WaitResult::new(&w, false, false)))
         })
         .await
@@ -254,10 +210,8 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<WaitArgs>,
     ) -> Result<Json<WaitResult>, ToolError> {
-        self.run(&ext, move |s, c| {
-            let who = who(a.acting)?;
-            renew(s, c, &who)?;
-            let m = s.cancel_agent_wait(c, &who, &a.wait_id)?;
+        self.delegation(&ext, move |d, c| {
+            let m = d.cancel_wait(c, &who(a.acting)?, &a.wait_id)?;
             Ok(Json(WaitResult::new(&m.value, m.replayed, m.state_changed)))
         })
         .await
@@ -276,7 +230,7 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<CreateGoalArgs>,
     ) -> Result<Json<GoalResult>, ToolError> {
-        self.run(&ext, move |s, c| {
+        self.delegation(&ext, move |d, c| {
             let who = who(a.acting)?;
             let new = NewGoal {
                 title: a.title,
@@ -284,8 +238,7 @@ impl ConversationTools {
                 plan: a.plan.into_iter().map(Into::into).collect(),
                 controller: a.controller_agent_id,
             };
-            let m = s.create_goal(c, &who, &new, &a.idempotency_key)?;
-            renew_unless_replayed(s, c, &who, m.replayed)?;
+            let m = d.create_goal(c, &who, &new, &a.idempotency_key)?;
             Ok(Json(GoalResult::new(&m.value, m.replayed, m.state_changed)))
         })
         .await
@@ -298,10 +251,8 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<GoalArgs>,
     ) -> Result<Json<GoalResult>, ToolError> {
-        self.run(&ext, move |s, c| {
-            let who = who(a.acting)?;
-            renew(s, c, &who)?;
-            let g = s.get_goal(c, &who, &a.goal_id)?;
+        self.delegation(&ext, move |d, c| {
+            let g = d.goal(c, &who(a.acting)?, &a.goal_id)?;
             Ok(Json(GoalResult::new(&g, false, false)))
         })
         .await
@@ -320,7 +271,7 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<CheckpointGoalArgs>,
     ) -> Result<Json<GoalResult>, ToolError> {
-        self.run(&ext, move |s, c| {
+        self.delegation(&ext, move |d, c| {
             let who = who(a.acting)?;
             let checkpoint = GoalCheckpoint {
                 goal: a.goal_id,
@@ -328,8 +279,7 @@ impl ConversationTools {
                 plan: a.plan.into_iter().map(Into::into).collect(),
                 note: a.note,
             };
-            let m = s.checkpoint_goal(c, &who, &checkpoint, &a.idempotency_key)?;
-            renew_unless_replayed(s, c, &who, m.replayed)?;
+            let m = d.checkpoint_goal(c, &who, &checkpoint, &a.idempotency_key)?;
             Ok(Json(GoalResult::new(&m.value, m.replayed, m.state_changed)))
         })
         .await
@@ -347,10 +297,8 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<GoalArgs>,
     ) -> Result<Json<GoalResult>, ToolError> {
-        self.run(&ext, move |s, c| {
-            let who = who(a.acting)?;
-            renew(s, c, &who)?;
-            let m = s.complete_goal(c, &who, &a.goal_id)?;
+        self.delegation(&ext, move |d, c| {
+            let m = d.complete_goal(c, &who(a.acting)?, &a.goal_id)?;
             Ok(Json(GoalResult::new(&m.value, m.replayed, m.state_changed)))
         })
         .await

@@ -35,6 +35,12 @@ pub struct Mutation<T> {
     pub replayed: bool,
     /// This call changed durable state (false for replays and desired-state no-ops).
     pub state_changed: bool,
+    /// The agents whose wake this call created or gave a cause to, in its own transaction,
+    /// each once, by id: whom its caller schedules. Empty for a replay, a no-op, and the writes
+    /// that wake nobody. Reported by the delegation writes; a post reports its own
+    /// ([`Posted::woken`](super::message::Posted::woken)).
+    #[serde(skip)]
+    pub woken: Vec<String>,
 }
 
 impl<T> Mutation<T> {
@@ -43,6 +49,7 @@ impl<T> Mutation<T> {
             value,
             replayed: false,
             state_changed: true,
+            woken: Vec::new(),
         }
     }
 
@@ -51,6 +58,7 @@ impl<T> Mutation<T> {
             value,
             replayed: false,
             state_changed: false,
+            woken: Vec::new(),
         }
     }
 
@@ -59,6 +67,7 @@ impl<T> Mutation<T> {
             value,
             replayed: true,
             state_changed: false,
+            woken: Vec::new(),
         }
     }
 }

@@ -125,6 +125,7 @@ pub mod operator;
 pub mod principal;
 pub mod reconcile;
 pub mod wake;
+pub(crate) mod woken;
 
 #[cfg(test)]
 mod tests;

@@ -355,6 +355,7 @@ pub(crate) fn coalesce_cause(tx: &Tx<'_>, agent: &str, origin: &WakeOrigin, now:
     };
     tx.prepare_cached("INSERT INTO wake_causes (wake_id, origin, subject_id, created_at) VALUES (?1, ?2, ?3, ?4)")?
         .execute((&id, origin.kind(), subject, now.as_micros()))?;
+    super::woken::record(agent);
     Ok(id)
 }
 

@@ -404,7 +404,7 @@ impl Store {
         caller.require(Scope::Manage)?;
         validate_acting(acting)?;
         task::check_id(task)?;
-        self.admitted(|s| {
+        self.waking(|s| {
             let (tx, now) = s.begin_immediate()?;
             let actor = resolve(&tx, caller, acting, now)?;
             let row = task::load_visible(&tx, &actor, task)?;
@@ -439,7 +439,7 @@ impl Store {
         actor.validate()?;
         check_id(&done.attempt)?;
         bounds::text("result", &done.result, MAX_TASK_RESULT_BYTES, true)?;
-        self.admitted(|s| {
+        self.waking(|s| {
             let (tx, now) = s.begin_immediate()?;
             endpoint::refuse_host_held(&tx, caller, actor)?;
             let a = load_for_assignee(&tx, caller, &actor.agent, &done.attempt)?;

@@ -270,7 +270,7 @@ impl Store {
             request: new,
         };
         let check = Check::new(Operation::CreateGoal, &IdempotencyKey::from(idempotency_key), &request);
-        self.admitted(|s| {
+        self.waking(|s| {
             let (tx, now) = s.begin_immediate()?;
             if let Acting::Agent(a) = acting {
                 crate::conversation::endpoint::refuse_host_held(&tx, caller, a)?;
@@ -406,7 +406,7 @@ impl Store {
             &IdempotencyKey::from(idempotency_key),
             &request,
         );
-        self.admitted(|s| {
+        self.waking(|s| {
             let (tx, now) = s.begin_immediate()?;
             if let Acting::Agent(a) = acting {
                 crate::conversation::endpoint::refuse_host_held(&tx, caller, a)?;
@@ -481,7 +481,7 @@ impl Store {
         caller.require(Scope::Manage)?;
         validate_acting(acting)?;
         check_id(goal)?;
-        self.admitted(|s| {
+        self.waking(|s| {
             let (tx, now) = s.begin_immediate()?;
             let actor = resolve(&tx, caller, acting, now)?;
             let g = load_visible(&tx, &actor, goal)?;

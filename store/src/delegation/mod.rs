@@ -1,7 +1,7 @@
 //! Delegation: how one agent hands work to another and sleeps until it is done.
 //!
 //! The seed's coordination facts beside the conversation domain, with its discipline (every
-//! operation a method on [`Store`](crate::Store) taking the [`Caller`]: scope, then input
+//! operation a method on [`Store`] taking the [`Caller`]: scope, then input
 //! validation, then one `BEGIN IMMEDIATE` transaction; existence-hiding lookups scoped by the
 //! owner principal first; principal-scoped idempotency; closed lifecycle enums that fail closed):
 //!
@@ -75,7 +75,8 @@ use ahp_store_sql::Tx;
 
 use crate::clock::Timestamp;
 use crate::conversation::endpoint;
-use crate::conversation::{Caller, ConversationResult as Result};
+use crate::conversation::{Caller, ConversationResult as Result, Mutation};
+use crate::db::Store;
 
 pub use crate::conversation::Acting;
 pub use attempt::{
@@ -117,6 +118,20 @@ pub(crate) fn resolve(conn: &Tx<'_>, caller: &Caller, acting: &Acting, now: Time
                 agent: Some(a.agent.clone()),
             })
         }
+    }
+}
+
+impl Store {
+    /// Runs the delegation write `op` on the admitted write path ([`Store::admitted`]), each
+    /// attempt collecting whom its transaction woke, and reports them with its result
+    /// ([`Mutation::woken`]: see [`woken`](crate::conversation::woken)).
+    pub(crate) fn waking<T>(&mut self, mut op: impl FnMut(&mut Self) -> Result<Mutation<T>>) -> Result<Mutation<T>> {
+        self.admitted(|s| {
+            let (m, woken) = crate::conversation::woken::collecting(|| op(s));
+            let mut m = m?;
+            m.woken = woken;
+            Ok(m)
+        })
     }
 }
 

@@ -332,7 +332,7 @@ impl Store {
             task: new,
         };
         let check = Check::new(Operation::CreateTask, &IdempotencyKey::from(idempotency_key), &request);
-        self.admitted(|s| {
+        self.waking(|s| {
             let (tx, now) = s.begin_immediate()?;
             if let Acting::Agent(a) = acting {
                 crate::conversation::endpoint::refuse_host_held(&tx, caller, a)?;
@@ -480,7 +480,7 @@ impl Store {
         caller.require(Scope::Manage)?;
         validate_acting(acting)?;
         check_id(task)?;
-        self.admitted(|s| {
+        self.waking(|s| {
             let (tx, now) = s.begin_immediate()?;
             let actor = resolve(&tx, caller, acting, now)?;
             let row = load_visible(&tx, &actor, task)?;

@@ -343,7 +343,7 @@ impl Store {
             &IdempotencyKey::from(idempotency_key),
             &request,
         );
-        self.admitted(|s| {
+        self.waking(|s| {
             let (tx, now) = s.begin_immediate()?;
             endpoint::refuse_host_held(&tx, caller, actor)?;
             if let Some(id) = check.replay(&tx, caller.principal(), now)? {
@@ -500,7 +500,7 @@ impl Store {
         caller.require(Scope::Manage)?;
         validate_acting(acting)?;
         check_id(wait)?;
-        self.admitted(|s| {
+        self.waking(|s| {
             let (tx, now) = s.begin_immediate()?;
             let actor = resolve(&tx, caller, acting, now)?;
             let w = load_visible(&tx, &actor, wait)?;

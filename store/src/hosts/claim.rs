@@ -238,8 +238,8 @@ impl Store {
     ///
     /// # Errors
     ///
-    /// [`Error::HostLeaseLost`] if `lease` no longer holds (the slices already done stay
-    /// done); [`Error::InvalidInput`] for a `carrier_lease` outside the endpoint lease bounds;
+    /// [`Error::HostLeaseLost`](crate::Error::HostLeaseLost) if `lease` no longer holds (the slices already done stay
+    /// done); [`Error::InvalidInput`](crate::Error::InvalidInput) for a `carrier_lease` outside the endpoint lease bounds;
     /// a database failure.
     pub fn claim_own_leftovers(&mut self, lease: &HostLease, carrier_lease: Duration) -> Result<HostClaim> {
         let me = lease.host.clone();
@@ -264,8 +264,8 @@ impl Store {
     ///
     /// # Errors
     ///
-    /// [`Error::HostLeaseLost`] if this host's own lease no longer holds;
-    /// [`Error::InvalidInput`] for a `carrier_lease` outside the endpoint lease bounds; a
+    /// [`Error::HostLeaseLost`](crate::Error::HostLeaseLost) if this host's own lease no longer holds;
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) for a `carrier_lease` outside the endpoint lease bounds; a
     /// database failure (the slices already done stay done).
     pub fn claim_lapsed_hosts(&mut self, lease: &HostLease, carrier_lease: Duration) -> Result<Vec<HostClaim>> {
         bounds::lease("carrier_lease", carrier_lease, MIN_ENDPOINT_LEASE, MAX_ENDPOINT_LEASE)?;

@@ -378,6 +378,18 @@ impl Two {
     }
 }
 
+impl Two {
+    /// B claims A, and its second slice fails for good (every retry): its first stays done.
+    fn claim_cut_after_one_slice(&mut self, lb: &HostLease) {
+        let slice = crate::hosts::CLAIM_SLICE;
+        self.b
+            .inject_transient_fault(FaultStep::AttachEndpoint, slice as u32, MAX_WRITE_ATTEMPTS)
+            .unwrap();
+        self.b.claim_lapsed_hosts(lb, ENDPOINT_LEASE).unwrap_err();
+        assert_eq!(self.b.carried_transfers(None, 1000).unwrap().len(), slice);
+    }
+}
+
 /// Which host carries each agent of `agents` (as its rows say), and at which generation.
 fn carriers(stores: &mut [&mut Store], agents: &[(String, String)]) -> Vec<(String, u64)> {
     agents
@@ -437,18 +449,7 @@ fn a_claim_cut_half_way_is_finished_by_its_claimant_and_never_by_another_while_i
     let n = crate::hosts::CLAIM_SLICE + 1;
     let agents = t.many_carried_by_a(n);
     t.clock.advance(HOST_LEASE);
-    // B's second slice fails for good (every retry): its first stays done.
-    t.b.inject_transient_fault(
-        FaultStep::AttachEndpoint,
-        crate::hosts::CLAIM_SLICE as u32,
-        MAX_WRITE_ATTEMPTS,
-    )
-    .unwrap();
-    t.b.claim_lapsed_hosts(&lb, ENDPOINT_LEASE).unwrap_err();
-    assert_eq!(
-        t.b.carried_transfers(None, 1000).unwrap().len(),
-        crate::hosts::CLAIM_SLICE
-    );
+    t.claim_cut_after_one_slice(&lb);
     // C leaves the rest to B, which is live.
     assert_eq!(c.claim_lapsed_hosts(&lc, ENDPOINT_LEASE).unwrap(), vec![]);
     let finished = t.b.claim_lapsed_hosts(&lb, ENDPOINT_LEASE).unwrap();
@@ -478,13 +479,7 @@ fn a_claim_whose_claimant_dies_half_way_is_finished_by_a_survivor() {
     let agents = t.many_carried_by_a(n);
     t.clock.advance(HOST_LEASE);
     let lc = c.renew_host_lease(&lc, HOST_LEASE * 2).unwrap();
-    t.b.inject_transient_fault(
-        FaultStep::AttachEndpoint,
-        crate::hosts::CLAIM_SLICE as u32,
-        MAX_WRITE_ATTEMPTS,
-    )
-    .unwrap();
-    t.b.claim_lapsed_hosts(&lb, ENDPOINT_LEASE).unwrap_err();
+    t.claim_cut_after_one_slice(&lb);
     // B dies there; C claims B (what B had moved) and finishes B's claim of A.
     t.clock.advance(HOST_LEASE + Duration::from_millis(1));
     let claims = c.claim_lapsed_hosts(&lc, ENDPOINT_LEASE).unwrap();

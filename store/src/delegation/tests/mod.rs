@@ -12,7 +12,8 @@
 //! - `check`: the independent SQL check finds what it should;
 //! - `concurrency`: eight connections finishing an `all` wait's sources at once;
 //! - `upgrade`: a schema-8 database keeps its wakes across the rebuild of `wakes`;
-//! - `fail_closed`: unknown persisted states and origins are refused.
+//! - `fail_closed`: unknown persisted states and origins are refused;
+//! - `woken`: each write reports exactly whom it woke.
 
 mod attempts;
 mod attention;
@@ -26,6 +27,7 @@ mod model;
 mod tasks;
 mod upgrade;
 mod waits;
+mod woken;
 
 use std::sync::Arc;
 use std::time::Duration;

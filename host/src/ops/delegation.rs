@@ -1,0 +1,234 @@
+//! The delegation operations — agent tasks and their attempts, waits, goals, attention
+//! events — as every surface runs them (see [the module above](super)): the MCP tools
+//! (`mcp/delegation_tools.rs`) and a turn's `ahp:agent/delegation` calls
+//! (`interfaces/delegation.rs`).
+
+use ahp_store::Store;
+use ahp_store::conversation::{AgentActor, Caller, ConversationResult as Result, Mutation};
+use ahp_store::delegation::{
+    Acting, AgentTask, AgentWait, AttentionEvent, Goal, GoalCheckpoint, NewGoal, NewTask, NewWait, TaskAttempt,
+    TaskCompletion, TaskQuery,
+};
+
+use super::Page;
+use crate::carrier::Carriers;
+
+/// The delegation operations over a locked store, scheduling on `carriers`.
+pub struct Delegation<'a> {
+    store: &'a mut Store,
+    carriers: &'a dyn Carriers,
+}
+
+impl<'a> Delegation<'a> {
+    /// The operations over `store`, scheduling the agents they wake on `carriers`.
+    pub fn new(store: &'a mut Store, carriers: &'a dyn Carriers) -> Self {
+        Self { store, carriers }
+    }
+
+    /// Renews the endpoint `acting` acts through, unless the host itself is the caller.
+    fn renew(&mut self, caller: &Caller, acting: &Acting) -> Result<()> {
+        match acting {
+            Acting::Agent(a) if !caller.is_host() => self.store.touch_endpoint(caller, a).map(drop),
+            _ => Ok(()),
+        }
+    }
+
+    /// After a keyed write: renews (unless it was a replay) and schedules whom it woke.
+    fn keyed<T>(&mut self, caller: &Caller, acting: &Acting, m: Mutation<T>) -> Result<Mutation<T>> {
+        if !m.replayed {
+            self.renew(caller, acting)?;
+        }
+        Ok(self.woke(m))
+    }
+
+    /// Schedules whom the write `m` woke.
+    fn woke<T>(&self, m: Mutation<T>) -> Mutation<T> {
+        self.carriers.schedule_woken(&m.woken);
+        m
+    }
+
+    /// Creates a task (keyed).
+    ///
+    /// # Errors
+    ///
+    /// The store's refusal or failure (as `create_agent_task`), or the renewal's.
+    pub fn create_task(
+        &mut self,
+        caller: &Caller,
+        acting: &Acting,
+        new: &NewTask,
+        key: &str,
+    ) -> Result<Mutation<AgentTask>> {
+        let m = self.store.create_agent_task(caller, acting, new, key)?;
+        self.keyed(caller, acting, m)
+    }
+
+    /// One task.
+    ///
+    /// # Errors
+    ///
+    /// As `get_agent_task`, or the renewal's.
+    pub fn task(&mut self, caller: &Caller, acting: &Acting, task: &str) -> Result<AgentTask> {
+        self.renew(caller, acting)?;
+        self.store.get_agent_task(caller, acting, task)
+    }
+
+    /// One task with its attempts.
+    ///
+    /// # Errors
+    ///
+    /// As `get_agent_task` and `task_attempts`, or the renewal's.
+    pub fn task_with_attempts(
+        &mut self,
+        caller: &Caller,
+        acting: &Acting,
+        task: &str,
+    ) -> Result<(AgentTask, Vec<TaskAttempt>)> {
+        let t = self.task(caller, acting, task)?;
+        let attempts = self.store.task_attempts(caller, acting, task)?;
+        Ok((t, attempts))
+    }
+
+    /// The tasks `acting` can see matching `query`, a page of at most `limit`.
+    ///
+    /// # Errors
+    ///
+    /// As `list_agent_tasks`, or the renewal's.
+    pub fn tasks(
+        &mut self,
+        caller: &Caller,
+        acting: &Acting,
+        query: &TaskQuery,
+        limit: usize,
+    ) -> Result<Page<AgentTask>> {
+        self.renew(caller, acting)?;
+        let tasks = self.store.list_agent_tasks(caller, acting, query, limit)?;
+        Ok(Page::of(tasks, limit, |t| &t.id))
+    }
+
+    /// Cancels a task.
+    ///
+    /// # Errors
+    ///
+    /// As `cancel_agent_task`, or the renewal's.
+    pub fn cancel_task(&mut self, caller: &Caller, acting: &Acting, task: &str) -> Result<Mutation<AgentTask>> {
+        self.renew(caller, acting)?;
+        let m = self.store.cancel_agent_task(caller, acting, task)?;
+        Ok(self.woke(m))
+    }
+
+    /// Completes an attempt, as its assignee (keyed by the attempt).
+    ///
+    /// # Errors
+    ///
+    /// As `complete_task_attempt`, or the renewal's.
+    pub fn complete_attempt(
+        &mut self,
+        caller: &Caller,
+        agent: &AgentActor,
+        done: &TaskCompletion,
+    ) -> Result<Mutation<AgentTask>> {
+        let m = self.store.complete_task_attempt(caller, agent, done)?;
+        self.keyed(caller, &Acting::Agent(agent.clone()), m)
+    }
+
+    /// Registers a wait, as the waiting agent (keyed).
+    ///
+    /// # Errors
+    ///
+    /// As `register_agent_wait`, or the renewal's.
+    pub fn register_wait(
+        &mut self,
+        caller: &Caller,
+        agent: &AgentActor,
+        new: &NewWait,
+        key: &str,
+    ) -> Result<Mutation<AgentWait>> {
+        let m = self.store.register_agent_wait(caller, agent, new, key)?;
+        self.keyed(caller, &Acting::Agent(agent.clone()), m)
+    }
+
+    /// One wait.
+    ///
+    /// # Errors
+    ///
+    /// As `read_agent_wait`, or the renewal's.
+    pub fn wait(&mut self, caller: &Caller, acting: &Acting, wait: &str) -> Result<AgentWait> {
+        self.renew(caller, acting)?;
+        self.store.read_agent_wait(caller, acting, wait)
+    }
+
+    /// Cancels a wait.
+    ///
+    /// # Errors
+    ///
+    /// As `cancel_agent_wait`, or the renewal's.
+    pub fn cancel_wait(&mut self, caller: &Caller, acting: &Acting, wait: &str) -> Result<Mutation<AgentWait>> {
+        self.renew(caller, acting)?;
+        let m = self.store.cancel_agent_wait(caller, acting, wait)?;
+        Ok(self.woke(m))
+    }
+
+    /// Creates a goal (keyed).
+    ///
+    /// # Errors
+    ///
+    /// As `create_goal`, or the renewal's.
+    pub fn create_goal(
+        &mut self,
+        caller: &Caller,
+        acting: &Acting,
+        new: &NewGoal,
+        key: &str,
+    ) -> Result<Mutation<Goal>> {
+        let m = self.store.create_goal(caller, acting, new, key)?;
+        self.keyed(caller, acting, m)
+    }
+
+    /// One goal.
+    ///
+    /// # Errors
+    ///
+    /// As `get_goal`, or the renewal's.
+    pub fn goal(&mut self, caller: &Caller, acting: &Acting, goal: &str) -> Result<Goal> {
+        self.renew(caller, acting)?;
+        self.store.get_goal(caller, acting, goal)
+    }
+
+    /// Checkpoints a goal's plan (keyed).
+    ///
+    /// # Errors
+    ///
+    /// As `checkpoint_goal`, or the renewal's.
+    pub fn checkpoint_goal(
+        &mut self,
+        caller: &Caller,
+        acting: &Acting,
+        checkpoint: &GoalCheckpoint,
+        key: &str,
+    ) -> Result<Mutation<Goal>> {
+        let m = self.store.checkpoint_goal(caller, acting, checkpoint, key)?;
+        self.keyed(caller, acting, m)
+    }
+
+    /// Completes a goal.
+    ///
+    /// # Errors
+    ///
+    /// As `complete_goal`, or the renewal's.
+    pub fn complete_goal(&mut self, caller: &Caller, acting: &Acting, goal: &str) -> Result<Mutation<Goal>> {
+        self.renew(caller, acting)?;
+        let m = self.store.complete_goal(caller, acting, goal)?;
+        Ok(self.woke(m))
+    }
+
+    /// One attention event.
+    ///
+    /// # Errors
+    ///
+    /// As `get_attention_event`, or the renewal's.
+    pub fn attention_event(&mut self, caller: &Caller, acting: &Acting, event: &str) -> Result<AttentionEvent> {
+        self.renew(caller, acting)?;
+        self.store.get_attention_event(caller, acting, event)
+    }
+}

@@ -1,0 +1,41 @@
+//! The operations the surfaces share: one method per operation, written once, which the MCP
+//! tools, the guest interfaces and the console adapt (arguments in, a view out) instead of each
+//! redoing the chores around a store call.
+//!
+//! An operation, given the locked store and the host's carriers, renews the acting agent's
+//! endpoint in one order (a keyed write after its call, unless it was a replay, so that an
+//! exact retry still recovers the original after the endpoint was replaced; any other call
+//! before it; never for the host's own caller, whose carried endpoints the host keeps), makes
+//! the store call, and schedules exactly the agents the store reports the call woke
+//! ([`Mutation::woken`], as a post reports [`Posted::woken`]). It returns the store's
+//! [`Mutation`] for a write and a [`Page`] for a list. Like [`crate::posting`], it runs where
+//! the store is already locked: a blocking thread or a turn's store call, never a tokio worker
+//! waiting on it.
+//!
+//! [`Mutation`]: ahp_store::conversation::Mutation
+//! [`Mutation::woken`]: ahp_store::conversation::Mutation::woken
+//! [`Posted::woken`]: ahp_store::conversation::Posted::woken
+
+pub mod delegation;
+
+pub use delegation::Delegation;
+
+/// One page of a list, and the cursor of the next (`None` on the last page).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page<T> {
+    /// The items, in the list's order.
+    pub items: Vec<T>,
+    /// What to pass as `after` for the next page: the last item's id when the page is full.
+    pub next_after: Option<String>,
+}
+
+impl<T> Page<T> {
+    /// The page `items` of a list asked for `limit` items: another may follow only if it is
+    /// full.
+    pub fn of(items: Vec<T>, limit: usize, id: impl Fn(&T) -> &str) -> Self {
+        let next_after = (items.len() == limit)
+            .then(|| items.last().map(|last| id(last).to_owned()))
+            .flatten();
+        Self { items, next_after }
+    }
+}
