@@ -56,7 +56,7 @@ pub(crate) fn principal_caller(store: &mut Store, name: &str) -> anyhow::Result<
         .into_iter()
         .find(|p| p.name == name)
         .ok_or_else(|| anyhow::anyhow!("no principal named {name:?} (see `ahp principal list`)"))?;
-    Ok(ahp_host::mcp::identity::api_key_owner(&p).caller()?)
+    Ok(ahp_host::ops::identity::api_key_owner(&p).caller()?)
 }
 
 /// Who made a task or goal: an agent, or the owner as a human.

@@ -15,8 +15,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::{Caller, Console, caller, html, pages, session};
-use crate::mcp::identity::api_key_caller;
+use super::{Console, SignedIn, caller, html, pages, session};
+use crate::ops::identity::api_key_caller;
 
 /// The `?after=` cursor of a paged list.
 #[derive(Deserialize)]
@@ -57,7 +57,7 @@ pub(super) async fn talk<T: Send + 'static>(
 /// The signed-in person and the communication caller their key maps to.
 pub(super) struct Person {
     /// The console session and API-key principal.
-    pub(super) caller: Caller,
+    pub(super) caller: SignedIn,
     /// The key's communication principal and scopes.
     pub(super) talker: Talker,
 }
@@ -119,7 +119,7 @@ pub(super) async fn poster(console: &Arc<Console>, headers: &HeaderMap, csrf: &s
 }
 
 /// The `404` page for a conversation or agent that is missing or outside the key's reach.
-pub(super) fn not_found(who: &Caller, what: &str) -> Response {
+pub(super) fn not_found(who: &SignedIn, what: &str) -> Response {
     let text = format!("No such {what}.");
     (
         StatusCode::NOT_FOUND,
@@ -129,7 +129,7 @@ pub(super) fn not_found(who: &Caller, what: &str) -> Response {
 }
 
 /// The page for a refusal no handler treats specially.
-pub(super) fn refused(who: &Caller, what: &str, refusal: Refusal) -> Response {
+pub(super) fn refused(who: &SignedIn, what: &str, refusal: Refusal) -> Response {
     let e = match refusal {
         Refusal::Domain(e) => e,
         Refusal::Unavailable(r) => return r,

@@ -294,8 +294,9 @@ pub(super) async fn post_message(
     };
     let talker = p.talker.clone();
     let carriers = console.carriers.clone();
-    // The one post path: it schedules the agents the post woke, on `talk`'s blocking thread.
-    let posting = move |s: &mut Store| crate::posting::post(s, carriers.as_ref(), &talker, &new);
+    // The post operation (the one post path): it schedules the agents the post woke, on
+    // `talk`'s blocking thread.
+    let posting = move |s: &mut Store| crate::ops::Conversations::new(s, carriers.as_ref()).post(&talker, &new);
     let refusal = match talk(&console, posting).await {
         Ok(posted) => {
             return Redirect::to(&format!("/console/conversations/{id}#{}", posted.value.id)).into_response();

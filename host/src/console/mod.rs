@@ -14,7 +14,7 @@
 //! - **Host** must name this server (DNS-rebinding protection, as for `/mcp`).
 //! - **Scopes** apply as on the MCP surfaces: without `transfer:read` a key sees no transfers;
 //!   the [`agents`] and [`conversations`] pages act as the key's communication principal
-//!   ([`api_key_caller`](crate::mcp::identity::api_key_caller)), so they show exactly
+//!   ([`api_key_caller`](crate::ops::identity::api_key_caller)), so they show exactly
 //!   what the MCP conversation tools show that key, and need `communication:read` (to look) and
 //!   `communication:manage` (to start a conversation or post).
 //! - **Responses** carry a strict Content-Security-Policy (`default-src 'none'`; scripts, styles
@@ -203,17 +203,17 @@ async fn read<T: Send + 'static>(
     }
 }
 
-/// The signed-in caller: its session (cookie value and contents) and its principal.
-struct Caller {
+/// Who is signed in to the console: its session (cookie value and contents) and its principal.
+struct SignedIn {
     cookie: String,
     session: Session,
     principal: Principal,
 }
 
-impl Caller {
+impl SignedIn {
     /// Whose transfers the caller sees: its key's own (the rule `get_status` follows).
     fn owner(&self) -> TransferOwner {
-        crate::mcp::identity::api_key_owner(&self.principal)
+        crate::ops::identity::api_key_owner(&self.principal)
     }
 
     fn who(&self) -> (&Principal, &str) {
@@ -223,7 +223,7 @@ impl Caller {
 
 /// The caller signed in by the request's cookie, or the response for one who is not: a
 /// redirect to sign-in for a page, `401` for a live region or a POST.
-async fn caller(console: &Arc<Console>, headers: &HeaderMap, page: bool) -> Result<Caller, Response> {
+async fn caller(console: &Arc<Console>, headers: &HeaderMap, page: bool) -> Result<SignedIn, Response> {
     let refuse = |console: &Console, cookie: Option<&str>| {
         if let Some(c) = cookie {
             console.sessions.end(c);
@@ -253,7 +253,7 @@ async fn caller(console: &Arc<Console>, headers: &HeaderMap, page: bool) -> Resu
     };
     let id = session.principal_id.clone();
     match read(console, move |s| s.active_principal(&id)).await? {
-        Some(principal) if may_use_console(&principal) => Ok(Caller {
+        Some(principal) if may_use_console(&principal) => Ok(SignedIn {
             cookie,
             session,
             principal,
@@ -367,7 +367,7 @@ async fn caller_with(
     headers: &HeaderMap,
     page: bool,
     scope: ApiScope,
-) -> Result<Caller, Response> {
+) -> Result<SignedIn, Response> {
     let c = caller(console, headers, page).await?;
     if c.principal.has(scope) {
         Ok(c)

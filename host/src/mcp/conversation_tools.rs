@@ -15,9 +15,9 @@
 //!
 //! **Refusals** are tool errors whose structured content is a [`ToolErrorContent`] with a stable
 //! `kind`. A not-found message never echoes the id, so a well-formed foreign id and a
-//! nonexistent one give byte-identical responses. **Leases**: every agent-acting call first
-//! renews the acting endpoint's lease ([`Store::touch_endpoint`]), so renewal is never a chore
-//! for the model.
+//! nonexistent one give byte-identical responses. **Leases**: every agent-acting call renews
+//! the acting endpoint's lease ([`crate::ops`]), so renewal is never a chore for the model.
+//! The agent-acting tools adapt the [conversation operations](crate::ops::Conversations).
 
 use crate::shared_store::{SharedStore, StoreLock};
 use std::sync::Arc;
@@ -36,6 +36,7 @@ use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
 use super::conversation_schema::*;
 use super::identity::{api_key_caller, operator_caller, principal_of};
 use crate::carrier::{Carriers, NoCarriers};
+use crate::ops::Page;
 
 /// Default page size of the listing tools.
 const DEFAULT_PAGE: usize = 50;
@@ -194,6 +195,20 @@ impl ConversationTools {
         self.carriers.holds(endpoint)
     }
 
+    /// Runs `f` with the caller on the [conversation operations](crate::ops::Conversations)
+    /// over the store, on a blocking thread, as [`run`](Self::run) does.
+    pub(super) async fn conversations<T: Send + 'static>(
+        &self,
+        ext: &Extensions,
+        f: impl FnOnce(&mut crate::ops::Conversations<'_>, &Caller) -> Result<T, ToolError> + Send + 'static,
+    ) -> Result<T, ToolError> {
+        let carriers = self.carriers();
+        self.run(ext, move |s, c| {
+            f(&mut crate::ops::Conversations::new(s, carriers.as_ref()), c)
+        })
+        .await
+    }
+
     /// Runs `f` with the caller on the [delegation operations](crate::ops::Delegation) over
     /// the store, on a blocking thread, as [`run`](Self::run) does.
     pub(super) async fn delegation<T: Send + 'static>(
@@ -250,14 +265,6 @@ pub(super) fn acting(
     }
 }
 
-/// Renews the acting endpoint's lease, if an agent is acting.
-pub(super) fn renew(s: &mut Store, caller: &Caller, acting: &Acting) -> Result<(), ToolError> {
-    if let Acting::Agent(a) = acting {
-        s.touch_endpoint(caller, a)?;
-    }
-    Ok(())
-}
-
 pub(super) fn page(limit: Option<usize>) -> usize {
     limit.unwrap_or(DEFAULT_PAGE)
 }
@@ -309,10 +316,11 @@ impl ConversationTools {
                     AgentListingView::new(l, held, endpoint.and_then(|e| this.carriers.residency(e)))
                 })
                 .collect();
-            let next_after = (agents.len() == limit)
-                .then(|| agents.last().map(|a| a.agent_id.clone()))
-                .flatten();
-            Ok(Json(AgentListResult { agents, next_after }))
+            let agents = Page::of(agents, limit, |a| a.agent_id.clone());
+            Ok(Json(AgentListResult {
+                agents: agents.items,
+                next_after: agents.next_after,
+            }))
         })
         .await
     }
@@ -400,27 +408,25 @@ impl ConversationTools {
         Parameters(a): Parameters<BootstrapArgs>,
     ) -> Result<Json<BootstrapResult>, ToolError> {
         let this = self.clone();
-        self.run(&ext, move |s, c| {
-            let actor = actor(&a.acting);
-            s.touch_endpoint(c, &actor)?;
-            let activation = match (&a.activation_idempotency_key, &a.wake_id) {
-                (Some(key), Some(wake)) => {
-                    let m = s.activate_wake(c, &actor, wake, key)?;
-                    Some(ActivationView {
-                        wake_id: m.value.wake.id.clone(),
-                        consume_token: m.value.consume_token.clone(),
-                        replayed: m.replayed,
-                        state_changed: m.state_changed,
-                    })
-                }
-                (Some(_), None) => {
-                    return Err(ToolError::invalid(
-                        "invalid wakeId: activationIdempotencyKey needs the wakeId of the pending wake to activate",
-                    ));
-                }
-                (None, _) => None,
-            };
-            let b = s.bootstrap(c, &actor, a.conversation_id.as_deref(), a.wake_id.as_deref())?;
+        self.conversations(&ext, move |ops, c| {
+            if a.activation_idempotency_key.is_some() && a.wake_id.is_none() {
+                return Err(ToolError::invalid(
+                    "invalid wakeId: activationIdempotencyKey needs the wakeId of the pending wake to activate",
+                ));
+            }
+            let (activated, b) = ops.bootstrap(
+                c,
+                &actor(&a.acting),
+                a.conversation_id.as_deref(),
+                a.wake_id.as_deref(),
+                a.activation_idempotency_key.as_deref(),
+            )?;
+            let activation = activated.map(|m| ActivationView {
+                wake_id: m.value.wake.id.clone(),
+                consume_token: m.value.consume_token.clone(),
+                replayed: m.replayed,
+                state_changed: m.state_changed,
+            });
             Ok(Json(BootstrapResult {
                 agent_id: b.agent.id.clone(),
                 endpoint_id: b.endpoint.id.clone(),
@@ -472,13 +478,12 @@ impl ConversationTools {
     ) -> Result<Json<ConversationListResult>, ToolError> {
         self.run(&ext, move |s, c| {
             let limit = page(a.limit);
-            let list = s.list_conversations(c, a.after.as_deref(), limit)?;
-            let next_after = (list.len() == limit)
-                .then(|| list.last().map(|c| c.id.clone()))
-                .flatten();
+            let list = Page::of(s.list_conversations(c, a.after.as_deref(), limit)?, limit, |c| {
+                c.id.clone()
+            });
             Ok(Json(ConversationListResult {
-                conversations: list.iter().map(Into::into).collect(),
-                next_after,
+                conversations: list.items.iter().map(Into::into).collect(),
+                next_after: list.next_after,
             }))
         })
         .await
@@ -493,20 +498,14 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<ReadConversationArgs>,
     ) -> Result<Json<ReadConversationResult>, ToolError> {
-        self.run(&ext, move |s, c| {
+        self.conversations(&ext, move |ops, c| {
             let who = acting(a.agent_id, a.endpoint_id, a.controller_generation)?;
-            renew(s, c, &who)?;
-            let limit = page(a.limit);
-            let conversation = s.get_conversation(c, &who, &a.conversation_id)?;
-            let messages = s.read_transcript(c, &who, &a.conversation_id, a.after_seq, limit)?;
-            let next_after_seq = (messages.len() == limit)
-                .then(|| messages.last().map(|m| m.seq))
-                .flatten();
+            let (conversation, messages) = ops.read(c, &who, &a.conversation_id, a.after_seq, page(a.limit))?;
             Ok(Json(ReadConversationResult {
                 conversation_id: conversation.id.clone(),
                 conversation: (&conversation).into(),
-                messages: messages.iter().map(Into::into).collect(),
-                next_after_seq,
+                messages: messages.items.iter().map(Into::into).collect(),
+                next_after_seq: messages.next_after,
             }))
         })
         .await
@@ -527,8 +526,7 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<PostMessageArgs>,
     ) -> Result<Json<PostMessageResult>, ToolError> {
-        let carriers = self.carriers.clone();
-        self.run(&ext, move |s, c| {
+        self.conversations(&ext, move |ops, c| {
             let who = acting(a.agent_id, a.endpoint_id, a.controller_generation)?;
             let idempotency = match (a.idempotency_key, a.wake_id, a.operation_index) {
                 (Some(k), None, None) => IdempotencyKey::Key(k),
@@ -539,7 +537,6 @@ impl ConversationTools {
                     ));
                 }
             };
-            renew(s, c, &who)?;
             let new = NewMessage {
                 conversation: a.conversation_id,
                 acting: who,
@@ -547,8 +544,7 @@ impl ConversationTools {
                 reply_to: a.reply_to,
                 idempotency,
             };
-            // The one post path: it schedules the agents the post woke, on this blocking thread.
-            let m = crate::posting::post(s, carriers.as_ref(), c, &new)?;
+            let m = ops.post(c, &new)?;
             Ok(Json(PostMessageResult {
                 conversation_id: m.value.conversation_id.clone(),
                 message_id: m.value.id.clone(),
@@ -569,18 +565,14 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<InboxArgs>,
     ) -> Result<Json<InboxResult>, ToolError> {
-        self.run(&ext, move |s, c| {
+        self.conversations(&ext, move |ops, c| {
             let actor = actor(&a.acting);
-            s.touch_endpoint(c, &actor)?;
-            let limit = page(a.limit);
-            let list = s.read_inbox(c, &actor, a.after_delivery_order, limit, a.queued_only.unwrap_or(true))?;
-            let next = (list.len() == limit)
-                .then(|| list.last().map(|d| d.delivery_order))
-                .flatten();
+            let queued_only = a.queued_only.unwrap_or(true);
+            let list = ops.inbox(c, &actor, a.after_delivery_order, page(a.limit), queued_only)?;
             Ok(Json(InboxResult {
                 agent_id: actor.agent,
-                deliveries: list.iter().map(Into::into).collect(),
-                next_after_delivery_order: next,
+                deliveries: list.items.iter().map(Into::into).collect(),
+                next_after_delivery_order: list.next_after,
             }))
         })
         .await
@@ -599,10 +591,9 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<ConsumeDeliveryArgs>,
     ) -> Result<Json<DeliveryResult>, ToolError> {
-        self.run(&ext, move |s, c| {
+        self.conversations(&ext, move |ops, c| {
             let actor = actor(&a.acting);
-            s.touch_endpoint(c, &actor)?;
-            let m = s.consume_delivery(c, &actor, &a.message_id)?;
+            let m = ops.consume_delivery(c, &actor, &a.message_id)?;
             Ok(Json(DeliveryResult {
                 agent_id: actor.agent,
                 message_id: m.value.message.id.clone(),
@@ -629,10 +620,9 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<ConsumeWakeArgs>,
     ) -> Result<Json<WakeResult>, ToolError> {
-        self.run(&ext, move |s, c| {
+        self.conversations(&ext, move |ops, c| {
             let actor = actor(&a.acting);
-            s.touch_endpoint(c, &actor)?;
-            let m = s.consume_wake(c, &actor, &a.wake_id, &a.consume_token)?;
+            let m = ops.consume_wake(c, &actor, &a.wake_id, &a.consume_token)?;
             Ok(Json(WakeResult {
                 agent_id: actor.agent,
                 wake_id: m.value.id.clone(),

@@ -25,12 +25,9 @@ impl<'a> Delegation<'a> {
         Self { store, carriers }
     }
 
-    /// Renews the endpoint `acting` acts through, unless the host itself is the caller.
+    /// Renews the endpoint `acting` acts through ([`super::renew`]).
     fn renew(&mut self, caller: &Caller, acting: &Acting) -> Result<()> {
-        match acting {
-            Acting::Agent(a) if !caller.is_host() => self.store.touch_endpoint(caller, a).map(drop),
-            _ => Ok(()),
-        }
+        super::renew(self.store, caller, acting)
     }
 
     /// After a keyed write: renews (unless it was a replay) and schedules whom it woke.
@@ -103,7 +100,7 @@ impl<'a> Delegation<'a> {
     ) -> Result<Page<AgentTask>> {
         self.renew(caller, acting)?;
         let tasks = self.store.list_agent_tasks(caller, acting, query, limit)?;
-        Ok(Page::of(tasks, limit, |t| &t.id))
+        Ok(Page::of(tasks, limit, |t| t.id.clone()))
     }
 
     /// Cancels a task.

@@ -1,6 +1,7 @@
 //! The operations the surfaces share: one method per operation, written once, which the MCP
 //! tools, the guest interfaces and the console adapt (arguments in, a view out) instead of each
-//! redoing the chores around a store call.
+//! redoing the chores around a store call; and who the caller is ([`identity`]: one
+//! constructor per kind of caller, for every surface).
 //!
 //! An operation, given the locked store and the host's carriers, renews the acting agent's
 //! endpoint in one order (a keyed write after its call, unless it was a replay, so that an
@@ -16,26 +17,40 @@
 //! [`Mutation::woken`]: ahp_store::conversation::Mutation::woken
 //! [`Posted::woken`]: ahp_store::conversation::Posted::woken
 
+pub mod conversations;
 pub mod delegation;
+pub mod identity;
 
+pub use conversations::Conversations;
 pub use delegation::Delegation;
 
-/// One page of a list, and the cursor of the next (`None` on the last page).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Page<T> {
-    /// The items, in the list's order.
-    pub items: Vec<T>,
-    /// What to pass as `after` for the next page: the last item's id when the page is full.
-    pub next_after: Option<String>,
+use ahp_store::Store;
+use ahp_store::conversation::{Acting, Caller, ConversationResult};
+
+/// Renews the endpoint `acting` acts through (an agent through its exact endpoint), unless
+/// the host itself is the caller: the host keeps the leases of the endpoints it carries.
+fn renew(store: &mut Store, caller: &Caller, acting: &Acting) -> ConversationResult<()> {
+    match acting {
+        Acting::Agent(a) if !caller.is_host() => store.touch_endpoint(caller, a).map(drop),
+        _ => Ok(()),
+    }
 }
 
-impl<T> Page<T> {
+/// One page of a list, and the cursor of the next (`None` on the last page): an id for most
+/// lists, a sequence number for a transcript or an inbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page<T, C = String> {
+    /// The items, in the list's order.
+    pub items: Vec<T>,
+    /// What to pass as `after` for the next page: the last item's cursor when the page is full.
+    pub next_after: Option<C>,
+}
+
+impl<T, C> Page<T, C> {
     /// The page `items` of a list asked for `limit` items: another may follow only if it is
     /// full.
-    pub fn of(items: Vec<T>, limit: usize, id: impl Fn(&T) -> &str) -> Self {
-        let next_after = (items.len() == limit)
-            .then(|| items.last().map(|last| id(last).to_owned()))
-            .flatten();
+    pub fn of(items: Vec<T>, limit: usize, cursor: impl Fn(&T) -> C) -> Self {
+        let next_after = (items.len() == limit).then(|| items.last().map(&cursor)).flatten();
         Self { items, next_after }
     }
 }
