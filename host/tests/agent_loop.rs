@@ -9,7 +9,7 @@
 //! saw the system prompt, the history and the question, then the tool's result; neither secret
 //! ever reached the guest; the model and tool calls are charged and audited.
 
-mod common;
+use crate::common;
 
 use ahp_guests::ASSISTANT;
 use ahp_host::gateway::scripted::Protocol;

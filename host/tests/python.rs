@@ -5,7 +5,7 @@
 //! ceilings (or find nothing), each with its audited error kind. The Python worker does its
 //! tasks through `ahp_agent.delegation` as its Rust twin does, for the Rust coordinator.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! `examples/` and `host/tests/guests/`) activated against a real store, each hostile guest stopped by the right
 //! ceiling with its audit event, and the host serving the next sandbox fine afterwards.
 
-mod common;
+use crate::common;
 
 use common::rss;
 
@@ -940,7 +940,7 @@ fn hoarder_rss_probe() {
 
 #[test]
 fn host_rss_stays_bounded_while_a_guest_hoards_resources() {
-    let stdout = rss::run_probe("hoarder_rss_probe");
+    let stdout = rss::run_probe("sandbox::hoarder_rss_probe");
     let growth = rss::probe_value(&stdout, "rss_growth_bytes=");
     let bound = host_resources::host_bytes_bound(Tier::Nano.limits()) + PROCESS_SLACK_BYTES;
     // Before the ceiling the same guest grew the host by ~940 MB.
@@ -1375,7 +1375,7 @@ fn stress_probe() {
 
 #[test]
 fn fifty_hostile_guests_beside_honest_activations() {
-    let stdout = rss::run_probe("stress_probe");
+    let stdout = rss::run_probe("sandbox::stress_probe");
     let value = |key: &str| rss::probe_value(&stdout, key);
     let growth = value("rss_growth_bytes=");
     let bound = stress_rss_bound(50);

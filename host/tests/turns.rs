@@ -19,8 +19,7 @@
 //!   tier's bound, and answers its next message; a call of fixed arity past the per-call copy
 //!   budget is a `host_resources` breach.
 
-#[path = "common/rss.rs"]
-mod rss;
+use crate::common::rss;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -880,7 +879,7 @@ mod aliasing {
 
     #[test]
     fn every_list_call_refuses_aliased_copies_within_the_host_bound() {
-        let stdout = rss::run_probe("aliasing::aliasing_rss_probe");
+        let stdout = rss::run_probe("turns::aliasing::aliasing_rss_probe");
         let growth = rss::probe_value(&stdout, "rss_growth_bytes=");
         // The guest's own linear memory (the string lives there) and what it can make the host
         // hold. Copied before weighing, 7 copies alone were 112 MiB.

@@ -1,4 +1,4 @@
-//! Scenarios shared by more than one test binary.
+//! Scenarios shared by more than one suite.
 
 pub(crate) mod assistant;
 pub(crate) mod rss;
