@@ -18,7 +18,7 @@
 //! once is bounded by the live sandboxes the host may hold, shared fairly between owners
 //! ([`admission`]). The opportunity claims its pending wake through the exact endpoint and
 //! generation and crosses the durable dispatch fence in one commit (`claim_and_dispatch`),
-//! runs one `turn` in the sandbox under the tier's fuel and wall clock ([`run`]), and records
+//! runs one `turn` in the sandbox under the tier's fuel and wall clock ([`outcome`]), and records
 //! the outcome; only after the turn returned `ok` it exact-consumes the wake — that consume is
 //! what proves the turn ran. The budget is read before anything is claimed, and the end of a
 //! turn (outcome and consume, with the turn's last compute spend) is one store transaction
@@ -47,10 +47,10 @@
 pub mod admission;
 mod dispatch;
 pub mod hosting;
+pub mod outcome;
 mod queue;
 pub mod recovery;
 mod resident;
-pub mod run;
 pub mod takeover;
 mod upkeep;
 

@@ -5,7 +5,7 @@ use ahp_store::EventKind;
 use serde_json::json;
 use wasmtime::Trap;
 
-use super::run::{RunOutcome, Sandbox};
+use super::executor::{RunOutcome, Sandbox};
 use super::{Ceiling, Sandboxes, host_resources};
 use crate::shared_store::StoreLock;
 

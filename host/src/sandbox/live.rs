@@ -7,7 +7,7 @@ use std::sync::MutexGuard;
 use std::time::Instant;
 
 use super::Sandboxes;
-use super::run::Sandbox;
+use super::executor::Sandbox;
 use crate::shared_store::StoreLock;
 
 /// The live sandboxes of a host, and the transfers whose sandbox is out of the map for a run.

@@ -41,6 +41,7 @@ pub mod cache;
 pub mod counts;
 pub mod egress;
 pub mod engine;
+mod executor;
 pub mod host_resources;
 mod instance;
 pub mod limits;
@@ -48,7 +49,6 @@ mod live;
 pub(crate) mod meter;
 pub mod park;
 pub(crate) mod pinned;
-mod run;
 pub(crate) mod state;
 mod sweep;
 
@@ -65,14 +65,14 @@ pub(crate) use self::audit::bounded;
 use self::cache::ComponentCache;
 pub use self::counts::ComponentCounts;
 use self::engine::{EngineConfig, EpochTicker, build_engine};
+pub(crate) use self::executor::HeldInbox;
+pub use self::executor::{
+    Call, DIAGNOSIS_LOG_BYTES, Diagnosis, MAX_DIAGNOSIS_TRACE_BYTES, Run, RunOutcome, RunReport, Sandbox,
+};
 pub use self::limits::{Ceiling, CeilingCap, Ceilings};
 use self::live::Live;
 pub use self::meter::{COMPUTE_KIND, DeferredSpend, FUEL_FLUSH_INTERVAL, METER_QUANTUM_FUEL};
 pub use self::park::Parking;
-pub(crate) use self::run::HeldInbox;
-pub use self::run::{
-    Call, DIAGNOSIS_LOG_BYTES, Diagnosis, MAX_DIAGNOSIS_TRACE_BYTES, Run, RunOutcome, RunReport, Sandbox,
-};
 pub use self::state::MAX_GUEST_LOG_BYTES;
 use crate::carrier::Carriers;
 pub use crate::interfaces::context::{

@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::Sandboxes;
-use super::run::Sandbox;
+use super::executor::Sandbox;
 
 /// When a host parks its agents' sandboxes (see the [module docs](self)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
