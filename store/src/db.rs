@@ -29,6 +29,7 @@ use ahp_store_sql::{Begin, Connection, Dialect, SqlError, Transaction, Tx};
 use rusqlite::OpenFlags;
 
 use crate::clock::{Clock, SystemClock, Timestamp};
+use crate::error::WriteError;
 use crate::error::{Error, Result};
 use crate::migrations;
 use crate::sqlite::SqliteConnection;
@@ -55,6 +56,9 @@ pub const FIRST_WRITE_BACKOFF: Duration = Duration::from_millis(10);
 /// and re-parsing SQL was a measurable part of every transition (BENCHMARKS.md).
 const STATEMENT_CACHE_CAPACITY: usize = 128;
 
+/// The host id of a store nobody named: a single host on its own database.
+pub const DEFAULT_HOST_ID: &str = "local";
+
 /// A connection to ahp's system of record, with its clock and (optionally) the transfer-token key.
 ///
 /// A `Store` is one database connection: `Send`, not `Sync`. Open one per thread, or funnel
@@ -64,7 +68,7 @@ pub struct Store {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) token_key: Option<TokenKey>,
     /// Faults a test armed ([`crate::fault`]); `None` unless one did.
-    pub(crate) faults: Option<Arc<crate::fault::FaultPlan>>,
+    pub(crate) faults: Option<Arc<crate::fault_plan::FaultPlan>>,
     /// The host this store acts as ([`crate::hosts`]).
     pub(crate) host_id: String,
     /// The clock [`Store::sync_database_clock`] keeps in step with the database's, if any.
@@ -79,21 +83,6 @@ impl std::fmt::Debug for Store {
             .field("dialect", &self.conn.dialect())
             .field("token_key", &self.token_key.is_some())
             .finish_non_exhaustive()
-    }
-}
-
-/// What the write path needs of an operation's error type: whether it is a busy database
-/// (run the whole transaction again), and what to report when every attempt was busy.
-pub(crate) trait WriteError: From<SqlError> {
-    /// The failure was contention alone; nothing was committed.
-    fn is_transient(&self) -> bool;
-
-    /// The error to report after `attempts` busy attempts (by default the last one).
-    fn exhausted(self, _attempts: u32) -> Self
-    where
-        Self: Sized,
-    {
-        self
     }
 }
 
@@ -146,7 +135,7 @@ impl Store {
             clock: Arc::new(SystemClock),
             token_key: None,
             faults: None,
-            host_id: crate::hosts::DEFAULT_HOST_ID.to_owned(),
+            host_id: DEFAULT_HOST_ID.to_owned(),
             database_clock: None,
             keep_alive: None,
         };

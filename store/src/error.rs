@@ -231,12 +231,27 @@ impl From<ConversationError> for Error {
     }
 }
 
-impl crate::db::WriteError for Error {
+impl WriteError for Error {
     fn is_transient(&self) -> bool {
         Error::is_transient(self)
     }
 
     fn exhausted(self, attempts: u32) -> Self {
         Self::Busy { attempts }
+    }
+}
+
+/// What the write path needs of an operation's error type: whether it is a busy database
+/// (run the whole transaction again), and what to report when every attempt was busy.
+pub(crate) trait WriteError: From<ahp_store_sql::SqlError> {
+    /// The failure was contention alone; nothing was committed.
+    fn is_transient(&self) -> bool;
+
+    /// The error to report after `attempts` busy attempts (by default the last one).
+    fn exhausted(self, _attempts: u32) -> Self
+    where
+        Self: Sized,
+    {
+        self
     }
 }

@@ -35,8 +35,7 @@ pub mod claim;
 
 pub use claim::{CLAIM_SLICE, HostClaim, INTERRUPTED_BY_HOST_LOSS};
 
-/// The host id of a store nobody named: a single host on its own database.
-pub const DEFAULT_HOST_ID: &str = "local";
+pub use crate::db::DEFAULT_HOST_ID;
 
 /// Longest host id, in characters.
 pub const MAX_HOST_ID_CHARS: usize = 64;

@@ -64,6 +64,7 @@ pub mod error;
 pub mod event;
 #[doc(hidden)]
 pub mod fault;
+mod fault_plan;
 pub mod group_commit;
 pub mod hosts;
 pub mod id;

@@ -315,7 +315,7 @@ impl ConversationError {
     }
 }
 
-impl crate::db::WriteError for ConversationError {
+impl crate::error::WriteError for ConversationError {
     fn is_transient(&self) -> bool {
         ConversationError::is_transient(self)
     }
