@@ -23,121 +23,24 @@ use crate::shared_store::{SharedStore, StoreLock};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ahp_store::conversation::{
-    Acting, AgentActor, Caller, ConversationError, IdempotencyKey, NewConversation, NewMessage,
-};
-use ahp_store::{ApiScope, Store};
+use ahp_store::Store;
+use ahp_store::conversation::{Caller, IdempotencyKey, NewConversation, NewMessage};
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::tool::IntoCallToolResult;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResponse, CallToolResult, Extensions, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{Extensions, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
 
+use super::arguments::{acting, actor, page};
 use super::conversation_schema::*;
 use super::identity::{api_key_caller, operator_caller, principal_of};
+pub use super::tool_error::ToolError;
 use crate::carrier::{Carriers, NoCarriers};
 use crate::ops::Page;
-
-/// Default page size of the listing tools.
-const DEFAULT_PAGE: usize = 50;
 
 /// Default endpoint lease when `attach_agent_endpoint` names none.
 const DEFAULT_LEASE: Duration = Duration::from_secs(300);
 
-/// The tools that only read (and so need `communication:read`); every other conversation tool
-/// needs `communication:manage`.
-pub const READ_TOOLS: [&str; 4] = [
-    "list_agent_identities",
-    "list_conversations",
-    "read_conversation",
-    "list_agent_inbox",
-];
-
-/// The scope a `tools/call` of `tool` on `/mcp/conversations` needs. An unknown name needs
-/// `communication:manage` (rmcp then refuses the call).
-pub fn required_scope(tool: &str) -> ApiScope {
-    if READ_TOOLS.contains(&tool) || super::delegation_tools::READ_TOOLS.contains(&tool) {
-        ApiScope::CommunicationRead
-    } else {
-        ApiScope::CommunicationManage
-    }
-}
-
-/// A refused call: a stable `kind` and a message, sent as the tool error's structured content.
-#[derive(Debug)]
-pub struct ToolError(ToolErrorContent);
-
-impl ToolError {
-    pub(super) fn new(kind: &'static str, message: impl Into<String>) -> Self {
-        Self(ToolErrorContent {
-            kind,
-            message: message.into(),
-        })
-    }
-
-    pub(super) fn invalid(message: impl Into<String>) -> Self {
-        Self::new("invalid", message)
-    }
-}
-
-impl From<ConversationError> for ToolError {
-    fn from(e: ConversationError) -> Self {
-        use ConversationError as E;
-        // Not-found messages never echo the id: a foreign id and a missing one read the same.
-        let not_found = |what: &str| Self::new("not_found", format!("{what} not found"));
-        match e {
-            E::AgentNotFound(_) => not_found("agent"),
-            E::EndpointNotFound(_) => not_found("endpoint"),
-            E::ConversationNotFound(_) => not_found("conversation"),
-            E::MessageNotFound(_) => not_found("message"),
-            E::WakeNotFound(_) => not_found("wake"),
-            E::AttemptNotFound(_) => not_found("wake attempt"),
-            E::TaskNotFound(_) => not_found("agent task"),
-            E::TaskAttemptNotFound(_) => not_found("task attempt"),
-            E::WaitNotFound(_) => not_found("agent wait"),
-            E::GoalNotFound(_) => not_found("goal"),
-            E::AttentionEventNotFound(_) => not_found("attention event"),
-            E::InvalidInput { .. } => Self::new("invalid", e.to_string()),
-            E::MissingScope(_) => Self::new("insufficient_scope", e.to_string()),
-            E::RevisionConflict { .. } | E::IdempotencyConflict { .. } | E::GoalRevisionConflict { .. } => {
-                Self::new("conflict", e.to_string())
-            }
-            E::EndpointNotCurrent { .. } | E::StaleGeneration { .. } | E::EndpointExpired { .. } => {
-                Self::new("stale_endpoint", e.to_string())
-            }
-            E::NotWakeCapable(_) => Self::new("not_wake_capable", e.to_string()),
-            // The caller owns the agent (ownership is checked first), so naming the endpoint
-            // or agent reveals nothing it does not already see in its listings.
-            E::HostHeldEndpoint(_) | E::TransferBoundAgent(_) => Self::new("host_held", e.to_string()),
-            E::ConversationClosed(_) => Self::new("closed", e.to_string()),
-            E::LimitReached { .. } => Self::new("limit", e.to_string()),
-            E::InvalidWakeState { .. }
-            | E::InvalidAttemptState { .. }
-            | E::ClaimExpired(_)
-            | E::InvalidTaskState { .. }
-            | E::InvalidTaskAttemptState { .. }
-            | E::InvalidGoalState { .. } => Self::new("invalid_state", e.to_string()),
-            // The caller sees the resource (visibility is checked first): the fence, the role
-            // and the refused source name only what it already reads.
-            E::TaskAttemptFenced { .. } => Self::new("fenced", e.to_string()),
-            E::AssigneeUnavailable(_) => Self::new("assignee_unavailable", e.to_string()),
-            E::NotPermitted { .. } => Self::new("not_permitted", e.to_string()),
-            E::WaitSourceRefused { .. } => Self::new("source_refused", e.to_string()),
-            E::ConsumeRefused { .. } => Self::new("consume_refused", e.to_string()),
-            other => {
-                tracing::error!("conversation store failure: {other}");
-                Self::new("internal", "the store failed; see the server log")
-            }
-        }
-    }
-}
-
-impl IntoCallToolResult for ToolError {
-    fn into_call_tool_result(self) -> Result<CallToolResponse, rmcp::ErrorData> {
-        let value = serde_json::to_value(&self.0).expect("error content serializes");
-        Ok(CallToolResult::structured_error(value).into())
-    }
-}
+pub use super::scopes::{READ_TOOLS, required_scope};
 
 /// The conversation MCP server over the shared store.
 #[derive(Clone)]
@@ -195,32 +98,16 @@ impl ConversationTools {
         self.carriers.holds(endpoint)
     }
 
-    /// Runs `f` with the caller on the [conversation operations](crate::ops::Conversations)
-    /// over the store, on a blocking thread, as [`run`](Self::run) does.
-    pub(super) async fn conversations<T: Send + 'static>(
+    /// Runs `f` with the caller on the [operations](crate::ops::Ops) over the store, on a
+    /// blocking thread, as [`run`](Self::run) does.
+    pub(super) async fn ops<T: Send + 'static>(
         &self,
         ext: &Extensions,
-        f: impl FnOnce(&mut crate::ops::Conversations<'_>, &Caller) -> Result<T, ToolError> + Send + 'static,
+        f: impl FnOnce(&mut crate::ops::Ops<'_>, &Caller) -> Result<T, ToolError> + Send + 'static,
     ) -> Result<T, ToolError> {
         let carriers = self.carriers();
-        self.run(ext, move |s, c| {
-            f(&mut crate::ops::Conversations::new(s, carriers.as_ref()), c)
-        })
-        .await
-    }
-
-    /// Runs `f` with the caller on the [delegation operations](crate::ops::Delegation) over
-    /// the store, on a blocking thread, as [`run`](Self::run) does.
-    pub(super) async fn delegation<T: Send + 'static>(
-        &self,
-        ext: &Extensions,
-        f: impl FnOnce(&mut crate::ops::Delegation<'_>, &Caller) -> Result<T, ToolError> + Send + 'static,
-    ) -> Result<T, ToolError> {
-        let carriers = self.carriers();
-        self.run(ext, move |s, c| {
-            f(&mut crate::ops::Delegation::new(s, carriers.as_ref()), c)
-        })
-        .await
+        self.run(ext, move |s, c| f(&mut crate::ops::Ops::new(s, carriers.as_ref()), c))
+            .await
     }
 
     /// Runs `f` with the caller on the store, on a blocking thread (every write is an fsynced
@@ -236,37 +123,6 @@ impl ConversationTools {
             .await
             .map_err(|e| ToolError::new("internal", format!("internal error: {e}")))?
     }
-}
-
-pub(super) fn actor(a: &ActingArgs) -> AgentActor {
-    AgentActor {
-        agent: a.agent_id.clone(),
-        endpoint: a.endpoint_id.clone(),
-        generation: a.controller_generation,
-    }
-}
-
-/// The optional agent identity of `post_message` and `read_conversation`: all three or none.
-pub(super) fn acting(
-    agent: Option<String>,
-    endpoint: Option<String>,
-    generation: Option<u64>,
-) -> Result<Acting, ToolError> {
-    match (agent, endpoint, generation) {
-        (None, None, None) => Ok(Acting::Human),
-        (Some(agent), Some(endpoint), Some(generation)) => Ok(Acting::Agent(AgentActor {
-            agent,
-            endpoint,
-            generation,
-        })),
-        _ => Err(ToolError::invalid(
-            "invalid agentId: agentId, endpointId and controllerGeneration go together (or all are absent, to act as the human participant)",
-        )),
-    }
-}
-
-pub(super) fn page(limit: Option<usize>) -> usize {
-    limit.unwrap_or(DEFAULT_PAGE)
 }
 
 #[tool_router]
@@ -286,12 +142,7 @@ impl ConversationTools {
     ) -> Result<Json<AgentResult>, ToolError> {
         self.run(&ext, move |s, c| {
             let m = s.create_agent(c, &a.card.into(), &a.idempotency_key)?;
-            Ok(Json(AgentResult {
-                agent_id: m.value.id.clone(),
-                replayed: m.replayed,
-                state_changed: m.state_changed,
-                agent: (&m.value).into(),
-            }))
+            Ok(Json(agent_result(&m.value, m.replayed, m.state_changed)))
         })
         .await
     }
@@ -340,12 +191,7 @@ impl ConversationTools {
     ) -> Result<Json<AgentResult>, ToolError> {
         self.run(&ext, move |s, c| {
             let m = s.update_agent(c, &a.agent_id, a.expected_profile_revision, &a.card.into())?;
-            Ok(Json(AgentResult {
-                agent_id: m.value.id.clone(),
-                replayed: m.replayed,
-                state_changed: m.state_changed,
-                agent: (&m.value).into(),
-            }))
+            Ok(Json(agent_result(&m.value, m.replayed, m.state_changed)))
         })
         .await
     }
@@ -408,13 +254,13 @@ impl ConversationTools {
         Parameters(a): Parameters<BootstrapArgs>,
     ) -> Result<Json<BootstrapResult>, ToolError> {
         let this = self.clone();
-        self.conversations(&ext, move |ops, c| {
+        self.ops(&ext, move |ops, c| {
             if a.activation_idempotency_key.is_some() && a.wake_id.is_none() {
                 return Err(ToolError::invalid(
                     "invalid wakeId: activationIdempotencyKey needs the wakeId of the pending wake to activate",
                 ));
             }
-            let (activated, b) = ops.bootstrap(
+            let (activated, b) = ops.conversations().bootstrap(
                 c,
                 &actor(&a.acting),
                 a.conversation_id.as_deref(),
@@ -498,9 +344,11 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<ReadConversationArgs>,
     ) -> Result<Json<ReadConversationResult>, ToolError> {
-        self.conversations(&ext, move |ops, c| {
+        self.ops(&ext, move |ops, c| {
             let who = acting(a.agent_id, a.endpoint_id, a.controller_generation)?;
-            let (conversation, messages) = ops.read(c, &who, &a.conversation_id, a.after_seq, page(a.limit))?;
+            let (conversation, messages) =
+                ops.conversations()
+                    .read(c, &who, &a.conversation_id, a.after_seq, page(a.limit))?;
             Ok(Json(ReadConversationResult {
                 conversation_id: conversation.id.clone(),
                 conversation: (&conversation).into(),
@@ -526,7 +374,7 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<PostMessageArgs>,
     ) -> Result<Json<PostMessageResult>, ToolError> {
-        self.conversations(&ext, move |ops, c| {
+        self.ops(&ext, move |ops, c| {
             let who = acting(a.agent_id, a.endpoint_id, a.controller_generation)?;
             let idempotency = match (a.idempotency_key, a.wake_id, a.operation_index) {
                 (Some(k), None, None) => IdempotencyKey::Key(k),
@@ -544,7 +392,7 @@ impl ConversationTools {
                 reply_to: a.reply_to,
                 idempotency,
             };
-            let m = ops.post(c, &new)?;
+            let m = ops.conversations().post(c, &new)?;
             Ok(Json(PostMessageResult {
                 conversation_id: m.value.conversation_id.clone(),
                 message_id: m.value.id.clone(),
@@ -565,10 +413,12 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<InboxArgs>,
     ) -> Result<Json<InboxResult>, ToolError> {
-        self.conversations(&ext, move |ops, c| {
+        self.ops(&ext, move |ops, c| {
             let actor = actor(&a.acting);
             let queued_only = a.queued_only.unwrap_or(true);
-            let list = ops.inbox(c, &actor, a.after_delivery_order, page(a.limit), queued_only)?;
+            let list = ops
+                .conversations()
+                .inbox(c, &actor, a.after_delivery_order, page(a.limit), queued_only)?;
             Ok(Json(InboxResult {
                 agent_id: actor.agent,
                 deliveries: list.items.iter().map(Into::into).collect(),
@@ -591,9 +441,9 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<ConsumeDeliveryArgs>,
     ) -> Result<Json<DeliveryResult>, ToolError> {
-        self.conversations(&ext, move |ops, c| {
+        self.ops(&ext, move |ops, c| {
             let actor = actor(&a.acting);
-            let m = ops.consume_delivery(c, &actor, &a.message_id)?;
+            let m = ops.conversations().consume_delivery(c, &actor, &a.message_id)?;
             Ok(Json(DeliveryResult {
                 agent_id: actor.agent,
                 message_id: m.value.message.id.clone(),
@@ -620,9 +470,11 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<ConsumeWakeArgs>,
     ) -> Result<Json<WakeResult>, ToolError> {
-        self.conversations(&ext, move |ops, c| {
+        self.ops(&ext, move |ops, c| {
             let actor = actor(&a.acting);
-            let m = ops.consume_wake(c, &actor, &a.wake_id, &a.consume_token)?;
+            let m = ops
+                .conversations()
+                .consume_wake(c, &actor, &a.wake_id, &a.consume_token)?;
             Ok(Json(WakeResult {
                 agent_id: actor.agent,
                 wake_id: m.value.id.clone(),
@@ -652,6 +504,15 @@ impl ConversationTools {
             Ok(Json(conversation_result(&m.value, m.replayed, m.state_changed)))
         })
         .await
+    }
+}
+
+fn agent_result(a: &ahp_store::conversation::Agent, replayed: bool, state_changed: bool) -> AgentResult {
+    AgentResult {
+        agent_id: a.id.clone(),
+        replayed,
+        state_changed,
+        agent: a.into(),
     }
 }
 
@@ -719,15 +580,14 @@ mod tests {
             .collect();
         assert!(schemaless.is_empty(), "no outputSchema: {schemaless:?}");
         for r in READ_TOOLS.into_iter().chain(super::super::delegation_tools::READ_TOOLS) {
+            use ahp_store::ApiScope;
             assert!(names.iter().any(|n| n == r), "{r} is not a tool");
             assert_eq!(required_scope(r), ApiScope::CommunicationRead);
         }
-        assert_eq!(required_scope("post_message"), ApiScope::CommunicationManage);
-        assert_eq!(required_scope("create_agent_task"), ApiScope::CommunicationManage);
-        assert_eq!(
-            required_scope("complete_agent_task_attempt"),
-            ApiScope::CommunicationManage
-        );
-        assert_eq!(required_scope("no_such_tool"), ApiScope::CommunicationManage);
+        let manage = ahp_store::ApiScope::CommunicationManage;
+        assert_eq!(required_scope("post_message"), manage);
+        assert_eq!(required_scope("create_agent_task"), manage);
+        assert_eq!(required_scope("complete_agent_task_attempt"), manage);
+        assert_eq!(required_scope("no_such_tool"), manage);
     }
 }

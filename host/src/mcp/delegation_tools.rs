@@ -22,11 +22,11 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::Extensions;
 use rmcp::{Json, tool, tool_router};
 
-use super::conversation_tools::{ConversationTools, ToolError, acting, actor, page};
+use super::arguments::{acting, actor, page};
+use super::conversation_tools::ConversationTools;
 use super::delegation_schema::*;
-
-/// The delegation tools that only read (and so need `communication:read`).
-pub const READ_TOOLS: [&str; 4] = ["list_agent_tasks", "get_agent_task", "read_agent_wait", "get_goal"];
+pub use super::scopes::DELEGATION_READ_TOOLS as READ_TOOLS;
+use super::tool_error::ToolError;
 
 /// The [`Acting`] of optional agent arguments (all three or none).
 fn who(a: MaybeActingArgs) -> Result<Acting, ToolError> {
@@ -49,7 +49,7 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<CreateTaskArgs>,
     ) -> Result<Json<TaskResult>, ToolError> {
-        self.delegation(&ext, move |d, c| {
+        self.ops(&ext, move |ops, c| {
             let who = who(a.acting)?;
             let new = NewTask {
                 assignee: a.assignee_agent_id,
@@ -58,7 +58,7 @@ impl ConversationTools {
                 goal: a.goal_id,
                 start: a.start.unwrap_or(true),
             };
-            let m = d.create_task(c, &who, &new, &a.idempotency_key)?;
+            let m = ops.delegation().create_task(c, &who, &new, &a.idempotency_key)?;
             Ok(Json(TaskResult::new(&m.value, m.replayed, m.state_changed)))
         })
         .await
@@ -72,7 +72,7 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<ListTasksArgs>,
     ) -> Result<Json<TaskListResult>, ToolError> {
-        self.delegation(&ext, move |d, c| {
+        self.ops(&ext, move |ops, c| {
             let who = who(a.acting)?;
             let limit = page(a.limit);
             let query = TaskQuery {
@@ -82,7 +82,7 @@ impl ConversationTools {
                 goal: a.goal_id,
                 after: a.after,
             };
-            let page = d.tasks(c, &who, &query, limit)?;
+            let page = ops.delegation().tasks(c, &who, &query, limit)?;
             Ok(Json(TaskListResult {
                 tasks: page.items.iter().map(Into::into).collect(),
                 next_after: page.next_after,
@@ -98,8 +98,8 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<TaskArgs>,
     ) -> Result<Json<GetTaskResult>, ToolError> {
-        self.delegation(&ext, move |d, c| {
-            let (task, attempts) = d.task_with_attempts(c, &who(a.acting)?, &a.task_id)?;
+        self.ops(&ext, move |ops, c| {
+            let (task, attempts) = ops.delegation().task_with_attempts(c, &who(a.acting)?, &a.task_id)?;
             Ok(Json(GetTaskResult {
                 task_id: task.id.clone(),
                 task: (&task).into(),
@@ -123,8 +123,8 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<TaskArgs>,
     ) -> Result<Json<TaskResult>, ToolError> {
-        self.delegation(&ext, move |d, c| {
-            let m = d.cancel_task(c, &who(a.acting)?, &a.task_id)?;
+        self.ops(&ext, move |ops, c| {
+            let m = ops.delegation().cancel_task(c, &who(a.acting)?, &a.task_id)?;
             Ok(Json(TaskResult::new(&m.value, m.replayed, m.state_changed)))
         })
         .await
@@ -145,13 +145,13 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<CompleteAttemptArgs>,
     ) -> Result<Json<TaskResult>, ToolError> {
-        self.delegation(&ext, move |d, c| {
+        self.ops(&ext, move |ops, c| {
             let done = TaskCompletion {
                 attempt: a.attempt_id,
                 outcome: a.outcome.into(),
                 result: a.result,
             };
-            let m = d.complete_attempt(c, &actor(&a.acting), &done)?;
+            let m = ops.delegation().complete_attempt(c, &actor(&a.acting), &done)?;
             Ok(Json(TaskResult::new(&m.value, m.replayed, m.state_changed)))
         })
         .await
@@ -171,13 +171,15 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<RegisterWaitArgs>,
     ) -> Result<Json<WaitResult>, ToolError> {
-        self.delegation(&ext, move |d, c| {
+        self.ops(&ext, move |ops, c| {
             let new = NewWait {
                 sources: a.sources,
                 mode: a.mode.into(),
                 goal: a.goal_id,
             };
-            let m = d.register_wait(c, &actor(&a.acting), &new, &a.idempotency_key)?;
+            let m = ops
+                .delegation()
+                .register_wait(c, &actor(&a.acting), &new, &a.idempotency_key)?;
             Ok(Json(WaitResult::new(&m.value, m.replayed, m.state_changed)))
         })
         .await
@@ -190,8 +192,8 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<WaitArgs>,
     ) -> Result<Json<WaitResult>, ToolError> {
-        self.delegation(&ext, move |d, c| {
-            let w = d.wait(c, &who(a.acting)?, &a.wait_id)?;
+        self.ops(&ext, move |ops, c| {
+            let w = ops.delegation().wait(c, &who(a.acting)?, &a.wait_id)?;
             Ok(Json(WaitResult::new(&w, false, false)))
         })
         .await
@@ -210,8 +212,8 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<WaitArgs>,
     ) -> Result<Json<WaitResult>, ToolError> {
-        self.delegation(&ext, move |d, c| {
-            let m = d.cancel_wait(c, &who(a.acting)?, &a.wait_id)?;
+        self.ops(&ext, move |ops, c| {
+            let m = ops.delegation().cancel_wait(c, &who(a.acting)?, &a.wait_id)?;
             Ok(Json(WaitResult::new(&m.value, m.replayed, m.state_changed)))
         })
         .await
@@ -230,7 +232,7 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<CreateGoalArgs>,
     ) -> Result<Json<GoalResult>, ToolError> {
-        self.delegation(&ext, move |d, c| {
+        self.ops(&ext, move |ops, c| {
             let who = who(a.acting)?;
             let new = NewGoal {
                 title: a.title,
@@ -238,7 +240,7 @@ impl ConversationTools {
                 plan: a.plan.into_iter().map(Into::into).collect(),
                 controller: a.controller_agent_id,
             };
-            let m = d.create_goal(c, &who, &new, &a.idempotency_key)?;
+            let m = ops.delegation().create_goal(c, &who, &new, &a.idempotency_key)?;
             Ok(Json(GoalResult::new(&m.value, m.replayed, m.state_changed)))
         })
         .await
@@ -251,8 +253,8 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<GoalArgs>,
     ) -> Result<Json<GoalResult>, ToolError> {
-        self.delegation(&ext, move |d, c| {
-            let g = d.goal(c, &who(a.acting)?, &a.goal_id)?;
+        self.ops(&ext, move |ops, c| {
+            let g = ops.delegation().goal(c, &who(a.acting)?, &a.goal_id)?;
             Ok(Json(GoalResult::new(&g, false, false)))
         })
         .await
@@ -271,7 +273,7 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<CheckpointGoalArgs>,
     ) -> Result<Json<GoalResult>, ToolError> {
-        self.delegation(&ext, move |d, c| {
+        self.ops(&ext, move |ops, c| {
             let who = who(a.acting)?;
             let checkpoint = GoalCheckpoint {
                 goal: a.goal_id,
@@ -279,7 +281,9 @@ impl ConversationTools {
                 plan: a.plan.into_iter().map(Into::into).collect(),
                 note: a.note,
             };
-            let m = d.checkpoint_goal(c, &who, &checkpoint, &a.idempotency_key)?;
+            let m = ops
+                .delegation()
+                .checkpoint_goal(c, &who, &checkpoint, &a.idempotency_key)?;
             Ok(Json(GoalResult::new(&m.value, m.replayed, m.state_changed)))
         })
         .await
@@ -297,8 +301,8 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<GoalArgs>,
     ) -> Result<Json<GoalResult>, ToolError> {
-        self.delegation(&ext, move |d, c| {
-            let m = d.complete_goal(c, &who(a.acting)?, &a.goal_id)?;
+        self.ops(&ext, move |ops, c| {
+            let m = ops.delegation().complete_goal(c, &who(a.acting)?, &a.goal_id)?;
             Ok(Json(GoalResult::new(&m.value, m.replayed, m.state_changed)))
         })
         .await

@@ -8,6 +8,7 @@
 //! [`http`] router and [`serve_stdio`]; who a call acts as is decided below both, by
 //! [`identity`].
 
+pub mod arguments;
 pub mod conversation_schema;
 pub mod conversation_tools;
 pub mod delegation_schema;
@@ -16,6 +17,8 @@ pub mod http;
 pub mod identity;
 pub mod listener;
 pub mod schema;
+pub mod scopes;
+pub mod tool_error;
 pub mod transfer_tools;
 
 pub use conversation_tools::ConversationTools;

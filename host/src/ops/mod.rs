@@ -27,6 +27,32 @@ pub use delegation::Delegation;
 use ahp_store::Store;
 use ahp_store::conversation::{Acting, Caller, ConversationResult};
 
+use crate::carrier::Carriers;
+
+/// The operations over a locked store, scheduling whom they wake on the host's carriers: what
+/// a surface holds for one call, and opens as the domain it needs.
+pub struct Ops<'a> {
+    store: &'a mut Store,
+    carriers: &'a dyn Carriers,
+}
+
+impl<'a> Ops<'a> {
+    /// The operations over `store`, scheduling on `carriers`.
+    pub fn new(store: &'a mut Store, carriers: &'a dyn Carriers) -> Self {
+        Self { store, carriers }
+    }
+
+    /// The conversation operations.
+    pub fn conversations(&mut self) -> Conversations<'_> {
+        Conversations::new(self.store, self.carriers)
+    }
+
+    /// The delegation operations.
+    pub fn delegation(&mut self) -> Delegation<'_> {
+        Delegation::new(self.store, self.carriers)
+    }
+}
+
 /// Renews the endpoint `acting` acts through (an agent through its exact endpoint), unless
 /// the host itself is the caller: the host keeps the leases of the endpoints it carries.
 fn renew(store: &mut Store, caller: &Caller, acting: &Acting) -> ConversationResult<()> {
