@@ -24,6 +24,7 @@ pub mod activation;
 pub mod agents;
 pub mod carrier;
 pub mod console;
+pub mod egress;
 pub mod error;
 pub mod gateway;
 pub mod host;

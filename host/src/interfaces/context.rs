@@ -263,10 +263,32 @@ impl AgentCtx {
     }
 
     /// What the turn did with its inbox that is not recorded yet, taken for its end.
-    pub(crate) fn take_held_inbox(&mut self) -> crate::sandbox::HeldInbox {
-        crate::sandbox::HeldInbox {
+    pub(crate) fn take_held_inbox(&mut self) -> HeldInbox {
+        HeldInbox {
             consumed: std::mem::take(&mut self.consumed),
             read: std::mem::take(&mut self.read).into_iter().map(|(id, _)| id).collect(),
+        }
+    }
+}
+
+/// What a conversation turn did with its inbox that the host holds for the turn's end.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HeldInbox {
+    /// Queued deliveries the turn consumed since its last reply (a reply records the ones
+    /// before it).
+    pub consumed: Vec<String>,
+    /// Queued deliveries the turn's inbox reads returned, each once, at most
+    /// [`MAX_TURN_CONSUMES`](ahp_store::conversation::bounds::MAX_TURN_CONSUMES): those
+    /// still queued at the end count one more try.
+    pub read: Vec<String>,
+}
+
+impl HeldInbox {
+    /// The store's view of it.
+    pub(crate) fn as_turn_inbox(&self) -> ahp_store::conversation::TurnInbox<'_> {
+        ahp_store::conversation::TurnInbox {
+            consumed: &self.consumed,
+            read: &self.read,
         }
     }
 }
@@ -377,7 +399,7 @@ pub(crate) mod test_support {
                 t.id.clone(),
                 &mcp_config,
                 grants.clone(),
-                Arc::new(crate::sandbox::egress::EgressMeter::new(tier.limits().egress_bytes)),
+                Arc::new(crate::egress::EgressMeter::new(tier.limits().egress_bytes)),
                 None,
                 tier.limits().wall_clock_per_turn,
             ),

@@ -4,7 +4,7 @@
 //! A value is handed to the guest only where the operator's policy says so: the snapshot lists
 //! the ref for a server, the policy binds that very ref to that server, *and* marks it
 //! `reveal`. A credential the policy binds without revealing is still used — the host injects
-//! it into the server's requests (`sandbox::egress`) — but never enters the sandbox. A value
+//! it into the server's requests (`crate::egress`) — but never enters the sandbox. A value
 //! whose `credential_resolved` audit row cannot be written is not handed out. During an
 //! activation the row is held for the activation's end ([`Journal`](super::Journal)) and
 //! committed before anything the guest does can leave the sandbox.

@@ -177,6 +177,12 @@ pub fn record_one_by_one(
     unaudited.map_or(Ok(saved), Err)
 }
 
+impl crate::egress::Durable for Journal {
+    fn flush(&self) -> Result<(), ahp_store::Error> {
+        Journal::flush(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use ahp_store::{EventKind, Tier};

@@ -6,7 +6,7 @@
 //! included; this module links [`WASI_INTERFACES`] one by one instead. What each can reach is
 //! set by the sandbox's `WasiCtx` (`sandbox::state`): no arguments, an empty environment, an
 //! empty stdin, stdout and stderr into the sandbox's bounded log, and the real clocks and a
-//! random source. `wasi:http` goes through the egress hooks (`sandbox::egress`): only the hosts
+//! random source. `wasi:http` goes through the egress hooks (`crate::egress`): only the hosts
 //! of the snapshot's MCP servers, counted against the tier's egress ceiling.
 //!
 //! Linked for Python guests, without authority: `wasi:filesystem/{types,preopens}` and
@@ -34,6 +34,10 @@ use wasmtime_wasi::WasiView;
 use wasmtime_wasi_http::WasiHttpView;
 
 mod fields;
+
+/// The `wasi:http` field-size limit of every sandbox: one `fields` (headers or trailers) may
+/// hold this many accounted bytes. wasmtime's default, which any real header set fits.
+pub const FIELD_SIZE_LIMIT: usize = 128 * 1024;
 
 /// Longest authority (`host:port`) or method an outgoing request may be given: real ones are
 /// at most a few hundred bytes. Each is part of a resource-table entry the host holds for the

@@ -18,6 +18,7 @@ use super::instance::{AgentInstance, AgentPre};
 use super::state::SandboxState;
 use super::{Ceiling, ComponentCounts, Error, METER_QUANTUM_FUEL, Sandboxes, host_resources, meter};
 use crate::interfaces::TurnCtx;
+use crate::interfaces::context::HeldInbox;
 use crate::shared_store::StoreLock;
 
 /// What a run calls in the guest: the export that names its layer.
@@ -70,28 +71,6 @@ pub struct Run {
     /// What a conversation turn did with its inbox that is not recorded yet, for the caller to
     /// record with the turn's end (`Store::finish_turn_spending`), whatever the outcome.
     pub(crate) inbox: HeldInbox,
-}
-
-/// What a conversation turn did with its inbox that the host holds for the turn's end.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct HeldInbox {
-    /// Queued deliveries the turn consumed since its last reply (a reply records the ones
-    /// before it).
-    pub consumed: Vec<String>,
-    /// Queued deliveries the turn's inbox reads returned, each once, at most
-    /// [`MAX_TURN_CONSUMES`](ahp_store::conversation::bounds::MAX_TURN_CONSUMES): those
-    /// still queued at the end count one more try.
-    pub read: Vec<String>,
-}
-
-impl HeldInbox {
-    /// The store's view of it.
-    pub(crate) fn as_turn_inbox(&self) -> ahp_store::conversation::TurnInbox<'_> {
-        ahp_store::conversation::TurnInbox {
-            consumed: &self.consumed,
-            read: &self.read,
-        }
-    }
 }
 
 /// Longest tail of the guest's output a [`Diagnosis`] keeps, in bytes.

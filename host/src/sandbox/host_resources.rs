@@ -48,18 +48,14 @@ use super::limits::Ceilings;
 /// request's headers, path, authority and method together.
 pub const MAX_ENTRY_BYTES: u64 = 256 * 1024;
 
-/// The `wasi:http` field-size limit of every sandbox: one `fields` (headers or trailers) may
-/// hold this many accounted bytes. wasmtime's default, which any real header set fits.
-pub const FIELD_SIZE_LIMIT: usize = 128 * 1024;
+pub use crate::interfaces::wasi::FIELD_SIZE_LIMIT;
 
 pub use crate::interfaces::wasi::MAX_REQUEST_NAME_BYTES;
 
 /// Longest path with query the `http` crate accepts (its `MAX_LEN`).
 pub const MAX_PATH_BYTES: usize = 64 * 1024 - 2;
 
-/// Largest write into an outgoing body's stream; the body buffers at most two such chunks
-/// before the network takes them (wasmtime's default is 1 MiB, i.e. 2 MiB per body).
-pub const BODY_CHUNK_BYTES: usize = 64 * 1024;
+pub use crate::egress::BODY_CHUNK_BYTES;
 
 /// Bookkeeping the host keeps per table entry beyond what the guest put in it (the entry, its
 /// boxed resource struct, a request's scheme/method/options), over-estimated.

@@ -39,7 +39,6 @@ mod audit;
 pub mod baseline;
 pub mod cache;
 pub mod counts;
-pub mod egress;
 pub mod engine;
 mod executor;
 pub mod host_resources;
@@ -48,7 +47,6 @@ pub mod limits;
 mod live;
 pub(crate) mod meter;
 pub mod park;
-pub(crate) mod pinned;
 pub(crate) mod state;
 mod sweep;
 
@@ -65,7 +63,6 @@ pub(crate) use self::audit::bounded;
 use self::cache::ComponentCache;
 pub use self::counts::ComponentCounts;
 use self::engine::{EngineConfig, EpochTicker, build_engine};
-pub(crate) use self::executor::HeldInbox;
 pub use self::executor::{
     Call, DIAGNOSIS_LOG_BYTES, Diagnosis, MAX_DIAGNOSIS_TRACE_BYTES, Run, RunOutcome, RunReport, Sandbox,
 };
@@ -75,6 +72,7 @@ pub use self::meter::{COMPUTE_KIND, DeferredSpend, FUEL_FLUSH_INTERVAL, METER_QU
 pub use self::park::Parking;
 pub use self::state::MAX_GUEST_LOG_BYTES;
 use crate::carrier::Carriers;
+pub(crate) use crate::interfaces::context::HeldInbox;
 pub use crate::interfaces::context::{
     MAX_BUDGET_CALLS_PER_TURN, MAX_CONSUMES_PER_TURN, MAX_LOADS_PER_TURN, MAX_READS_PER_TURN, MAX_REPORTS_PER_TURN,
     MAX_RESOLUTIONS_PER_TURN, MAX_SAVES_PER_TURN,

@@ -14,11 +14,11 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::egress::{CredentialSource, EgressHooks, EgressMeter};
 use super::host_resources;
 use super::limits::{Ceilings, Limiter};
 use super::meter::{self, Meter};
 use crate::carrier::NoCarriers;
+use crate::egress::{CredentialSource, EgressHooks, EgressMeter};
 use crate::interfaces::{AgentCtx, AgentView, Journal, Metered, TurnCalls};
 use crate::policy::Grants;
 use crate::shared_store::SharedStore;

@@ -1,7 +1,7 @@
 //! The HTTP sender under the host's MCP client: rmcp's Streamable HTTP client transport is
 //! generic over [`StreamableHttpClient`], and [`EgressClient`] implements it over the same
 //! pinned, policy-checked, byte-counted path a guest's `wasi:http` request takes
-//! (`sandbox::egress`, `sandbox::pinned`) — never over an HTTP client that resolves names itself.
+//! (`crate::egress`, `egress::pinned`) — never over an HTTP client that resolves names itself.
 //!
 //! Each request goes to one granted server only (its origin fixed when the client is made); the
 //! name is resolved once and the connection made to an address the policy allows; the server's
@@ -33,9 +33,9 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::Sse;
 use wasmtime_wasi_http::RequestOptions;
 
+use crate::egress::pinned;
+use crate::egress::{CredentialSource, EgressMeter, credential_header, head_bytes};
 use crate::policy::{Grants, ServerGrant};
-use crate::sandbox::egress::{CredentialSource, EgressMeter, credential_header, head_bytes};
-use crate::sandbox::pinned;
 use crate::shared_store::StoreLock;
 
 /// Most bytes of one HTTP response body the host reads from an MCP server: the bound of a

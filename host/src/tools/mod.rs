@@ -47,8 +47,8 @@ use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::json;
 
 use self::client::{EgressClient, Trouble};
+use crate::egress::{CredentialSource, EgressMeter};
 use crate::policy::{Grants, Origin, ServerGrant};
-use crate::sandbox::egress::{CredentialSource, EgressMeter};
 use crate::scrub::Scrub;
 use crate::shared_store::StoreLock;
 

@@ -10,8 +10,8 @@ use wasmtime_wasi_http::p2::HeaderResult;
 use wasmtime_wasi_http::p2::bindings::http::types::{HeaderError, Host as _};
 use wasmtime_wasi_http::{FieldMapError, WasiHttpCtxView};
 
+use super::FIELD_SIZE_LIMIT;
 use crate::interfaces::bounded::{element, len, string, weighing};
-use crate::sandbox::host_resources::FIELD_SIZE_LIMIT;
 
 /// Entries of a `fields`, copied: each a name and a value.
 type Entries = Vec<(String, Vec<u8>)>;

@@ -8,7 +8,7 @@
 //! lost the agent to another sends nothing for it) — and never to a model endpoint's origin, which only the host's gateway
 //! reaches (a guest calling it directly would bypass the meter); it is also refused once the guest has tried to pass the ceiling. The host
 //! name is resolved by the host and the connection pinned to an address the policy allows
-//! (`sandbox::pinned`; refused: `destination-IP-prohibited`). For a server the policy binds to a
+//! (`egress::pinned`; refused: `destination-IP-prohibited`). For a server the policy binds to a
 //! credential, the host sets the credential's header itself (the guest's value, if any, is
 //! replaced), so the secret never enters the sandbox; its first use is audited, and a
 //! credential whose audit cannot be written is not used (the request is refused).
@@ -33,10 +33,28 @@ use http_body_util::BodyExt;
 use serde_json::json;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
-use super::pinned;
 use crate::policy::{CredentialRule, Grants, Origin};
 use crate::shared_store::{SharedStore, StoreLock};
 use crate::vault::Vault;
+
+pub(crate) mod pinned;
+
+/// Largest write into an outgoing body's stream; the body buffers at most two such chunks
+/// before the network takes them (wasmtime's default is 1 MiB, i.e. 2 MiB per body). Part of
+/// a sandbox's host-resource bound (`sandbox::host_resources`).
+pub const BODY_CHUNK_BYTES: usize = 64 * 1024;
+
+/// What must be durable before a request leaves the host — a sandbox's activation writes,
+/// such as a revealed credential's audit (`interfaces::Journal`) — flushed first: a failure
+/// denies the request.
+pub trait Durable: Send + Sync {
+    /// Makes what is held durable.
+    ///
+    /// # Errors
+    ///
+    /// The store's failure to record it.
+    fn flush(&self) -> Result<(), ahp_store::Error>;
+}
 
 /// The egress meter of one sandbox: bytes used over its life, against its ceiling.
 #[derive(Debug)]
@@ -98,9 +116,9 @@ pub struct EgressHooks {
     credentials: Option<CredentialSource>,
     /// Credential references whose injection into this sandbox's requests was audited.
     audited: BTreeSet<String>,
-    /// The sandbox's activation writes, recorded before a request goes out (see
-    /// [`Journal`](crate::interfaces::Journal)).
-    pub(crate) journal: Option<Arc<crate::interfaces::Journal>>,
+    /// What must be durable before a request goes out (a sandbox's activation writes: the
+    /// interfaces' `Journal`).
+    pub(crate) journal: Option<Arc<dyn Durable>>,
 }
 
 impl std::fmt::Debug for EgressHooks {
@@ -190,7 +208,7 @@ impl WasiHttpHooks for EgressHooks {
     }
 
     fn p2_outgoing_body_chunk_size(&mut self) -> usize {
-        super::host_resources::BODY_CHUNK_BYTES
+        BODY_CHUNK_BYTES
     }
 
     fn send_request(
