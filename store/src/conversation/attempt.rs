@@ -36,9 +36,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use super::admission;
 use super::audit::{self, AuditKind};
 use super::bounds::{self, MAX_CLAIM_LEASE, MAX_UNRESOLVED_DISPATCHED_WAKES_PER_AGENT, MIN_CLAIM_LEASE};
-use super::endpoint::{self, AgentActor};
+use super::endpoint::AgentActor;
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::Mutation;
 use super::principal::{Caller, Scope};
@@ -502,7 +503,7 @@ fn claim_in(
     lease: Duration,
     now: Timestamp,
 ) -> Result<Option<WakeClaim>> {
-    let ep = endpoint::admit(tx, caller, actor, now)?;
+    let ep = admission::admit(tx, caller, actor, now)?;
     if !ep.wake_capable {
         return Err(Error::NotWakeCapable(ep.id));
     }
@@ -655,7 +656,7 @@ impl Store {
         check_attempt_id(attempt)?;
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
-            endpoint::admit(&tx, caller, actor, now)?;
+            admission::admit(&tx, caller, actor, now)?;
             let a = load_attempt_for(&tx, &actor.endpoint, attempt)?;
             if a.state.after(AttemptEvent::Dispatch).is_some() && now >= a.claim_expires_at {
                 release(&tx, &a.id, &a.wake_id, now)?;
@@ -692,7 +693,7 @@ impl Store {
         };
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
-            endpoint::admit(&tx, caller, actor, now)?;
+            admission::admit(&tx, caller, actor, now)?;
             let a = load_attempt_for(&tx, &actor.endpoint, attempt)?;
             let finished = finish(&tx, &actor.agent, a, event, now)?;
             tx.commit()?;
@@ -722,7 +723,7 @@ impl Store {
         check_consume_token(consume_token)?;
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
-            endpoint::admit(&tx, caller, actor, now)?;
+            admission::admit(&tx, caller, actor, now)?;
             let consumed = consume(&tx, actor, wake, consume_token, now)?;
             tx.commit()?;
             Ok(consumed)
@@ -748,7 +749,7 @@ impl Store {
         bounds::page_limit(limit)?;
         self.admitted(|s| {
             let (tx, now) = s.begin_read()?;
-            endpoint::admit(&tx, caller, actor, now)?;
+            admission::admit(&tx, caller, actor, now)?;
             load_for(&tx, &actor.agent, wake)?;
             let sql = format!("SELECT {ATTEMPT_COLUMNS} FROM wake_attempts WHERE wake_id = ?1 ORDER BY seq LIMIT ?2");
             let mut stmt = tx.prepare_cached(&sql)?;

@@ -20,6 +20,7 @@ use serde::Serialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use super::admission;
 use super::agent::{self, Agent};
 use super::attempt::{
     self, ATTEMPT_COLUMNS, CONSUME_TOKEN_PREFIX, DispatchTicket, WakeAttempt, attempt_from_row, token_hash,
@@ -27,7 +28,7 @@ use super::attempt::{
 use super::audit::{self, AuditKind};
 use super::bounds::MAX_WAKE_REPLY_OPERATIONS;
 use super::conversation::{self, Acting, Conversation};
-use super::endpoint::{self, AgentActor, Endpoint};
+use super::endpoint::{AgentActor, Endpoint};
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::{Mutation, validate_key};
 use super::principal::{Caller, CommunicationPrincipal, Scope};
@@ -116,7 +117,7 @@ impl Store {
         let key_hash = activation_key_hash(caller.principal(), activation_key);
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
-            let ep = endpoint::admit(&tx, caller, actor, now)?;
+            let ep = admission::admit(&tx, caller, actor, now)?;
             if let Some(a) = activation_by_key(&tx, &key_hash)? {
                 if a.wake_id != wake || a.endpoint_id != ep.id || a.generation != ep.generation {
                     return Err(Error::IdempotencyConflict {
@@ -209,7 +210,7 @@ impl Store {
         }
         self.admitted(|s| {
             let (tx, now) = s.begin_read()?;
-            let ep = endpoint::admit(&tx, caller, actor, now)?;
+            let ep = admission::admit(&tx, caller, actor, now)?;
             let agent = agent::load_owned(&tx, caller.principal(), &actor.agent)?;
             let conversation = match conversation {
                 Some(c) => Some(conversation::summary(

@@ -20,6 +20,7 @@
 
 use ahp_store_sql::Tx;
 
+use super::admission;
 use super::attempt::{
     self, AttemptEvent, AttemptState, DispatchOutcome, DispatchTicket, WakeAttempt, check_attempt_id,
     check_consume_token, load_attempt, load_attempt_for,
@@ -202,7 +203,7 @@ impl Store {
         }
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
-            endpoint::admit(&tx, caller, actor, now)?;
+            admission::admit(&tx, caller, actor, now)?;
             let a = load_attempt_for(&tx, &actor.endpoint, &ticket.attempt.id)?;
             delivery::consume_all_in(&tx, actor, inbox.consumed, now)?;
             let attempt = finish_in(&tx, actor, a, &ticket.wake.id, &ticket.consume_token, outcome, now)?;
@@ -262,7 +263,7 @@ impl Store {
         check_attempt_id(attempt)?;
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
-            endpoint::admit(&tx, caller, actor, now)?;
+            admission::admit(&tx, caller, actor, now)?;
             let a = load_attempt_for(&tx, &actor.endpoint, attempt)?;
             match a.state {
                 AttemptState::Released => Ok(Mutation::unchanged(a)),
@@ -294,7 +295,7 @@ impl Store {
         actor.validate()?;
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
-            endpoint::admit(&tx, caller, actor, now)?;
+            admission::admit(&tx, caller, actor, now)?;
             let open = attempt::unconfirmed(&tx, &actor.endpoint)?;
             let mut settled = Vec::with_capacity(open.len());
             for a in open {

@@ -14,12 +14,13 @@ use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::admission;
 use super::agent;
 use super::audit::{self, AuditKind};
 use super::bounds::{
     self, MAX_AGENT_PARTICIPANTS, MAX_CONVERSATIONS, MAX_OPEN_CONVERSATIONS_PER_PRINCIPAL, MAX_TITLE_BYTES,
 };
-use super::endpoint::{self, AgentActor, Endpoint};
+use super::endpoint::{AgentActor, Endpoint};
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::{Check, IdempotencyKey, Mutation, Operation, validate_key};
 use super::principal::{Caller, Scope};
@@ -205,7 +206,7 @@ pub(crate) fn authorize(
             (found, None)
         }
         Acting::Agent(actor) => {
-            let ep = endpoint::admit(conn, caller, actor, now)?;
+            let ep = admission::admit(conn, caller, actor, now)?;
             let sql = format!(
                 "SELECT {COLUMNS} FROM conversations c WHERE c.id = ?1 AND EXISTS
                    (SELECT 1 FROM conversation_agents p WHERE p.conversation_id = c.id AND p.agent_id = ?2)"
@@ -463,7 +464,7 @@ impl Store {
         }
         self.admitted(|s| {
             let (tx, now) = s.begin_read()?;
-            endpoint::admit(&tx, caller, actor, now)?;
+            admission::admit(&tx, caller, actor, now)?;
             let sql = format!(
                 "SELECT {COLUMNS} FROM conversations JOIN conversation_agents p ON p.conversation_id = id
                  WHERE p.agent_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3"

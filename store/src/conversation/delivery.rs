@@ -23,9 +23,10 @@ use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::admission;
 use super::audit::{self, AuditKind};
 use super::bounds;
-use super::endpoint::{self, AgentActor};
+use super::endpoint::AgentActor;
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::Mutation;
 use super::message::{self, MESSAGE_COLUMNS, TranscriptMessage};
@@ -164,7 +165,7 @@ impl Store {
         bounds::page_limit(limit)?;
         self.admitted(|s| {
             let (tx, now) = s.begin_read()?;
-            endpoint::admit(&tx, caller, actor, now)?;
+            admission::admit(&tx, caller, actor, now)?;
             let sql = format!(
                 "SELECT {DELIVERY_COLUMNS}, {MESSAGE_COLUMNS} FROM deliveries d JOIN messages m ON m.id = d.message_id
                  WHERE d.recipient_agent_id = ?1 AND d.delivery_order > ?2 AND (?3 = 0 OR d.state <> 'consumed')
@@ -210,7 +211,7 @@ impl Store {
                 return Ok(Mutation::unchanged(consumed));
             }
             let (tx, now) = s.begin_immediate()?;
-            endpoint::admit(&tx, caller, actor, now)?;
+            admission::admit(&tx, caller, actor, now)?;
             let consumed = consume_in(&tx, actor, message, now)?;
             if consumed.state_changed {
                 tx.commit()?;
@@ -239,7 +240,7 @@ impl Store {
         }
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
-            endpoint::admit(&tx, caller, actor, now)?;
+            admission::admit(&tx, caller, actor, now)?;
             let changed = consume_all_in(&tx, actor, messages, now)?;
             tx.commit()?;
             Ok(changed)
@@ -259,7 +260,7 @@ impl Store {
         message::check_id(message)?;
         self.admitted(|s| {
             let (tx, now) = s.begin_read()?;
-            endpoint::admit(&tx, caller, actor, now)?;
+            admission::admit(&tx, caller, actor, now)?;
             load(&tx, &actor.agent, message)
         })
     }
@@ -269,7 +270,7 @@ impl Store {
     /// do), `None` if it is queued (the write transaction consumes it).
     fn consumed_delivery(&mut self, caller: &Caller, actor: &AgentActor, message: &str) -> Result<Option<Delivery>> {
         let (tx, now) = self.begin_read()?;
-        endpoint::admit(&tx, caller, actor, now)?;
+        admission::admit(&tx, caller, actor, now)?;
         let d = load(&tx, &actor.agent, message)?;
         Ok((d.state == DeliveryState::Consumed).then_some(d))
     }

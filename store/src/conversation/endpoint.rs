@@ -35,6 +35,7 @@ use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::admission::{admit, admit_host, refuse_transfer_bound};
 use super::agent::{self, Agent, check_id as check_agent_id};
 use super::attempt;
 use super::audit::{self, AuditKind};
@@ -187,7 +188,7 @@ pub(crate) fn check_id(endpoint: &str) -> Result<()> {
 }
 
 /// Loads `endpoint` of `agent` attached by `caller`; anything else is [`Error::EndpointNotFound`].
-fn load_scoped(conn: &Tx<'_>, caller: &Caller, agent: &str, endpoint: &str) -> Result<Endpoint> {
+pub(super) fn load_scoped(conn: &Tx<'_>, caller: &Caller, agent: &str, endpoint: &str) -> Result<Endpoint> {
     let sql =
         format!("SELECT {ENDPOINT_COLUMNS} FROM agent_endpoints WHERE id = ?1 AND agent_id = ?2 AND principal = ?3");
     conn.prepare_cached(&sql)?
@@ -204,107 +205,11 @@ pub(crate) fn load(conn: &Tx<'_>, endpoint: &str) -> Result<Endpoint> {
         .unwrap_or_else(|| Err(Error::EndpointNotFound(endpoint.to_owned())))
 }
 
-/// Admits an agent-acting operation: the caller owns the agent, the endpoint is that agent's,
-/// bound to the caller, held by a caller of its kind (a host-held endpoint admits only the
-/// host), attached, of the given generation, and its lease has not run out. Checks run in that
-/// order, so nothing about a foreign resource is revealed, and a client refused a host-held
-/// endpoint learns nothing of its state and records nothing (not even an expiry).
-///
-/// An elapsed lease yields [`Error::EndpointExpired`]; run the operation through
-/// [`Store::admitted`] so that the expiry is then recorded.
-pub(crate) fn admit(conn: &Tx<'_>, caller: &Caller, actor: &AgentActor, now: Timestamp) -> Result<Endpoint> {
-    agent::load_owned(conn, caller.principal(), &actor.agent)?;
-    let ep = load_scoped(conn, caller, &actor.agent, &actor.endpoint)?;
-    if ep.host_held && !caller.is_host() {
-        return Err(Error::HostHeldEndpoint(ep.id));
-    }
-    if ep.state != EndpointState::Attached {
-        return Err(Error::EndpointNotCurrent {
-            endpoint: ep.id,
-            state: ep.state,
-        });
-    }
-    if ep.generation != actor.generation {
-        return Err(Error::StaleGeneration {
-            endpoint: ep.id,
-            given: actor.generation,
-            current: ep.generation,
-        });
-    }
-    if now >= ep.lease_expires_at {
-        return Err(Error::EndpointExpired { endpoint: ep.id });
-    }
-    Ok(ep)
-}
-
-/// Refuses a client acting through a host-held endpoint of an agent it owns, before anything
-/// else is read: for the paths that look up an idempotent replay before admitting the actor
-/// (`post_message`), so that a replay cannot act through the host's endpoint either. Anything
-/// not the caller's is left to the admission that follows (and is not found there).
-pub(crate) fn refuse_host_held(conn: &Tx<'_>, caller: &Caller, actor: &AgentActor) -> Result<()> {
-    if caller.is_host() {
-        return Ok(());
-    }
-    let held = conn
-        .prepare_cached(
-            "SELECT 1 FROM agent_endpoints e JOIN agents a ON a.id = e.agent_id
-             WHERE e.id = ?1 AND e.agent_id = ?2 AND e.principal = ?3 AND e.host_held = 1 AND a.owner_principal = ?3",
-        )?
-        .exists((&actor.endpoint, &actor.agent, caller.principal().as_str()))?;
-    if held {
-        return Err(Error::HostHeldEndpoint(actor.endpoint.clone()));
-    }
-    Ok(())
-}
-
-/// Refuses a client's attach or detach for `agent` (which the caller owns) when the agent is a
-/// transfer's: its endpoints are the host's to attach (binding) and withdraw (the transfer's
-/// end), in every status of the transfer.
-fn refuse_transfer_bound(conn: &Tx<'_>, caller: &Caller, agent: &str) -> Result<()> {
-    if caller.is_host() {
-        return Ok(());
-    }
-    let bound = conn
-        .prepare_cached("SELECT 1 FROM transfers WHERE agent_id = ?1")?
-        .exists([agent])?;
-    if bound {
-        return Err(Error::TransferBoundAgent(agent.to_owned()));
-    }
-    Ok(())
-}
-
-/// Admits a host-side call on the exact `endpoint` and `generation` of `agent`: the endpoint is
-/// that agent's, attached, of that generation, with an unexpired lease. (No principal: only the
-/// host reaches these calls.)
 /// Makes `endpoint` wake-capable in `tx` (its admission checked by the caller) and returns it.
 pub(crate) fn mark_wake_capable(tx: &Tx<'_>, endpoint: &str, now: Timestamp) -> Result<Endpoint> {
     tx.prepare_cached("UPDATE agent_endpoints SET wake_capable = 1, updated_at = ?2 WHERE id = ?1")?
         .execute((endpoint, now.as_micros()))?;
     load(tx, endpoint)
-}
-
-fn admit_host(conn: &Tx<'_>, agent: &str, endpoint: &str, generation: u64, now: Timestamp) -> Result<Endpoint> {
-    let ep = load(conn, endpoint)?;
-    if ep.agent_id != agent {
-        return Err(Error::EndpointNotFound(endpoint.to_owned()));
-    }
-    if ep.state != EndpointState::Attached {
-        return Err(Error::EndpointNotCurrent {
-            endpoint: ep.id,
-            state: ep.state,
-        });
-    }
-    if ep.generation != generation {
-        return Err(Error::StaleGeneration {
-            endpoint: ep.id,
-            given: generation,
-            current: ep.generation,
-        });
-    }
-    if now >= ep.lease_expires_at {
-        return Err(Error::EndpointExpired { endpoint: ep.id });
-    }
-    Ok(ep)
 }
 
 /// Moves `endpoint` out of `attached` into `to` and reconciles its wake attempts. Returns
@@ -439,30 +344,6 @@ struct AttachRequest<'a> {
 }
 
 impl Store {
-    /// Runs `op` on the store's write path ([`Store::retrying`]: a busy database runs it
-    /// again from the start); if it was refused because an endpoint's lease had run out,
-    /// records that expiry (reconciling the endpoint's wake attempts) before returning the
-    /// refusal.
-    pub(crate) fn admitted<T>(&mut self, op: impl FnMut(&mut Self) -> Result<T>) -> Result<T> {
-        match self.retrying(op) {
-            Err(Error::EndpointExpired { endpoint }) => {
-                self.retrying(|s| {
-                    let (tx, now) = s.begin_immediate()?;
-                    let changed = tx
-                        .prepare_cached("SELECT 1 FROM agent_endpoints WHERE id = ?1 AND lease_expires_at <= ?2")?
-                        .exists((&endpoint, now.as_micros()))?;
-                    if changed {
-                        retire(&tx, &endpoint, EndpointState::Expired, now)?;
-                    }
-                    tx.commit()?;
-                    Ok::<_, Error>(())
-                })?;
-                Err(Error::EndpointExpired { endpoint })
-            }
-            other => other,
-        }
-    }
-
     /// Attaches a new endpoint for `agent`, bound to the caller, with the agent's next controller
     /// generation and a lease of `lease`. An endpoint attached before is replaced (or recorded
     /// as expired, if its lease had run out) and its wake attempts reconciled. The new endpoint

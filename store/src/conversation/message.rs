@@ -288,7 +288,7 @@ impl Store {
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
             if let Acting::Agent(actor) = &new.acting {
-                super::endpoint::refuse_host_held(&tx, caller, actor)?;
+                super::admission::refuse_host_held(&tx, caller, actor)?;
             }
             if let Some(id) = check.replay(&tx, caller.principal(), now)? {
                 let original = load_in(&tx, &new.conversation, &id)?;

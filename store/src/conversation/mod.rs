@@ -105,6 +105,7 @@ macro_rules! closed_enum {
     };
 }
 
+pub(crate) mod admission;
 pub mod agent;
 pub mod attempt;
 pub mod audit;

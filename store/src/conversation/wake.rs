@@ -22,9 +22,10 @@ use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::admission;
 use super::audit::{self, AuditKind};
 use super::bounds;
-use super::endpoint::{self, AgentActor};
+use super::endpoint::AgentActor;
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::principal::{Caller, Scope};
 use crate::clock::Timestamp;
@@ -385,7 +386,7 @@ impl Store {
         bounds::page_limit(limit)?;
         self.admitted(|s| {
             let (tx, now) = s.begin_read()?;
-            endpoint::admit(&tx, caller, actor, now)?;
+            admission::admit(&tx, caller, actor, now)?;
             let sql = format!("SELECT {WAKE_COLUMNS} FROM wakes WHERE agent_id = ?1 ORDER BY seq DESC LIMIT ?2");
             let mut stmt = tx.prepare_cached(&sql)?;
             let rows = stmt.query_map((&actor.agent, limit as i64), |r| Ok(wake_from_row(r)))?;
@@ -407,7 +408,7 @@ impl Store {
         check_wake_id(wake)?;
         self.admitted(|s| {
             let (tx, now) = s.begin_read()?;
-            endpoint::admit(&tx, caller, actor, now)?;
+            admission::admit(&tx, caller, actor, now)?;
             load_for(&tx, &actor.agent, wake)?;
             let mut stmt = tx.prepare_cached(
                 "SELECT origin, subject_id, created_at FROM wake_causes WHERE wake_id = ?1 ORDER BY id LIMIT ?2",

@@ -34,9 +34,10 @@ use super::bounds::{MAX_ATTEMPTS_PER_TASK, MAX_TASK_RESULT_BYTES};
 use super::task::{self, AgentTask, TaskEvent, TaskRow};
 use super::{Acting, attention, resolve, validate_acting, wait};
 use crate::clock::Timestamp;
+use crate::conversation::admission;
 use crate::conversation::audit::{self, AuditKind};
 use crate::conversation::bounds;
-use crate::conversation::endpoint::{self, AgentActor};
+use crate::conversation::endpoint::AgentActor;
 use crate::conversation::idempotency::Mutation;
 use crate::conversation::wake::{self, WakeOrigin};
 use crate::conversation::{Caller, ConversationError as Error, ConversationResult as Result, Scope};
@@ -441,7 +442,7 @@ impl Store {
         bounds::text("result", &done.result, MAX_TASK_RESULT_BYTES, true)?;
         self.waking(|s| {
             let (tx, now) = s.begin_immediate()?;
-            endpoint::refuse_host_held(&tx, caller, actor)?;
+            admission::refuse_host_held(&tx, caller, actor)?;
             let a = load_for_assignee(&tx, caller, &actor.agent, &done.attempt)?;
             let wanted = TaskAttemptState::Active.after(done.outcome.event());
             if a.state != TaskAttemptState::Active {
@@ -455,7 +456,7 @@ impl Store {
                     state: a.state,
                 });
             }
-            endpoint::admit(&tx, caller, actor, now)?;
+            admission::admit(&tx, caller, actor, now)?;
             if a.endpoint_id != actor.endpoint || a.generation != actor.generation {
                 return Err(Error::TaskAttemptFenced {
                     attempt: a.id,

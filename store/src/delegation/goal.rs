@@ -273,7 +273,7 @@ impl Store {
         self.waking(|s| {
             let (tx, now) = s.begin_immediate()?;
             if let Acting::Agent(a) = acting {
-                crate::conversation::endpoint::refuse_host_held(&tx, caller, a)?;
+                crate::conversation::admission::refuse_host_held(&tx, caller, a)?;
             }
             if let Some(id) = check.replay(&tx, caller.principal(), now)? {
                 return Ok(Mutation::replayed(load(&tx, &id)?));
@@ -409,7 +409,7 @@ impl Store {
         self.waking(|s| {
             let (tx, now) = s.begin_immediate()?;
             if let Acting::Agent(a) = acting {
-                crate::conversation::endpoint::refuse_host_held(&tx, caller, a)?;
+                crate::conversation::admission::refuse_host_held(&tx, caller, a)?;
             }
             if let Some(id) = check.replay(&tx, caller.principal(), now)? {
                 return Ok(Mutation::replayed(load(&tx, &id)?));

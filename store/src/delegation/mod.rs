@@ -74,7 +74,7 @@ mod tests;
 use ahp_store_sql::Tx;
 
 use crate::clock::Timestamp;
-use crate::conversation::endpoint;
+use crate::conversation::admission;
 use crate::conversation::{Caller, ConversationResult as Result, Mutation};
 use crate::db::Store;
 
@@ -112,7 +112,7 @@ pub(crate) fn resolve(conn: &Tx<'_>, caller: &Caller, acting: &Acting, now: Time
     match acting {
         Acting::Human => Ok(Actor { owner, agent: None }),
         Acting::Agent(a) => {
-            endpoint::admit(conn, caller, a, now)?;
+            admission::admit(conn, caller, a, now)?;
             Ok(Actor {
                 owner,
                 agent: Some(a.agent.clone()),

@@ -34,9 +34,10 @@ use super::bounds::{MAX_WAIT_SOURCES, MAX_WAITING_WAITS_PER_AGENT};
 use super::task::{self, TaskState};
 use super::{Acting, Actor, goal, resolve, validate_acting};
 use crate::clock::Timestamp;
+use crate::conversation::admission;
 use crate::conversation::audit::{self, AuditKind};
 use crate::conversation::bounds;
-use crate::conversation::endpoint::{self, AgentActor};
+use crate::conversation::endpoint::AgentActor;
 use crate::conversation::idempotency::{Check, IdempotencyKey, Mutation, Operation, validate_key};
 use crate::conversation::wake::{self, WakeOrigin};
 use crate::conversation::{Caller, ConversationError as Error, ConversationResult as Result, Scope};
@@ -345,7 +346,7 @@ impl Store {
         );
         self.waking(|s| {
             let (tx, now) = s.begin_immediate()?;
-            endpoint::refuse_host_held(&tx, caller, actor)?;
+            admission::refuse_host_held(&tx, caller, actor)?;
             if let Some(id) = check.replay(&tx, caller.principal(), now)? {
                 let w = load_row(&tx, &id)?;
                 return Ok(Mutation::replayed(with_sources(&tx, w.wait)?));
