@@ -158,7 +158,7 @@ async fn the_owner_talks_to_the_transferred_agent_over_http() {
     assert!(reply["body"].as_str().unwrap().contains("A-1"), "{reply}");
     // The turn ran on the transfer's budget: its compute is metered in whole micro-USD as it
     // accrues (a turn this small may fit in the micro-USD activation already paid; the turn
-    // tests in host/tests/sandbox.rs charge larger ones), never refunded.
+    // tests in host/tests/sandbox/ charge larger ones), never refunded.
     let after = spent(&url, key, &t).await;
     assert!(after >= before && after >= 1, "spend {before} → {after}");
     drop(server);

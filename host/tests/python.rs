@@ -323,7 +323,7 @@ fn conversation_with(h: &Host, agent: &str) -> (ahp_host::store::conversation::C
     (caller, cv)
 }
 
-/// `examples/python-worker` through `ahp_agent.delegation`, as `host/tests/sandbox.rs`'s
+/// `examples/python-worker` through `ahp_agent.delegation`, as `host/tests/sandbox/delegation.rs`'s
 /// `worker` drives its Rust twin: a task attempt's wake is done and handed in, two attempts
 /// coalesced into one wake are both done (the paged task list), a task cancelled before its
 /// turn hands nothing in, a human's message gets the job's result; then, beside the Rust

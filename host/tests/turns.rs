@@ -1,4 +1,4 @@
-//! Conversation turns through the real host, beside `sandbox.rs`:
+//! Conversation turns through the real host, beside `sandbox`:
 //!
 //! - `replies`: an agent's own `reply` schedules the agents it woke at once (the one post
 //!   path), so one agent answers another without waiting for the reaper's tick;
@@ -833,7 +833,7 @@ mod aliasing {
     ];
 
     /// Slack over the documented bound for the rest of the process during the turns (audit
-    /// rows, the transcript, allocator fragmentation), as `sandbox.rs`'s hoarder allows.
+    /// rows, the transcript, allocator fragmentation), as `sandbox::hoarding`'s hoarder allows.
     const PROCESS_SLACK_BYTES: u64 = 8 * 1024 * 1024;
 
     /// An aliasing-caller agent on `nano`, carried by `h`, alone in a conversation.

@@ -1,4 +1,4 @@
-//! The worker's task scenario, shared by its Rust twin (`sandbox.rs`'s `worker`,
+//! The worker's task scenario, shared by its Rust twin (`sandbox::delegation`'s `worker`,
 //! `examples/worker`) and its Python twin (`python.rs`, `examples/python-worker`): the same
 //! tasks, messages and assertions for either component, and the operator's helpers they use.
 #![allow(dead_code)]
