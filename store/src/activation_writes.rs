@@ -27,7 +27,8 @@ use crate::conversation::endpoint;
 use crate::db::Store;
 use crate::error::{Error, Result};
 use crate::event::{self, EventKind};
-use crate::lifecycle::{add_spend, complete_activation_in, fail_activation_in, validate_reason, validate_usage_kind};
+use crate::lifecycle::{complete_activation_in, fail_activation_in, validate_reason};
+use crate::spend::{add_spend, validate_usage_kind};
 use crate::state::{Operation, TransferStatus};
 use crate::transfer::{self, Transfer, check};
 

@@ -79,6 +79,7 @@ pub mod pool;
 pub mod principal;
 pub mod reap;
 pub mod snapshot;
+pub mod spend;
 pub mod spend_curve;
 pub mod sqlite;
 pub mod state;
@@ -107,10 +108,6 @@ pub use error::{Error, Result};
 pub use event::{DEFAULT_EVENT_PAGE_LIMIT, Event, EventKind, EventPage, EventsPage, MAX_EVENT_PAGE_LIMIT};
 pub use group_commit::{GroupCommit, GroupCommitStats};
 pub use hosts::{Host, HostClaim, HostLease, HostState};
-pub use lifecycle::{
-    COMPUTE_USAGE_KIND, DEFAULT_USAGE_KIND, HOST_METERED_USAGE_KINDS, HOST_RESERVED_USAGE_KINDS,
-    MODEL_TOKENS_USAGE_KIND, TOOL_CALLS_USAGE_KIND, UsageReport,
-};
 pub use model_call::{
     CallOutcome, MIN_OUTPUT_TOKENS, ModelCall, ModelPrices, ModelReservation, ModelUsage, Reservation, ReservationPlan,
     ReservationRequest, Settlement, plan_reservation,
@@ -121,6 +118,10 @@ pub use pool::{DEFAULT_POOL_CONNECTIONS, MAX_POOL_CONNECTIONS, PooledStore, Stor
 pub use principal::{ApiScope, Principal};
 pub use reap::{DEFAULT_GRACE_PERIOD, DEFAULT_TRANSFER_TTL};
 pub use snapshot::{McpServer, Message, SnapshotInput};
+pub use spend::{
+    COMPUTE_USAGE_KIND, DEFAULT_USAGE_KIND, HOST_METERED_USAGE_KINDS, HOST_RESERVED_USAGE_KINDS,
+    MODEL_TOKENS_USAGE_KIND, TOOL_CALLS_USAGE_KIND, UsageReport,
+};
 pub use spend_curve::SpendSample;
 pub use state::{Operation, Phase, TransferStatus, transition};
 pub use tier::{FUEL_PER_CPU_SECOND, TIER_LIMITS, Tier, TierLimits};

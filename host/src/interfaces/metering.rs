@@ -138,7 +138,7 @@ fn held_report(st: &AgentCtx, kind: &str, micro_usd: u64) -> Option<Result<ahp_s
         return None;
     }
     Some((|| {
-        ahp_store::lifecycle::validate_usage_kind(kind)?;
+        ahp_store::spend::validate_usage_kind(kind)?;
         let stored = st
             .db(|db| db.budget(&st.transfer))?
             .ok_or_else(|| StoreError::CorruptRow {

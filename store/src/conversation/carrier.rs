@@ -34,8 +34,8 @@ use super::wake::check_wake_id;
 use crate::budget::MAX_USAGE_REPORT_MICRO_USD;
 use crate::clock::Timestamp;
 use crate::db::Store;
-use crate::lifecycle::{self, COMPUTE_USAGE_KIND, UsageReport};
 use crate::owner::TransferOwner;
+use crate::spend::{self, COMPUTE_USAGE_KIND, UsageReport};
 use crate::transfer;
 
 /// Most endpoints [`Store::wake_ready_endpoints`] returns per page.
@@ -121,7 +121,7 @@ fn finish_in(
 /// Records `spend` as compute spend of its transfer inside `tx` (as `report_usage` does).
 fn charge_in(tx: &Tx<'_>, spend: &TurnSpend, now: Timestamp) -> crate::Result<UsageReport> {
     let t = transfer::load_for(tx, &spend.transfer, &TransferOwner::Operator)?;
-    lifecycle::add_spend(tx, &t, spend.micro_usd, COMPUTE_USAGE_KIND, now)
+    spend::add_spend(tx, &t, spend.micro_usd, COMPUTE_USAGE_KIND, now)
 }
 
 impl Store {
