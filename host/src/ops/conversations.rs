@@ -11,14 +11,11 @@ use ahp_store::conversation::{
     Mutation, NewMessage, Posted, TranscriptMessage, Wake,
 };
 
-use super::{Page, renew};
+use super::{Ops, Page};
 use crate::carrier::Carriers;
 
-/// The conversation operations over a locked store, scheduling on `carriers`.
-pub struct Conversations<'a> {
-    store: &'a mut Store,
-    carriers: &'a dyn Carriers,
-}
+/// The conversation operations ([`Ops`] opened on them).
+pub struct Conversations<'a>(pub(super) Ops<'a>);
 
 /// A conversation and one page of its transcript (the cursor: the last message's `seq`).
 pub type Transcript = (Conversation, Page<TranscriptMessage, u64>);
@@ -26,7 +23,7 @@ pub type Transcript = (Conversation, Page<TranscriptMessage, u64>);
 impl<'a> Conversations<'a> {
     /// The operations over `store`, scheduling the agents a post wakes on `carriers`.
     pub fn new(store: &'a mut Store, carriers: &'a dyn Carriers) -> Self {
-        Self { store, carriers }
+        Self(Ops::new(store, carriers))
     }
 
     /// A conversation and its transcript after the exclusive `after_seq`, at most `limit`
@@ -43,9 +40,10 @@ impl<'a> Conversations<'a> {
         after_seq: u64,
         limit: usize,
     ) -> Result<Transcript> {
-        renew(self.store, caller, acting)?;
-        let c = self.store.get_conversation(caller, acting, conversation)?;
+        self.0.renew(caller, acting)?;
+        let c = self.0.store.get_conversation(caller, acting, conversation)?;
         let messages = self
+            .0
             .store
             .read_transcript(caller, acting, conversation, after_seq, limit)?;
         Ok((c, Page::of(messages, limit, |m| m.seq)))
@@ -58,8 +56,8 @@ impl<'a> Conversations<'a> {
     ///
     /// As `post_message`, or the renewal's.
     pub fn post(&mut self, caller: &Caller, new: &NewMessage) -> Result<Posted> {
-        renew(self.store, caller, &new.acting)?;
-        crate::posting::post(self.store, self.carriers, caller, new)
+        self.0.renew(caller, &new.acting)?;
+        crate::posting::post(self.0.store, self.0.carriers, caller, new)
     }
 
     /// The agent's inbox after the exclusive `after_order`, at most `limit` deliveries (queued
@@ -76,8 +74,11 @@ impl<'a> Conversations<'a> {
         limit: usize,
         queued_only: bool,
     ) -> Result<Page<Delivery, u64>> {
-        renew(self.store, caller, &Acting::Agent(agent.clone()))?;
-        let deliveries = self.store.read_inbox(caller, agent, after_order, limit, queued_only)?;
+        self.0.renew(caller, &Acting::Agent(agent.clone()))?;
+        let deliveries = self
+            .0
+            .store
+            .read_inbox(caller, agent, after_order, limit, queued_only)?;
         Ok(Page::of(deliveries, limit, |d| d.delivery_order))
     }
 
@@ -92,8 +93,8 @@ impl<'a> Conversations<'a> {
         agent: &AgentActor,
         message: &str,
     ) -> Result<Mutation<Delivery>> {
-        renew(self.store, caller, &Acting::Agent(agent.clone()))?;
-        self.store.consume_delivery(caller, agent, message)
+        self.0.renew(caller, &Acting::Agent(agent.clone()))?;
+        self.0.store.consume_delivery(caller, agent, message)
     }
 
     /// Consumes one exact wake past its dispatch fence.
@@ -108,8 +109,8 @@ impl<'a> Conversations<'a> {
         wake: &str,
         consume_token: &str,
     ) -> Result<Mutation<Wake>> {
-        renew(self.store, caller, &Acting::Agent(agent.clone()))?;
-        self.store.consume_wake(caller, agent, wake, consume_token)
+        self.0.renew(caller, &Acting::Agent(agent.clone()))?;
+        self.0.store.consume_wake(caller, agent, wake, consume_token)
     }
 
     /// An agent's bounded bootstrap, after accepting the pending `wake` under `activation_key`
@@ -126,12 +127,12 @@ impl<'a> Conversations<'a> {
         wake: Option<&str>,
         activation_key: Option<&str>,
     ) -> Result<(Option<Mutation<DispatchTicket>>, Bootstrap)> {
-        renew(self.store, caller, &Acting::Agent(agent.clone()))?;
+        self.0.renew(caller, &Acting::Agent(agent.clone()))?;
         let activated = match (activation_key, wake) {
-            (Some(key), Some(wake)) => Some(self.store.activate_wake(caller, agent, wake, key)?),
+            (Some(key), Some(wake)) => Some(self.0.store.activate_wake(caller, agent, wake, key)?),
             _ => None,
         };
-        let b = self.store.bootstrap(caller, agent, conversation, wake)?;
+        let b = self.0.store.bootstrap(caller, agent, conversation, wake)?;
         Ok((activated, b))
     }
 }

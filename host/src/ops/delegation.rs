@@ -10,24 +10,21 @@ use ahp_store::delegation::{
     TaskCompletion, TaskQuery,
 };
 
-use super::Page;
+use super::{Ops, Page};
 use crate::carrier::Carriers;
 
-/// The delegation operations over a locked store, scheduling on `carriers`.
-pub struct Delegation<'a> {
-    store: &'a mut Store,
-    carriers: &'a dyn Carriers,
-}
+/// The delegation operations ([`Ops`] opened on them).
+pub struct Delegation<'a>(pub(super) Ops<'a>);
 
 impl<'a> Delegation<'a> {
     /// The operations over `store`, scheduling the agents they wake on `carriers`.
     pub fn new(store: &'a mut Store, carriers: &'a dyn Carriers) -> Self {
-        Self { store, carriers }
+        Self(Ops::new(store, carriers))
     }
 
     /// Renews the endpoint `acting` acts through ([`super::renew`]).
     fn renew(&mut self, caller: &Caller, acting: &Acting) -> Result<()> {
-        super::renew(self.store, caller, acting)
+        self.0.renew(caller, acting)
     }
 
     /// After a keyed write: renews (unless it was a replay) and schedules whom it woke.
@@ -40,7 +37,7 @@ impl<'a> Delegation<'a> {
 
     /// Schedules whom the write `m` woke.
     fn woke<T>(&self, m: Mutation<T>) -> Mutation<T> {
-        self.carriers.schedule_woken(&m.woken);
+        self.0.carriers.schedule_woken(&m.woken);
         m
     }
 
@@ -56,7 +53,7 @@ impl<'a> Delegation<'a> {
         new: &NewTask,
         key: &str,
     ) -> Result<Mutation<AgentTask>> {
-        let m = self.store.create_agent_task(caller, acting, new, key)?;
+        let m = self.0.store.create_agent_task(caller, acting, new, key)?;
         self.keyed(caller, acting, m)
     }
 
@@ -67,7 +64,7 @@ impl<'a> Delegation<'a> {
     /// As `get_agent_task`, or the renewal's.
     pub fn task(&mut self, caller: &Caller, acting: &Acting, task: &str) -> Result<AgentTask> {
         self.renew(caller, acting)?;
-        self.store.get_agent_task(caller, acting, task)
+        self.0.store.get_agent_task(caller, acting, task)
     }
 
     /// One task with its attempts.
@@ -82,7 +79,7 @@ impl<'a> Delegation<'a> {
         task: &str,
     ) -> Result<(AgentTask, Vec<TaskAttempt>)> {
         let t = self.task(caller, acting, task)?;
-        let attempts = self.store.task_attempts(caller, acting, task)?;
+        let attempts = self.0.store.task_attempts(caller, acting, task)?;
         Ok((t, attempts))
     }
 
@@ -99,7 +96,7 @@ impl<'a> Delegation<'a> {
         limit: usize,
     ) -> Result<Page<AgentTask>> {
         self.renew(caller, acting)?;
-        let tasks = self.store.list_agent_tasks(caller, acting, query, limit)?;
+        let tasks = self.0.store.list_agent_tasks(caller, acting, query, limit)?;
         Ok(Page::of(tasks, limit, |t| t.id.clone()))
     }
 
@@ -110,7 +107,7 @@ impl<'a> Delegation<'a> {
     /// As `cancel_agent_task`, or the renewal's.
     pub fn cancel_task(&mut self, caller: &Caller, acting: &Acting, task: &str) -> Result<Mutation<AgentTask>> {
         self.renew(caller, acting)?;
-        let m = self.store.cancel_agent_task(caller, acting, task)?;
+        let m = self.0.store.cancel_agent_task(caller, acting, task)?;
         Ok(self.woke(m))
     }
 
@@ -125,7 +122,7 @@ impl<'a> Delegation<'a> {
         agent: &AgentActor,
         done: &TaskCompletion,
     ) -> Result<Mutation<AgentTask>> {
-        let m = self.store.complete_task_attempt(caller, agent, done)?;
+        let m = self.0.store.complete_task_attempt(caller, agent, done)?;
         self.keyed(caller, &Acting::Agent(agent.clone()), m)
     }
 
@@ -141,7 +138,7 @@ impl<'a> Delegation<'a> {
         new: &NewWait,
         key: &str,
     ) -> Result<Mutation<AgentWait>> {
-        let m = self.store.register_agent_wait(caller, agent, new, key)?;
+        let m = self.0.store.register_agent_wait(caller, agent, new, key)?;
         self.keyed(caller, &Acting::Agent(agent.clone()), m)
     }
 
@@ -152,7 +149,7 @@ impl<'a> Delegation<'a> {
     /// As `read_agent_wait`, or the renewal's.
     pub fn wait(&mut self, caller: &Caller, acting: &Acting, wait: &str) -> Result<AgentWait> {
         self.renew(caller, acting)?;
-        self.store.read_agent_wait(caller, acting, wait)
+        self.0.store.read_agent_wait(caller, acting, wait)
     }
 
     /// Cancels a wait.
@@ -162,7 +159,7 @@ impl<'a> Delegation<'a> {
     /// As `cancel_agent_wait`, or the renewal's.
     pub fn cancel_wait(&mut self, caller: &Caller, acting: &Acting, wait: &str) -> Result<Mutation<AgentWait>> {
         self.renew(caller, acting)?;
-        let m = self.store.cancel_agent_wait(caller, acting, wait)?;
+        let m = self.0.store.cancel_agent_wait(caller, acting, wait)?;
         Ok(self.woke(m))
     }
 
@@ -178,7 +175,7 @@ impl<'a> Delegation<'a> {
         new: &NewGoal,
         key: &str,
     ) -> Result<Mutation<Goal>> {
-        let m = self.store.create_goal(caller, acting, new, key)?;
+        let m = self.0.store.create_goal(caller, acting, new, key)?;
         self.keyed(caller, acting, m)
     }
 
@@ -189,7 +186,7 @@ impl<'a> Delegation<'a> {
     /// As `get_goal`, or the renewal's.
     pub fn goal(&mut self, caller: &Caller, acting: &Acting, goal: &str) -> Result<Goal> {
         self.renew(caller, acting)?;
-        self.store.get_goal(caller, acting, goal)
+        self.0.store.get_goal(caller, acting, goal)
     }
 
     /// Checkpoints a goal's plan (keyed).
@@ -204,7 +201,7 @@ impl<'a> Delegation<'a> {
         checkpoint: &GoalCheckpoint,
         key: &str,
     ) -> Result<Mutation<Goal>> {
-        let m = self.store.checkpoint_goal(caller, acting, checkpoint, key)?;
+        let m = self.0.store.checkpoint_goal(caller, acting, checkpoint, key)?;
         self.keyed(caller, acting, m)
     }
 
@@ -215,7 +212,7 @@ impl<'a> Delegation<'a> {
     /// As `complete_goal`, or the renewal's.
     pub fn complete_goal(&mut self, caller: &Caller, acting: &Acting, goal: &str) -> Result<Mutation<Goal>> {
         self.renew(caller, acting)?;
-        let m = self.store.complete_goal(caller, acting, goal)?;
+        let m = self.0.store.complete_goal(caller, acting, goal)?;
         Ok(self.woke(m))
     }
 
@@ -226,6 +223,6 @@ impl<'a> Delegation<'a> {
     /// As `get_attention_event`, or the renewal's.
     pub fn attention_event(&mut self, caller: &Caller, acting: &Acting, event: &str) -> Result<AttentionEvent> {
         self.renew(caller, acting)?;
-        self.store.get_attention_event(caller, acting, event)
+        self.0.store.get_attention_event(caller, acting, event)
     }
 }

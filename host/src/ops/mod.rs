@@ -44,21 +44,28 @@ impl<'a> Ops<'a> {
 
     /// The conversation operations.
     pub fn conversations(&mut self) -> Conversations<'_> {
-        Conversations::new(self.store, self.carriers)
+        Conversations(self.reborrow())
     }
 
     /// The delegation operations.
     pub fn delegation(&mut self) -> Delegation<'_> {
-        Delegation::new(self.store, self.carriers)
+        Delegation(self.reborrow())
     }
-}
 
-/// Renews the endpoint `acting` acts through (an agent through its exact endpoint), unless
-/// the host itself is the caller: the host keeps the leases of the endpoints it carries.
-fn renew(store: &mut Store, caller: &Caller, acting: &Acting) -> ConversationResult<()> {
-    match acting {
-        Acting::Agent(a) if !caller.is_host() => store.touch_endpoint(caller, a).map(drop),
-        _ => Ok(()),
+    fn reborrow(&mut self) -> Ops<'_> {
+        Ops {
+            store: &mut *self.store,
+            carriers: self.carriers,
+        }
+    }
+
+    /// Renews the endpoint `acting` acts through (an agent through its exact endpoint), unless
+    /// the host itself is the caller: the host keeps the leases of the endpoints it carries.
+    fn renew(&mut self, caller: &Caller, acting: &Acting) -> ConversationResult<()> {
+        match acting {
+            Acting::Agent(a) if !caller.is_host() => self.store.touch_endpoint(caller, a).map(drop),
+            _ => Ok(()),
+        }
     }
 }
 
