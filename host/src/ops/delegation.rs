@@ -226,3 +226,66 @@ impl<'a> Delegation<'a> {
         self.0.store.get_attention_event(caller, acting, event)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use ahp_store::conversation::{AgentCard, OPERATOR_SUBJECT};
+
+    use super::*;
+
+    /// Records what it was asked to schedule.
+    #[derive(Default)]
+    struct Recorded(Mutex<Vec<Vec<String>>>);
+
+    impl Carriers for Recorded {
+        fn holds(&self, _: &ahp_store::conversation::Endpoint) -> bool {
+            false
+        }
+        fn schedule_woken(&self, agents: &[String]) {
+            self.0.lock().unwrap().push(agents.to_vec());
+        }
+    }
+
+    #[test]
+    fn a_write_schedules_exactly_whom_the_store_woke_and_a_replay_or_a_refusal_nobody() {
+        let mut store = Store::open_in_memory().unwrap();
+        let op = Caller::full(OPERATOR_SUBJECT).unwrap();
+        let card = AgentCard {
+            handle: "worker".into(),
+            display_name: "Worker".into(),
+            description: String::new(),
+            specialties: Vec::new(),
+        };
+        let worker = store.create_agent(&op, &card, "a-1").unwrap().value;
+        // An assignee takes work only through a live, wake-capable endpoint.
+        let ep = store
+            .attach_endpoint(&op, &worker.id, std::time::Duration::from_secs(60), "e-1")
+            .unwrap()
+            .value;
+        store.register_wake_carrier(&worker.id, &ep.id, ep.generation).unwrap();
+        let carriers = Recorded::default();
+        let mut ops = Delegation::new(&mut store, &carriers);
+        let new = NewTask {
+            assignee: worker.id.clone(),
+            title: "t".into(),
+            instructions: "i".into(),
+            goal: None,
+            start: true,
+        };
+        let created = ops.create_task(&op, &Acting::Human, &new, "t-1").unwrap();
+        assert!(created.state_changed);
+        ops.create_task(&op, &Acting::Human, &new, "t-1").unwrap();
+        let mut missing = new.clone();
+        missing.assignee = "agt_missing".into();
+        ops.create_task(&op, &Acting::Human, &missing, "t-2").unwrap_err();
+        let unstarted = NewTask { start: false, ..new };
+        ops.create_task(&op, &Acting::Human, &unstarted, "t-3").unwrap();
+        assert_eq!(
+            *carriers.0.lock().unwrap(),
+            vec![vec![worker.id], vec![], vec![]],
+            "the started task scheduled its assignee, its replay and the unstarted task nobody; the refusal scheduled nothing"
+        );
+    }
+}
