@@ -64,3 +64,20 @@ impl Carriers for NoCarriers {
         false
     }
 }
+
+/// Carriers that hold nothing and record each set of agents they are asked to schedule: what
+/// the tests of a surface's scheduling read back.
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct Recorded(pub(crate) std::sync::Mutex<Vec<Vec<String>>>);
+
+#[cfg(test)]
+impl Carriers for Recorded {
+    fn holds(&self, _endpoint: &Endpoint) -> bool {
+        false
+    }
+
+    fn schedule_woken(&self, agents: &[String]) {
+        self.0.lock().unwrap().push(agents.to_vec());
+    }
+}

@@ -229,24 +229,10 @@ impl<'a> Delegation<'a> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-
     use ahp_store::conversation::{AgentCard, OPERATOR_SUBJECT};
 
     use super::*;
-
-    /// Records what it was asked to schedule.
-    #[derive(Default)]
-    struct Recorded(Mutex<Vec<Vec<String>>>);
-
-    impl Carriers for Recorded {
-        fn holds(&self, _: &ahp_store::conversation::Endpoint) -> bool {
-            false
-        }
-        fn schedule_woken(&self, agents: &[String]) {
-            self.0.lock().unwrap().push(agents.to_vec());
-        }
-    }
+    use crate::carrier::Recorded;
 
     #[test]
     fn a_write_schedules_exactly_whom_the_store_woke_and_a_replay_or_a_refusal_nobody() {
