@@ -36,7 +36,7 @@ use crate::conversation::attempt;
 use crate::conversation::audit::{self, AuditKind};
 use crate::conversation::bounds::{self, MAX_ENDPOINT_LEASE, MIN_ENDPOINT_LEASE};
 use crate::conversation::{
-    Agent, AgentCard, CallerKind, CommunicationPrincipal, ConversationError, Endpoint, agent, endpoint,
+    Agent, AgentCard, CallerKind, CommunicationPrincipal, ConversationError, Endpoint, agent, attachment, endpoint,
 };
 use crate::db::Store;
 use crate::error::{Error, Result};
@@ -127,7 +127,7 @@ pub(crate) fn unbind(tx: &Tx<'_>, t: &Transfer, to: TransferStatus, now: Timesta
         }
         TransferStatus::Terminated | TransferStatus::Expired => {
             if let Some(ep) = &current {
-                endpoint::retire(tx, &ep.id, crate::conversation::EndpointState::Detached, now)?;
+                attachment::retire(tx, &ep.id, crate::conversation::EndpointState::Detached, now)?;
             }
             "detached"
         }
@@ -184,7 +184,7 @@ pub(crate) fn bind_in(
             owned_agent(tx, &principal, &t, &id)?
         }
     };
-    let endpoint = endpoint::attach(tx, &principal, &agent, lease, CallerKind::Host, now)?;
+    let endpoint = attachment::attach(tx, &principal, &agent, lease, CallerKind::Host, now)?;
     tx.prepare_cached("UPDATE agent_endpoints SET host_id = ?2 WHERE id = ?1")?
         .execute((&endpoint.id, host))?;
     tx.prepare_cached("UPDATE transfers SET host_id = ?2 WHERE id = ?1")?

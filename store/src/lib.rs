@@ -58,8 +58,9 @@ pub mod clock;
 pub mod component;
 #[macro_use]
 pub mod conversation;
+/// Delegation, part of the conversation domain ([`conversation::delegation`]).
+pub use conversation::delegation;
 pub mod db;
-pub mod delegation;
 pub mod error;
 pub mod event;
 #[doc(hidden)]

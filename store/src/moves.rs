@@ -17,7 +17,7 @@ use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::Serialize;
 
 use crate::clock::Timestamp;
-use crate::conversation::{EndpointState, endpoint};
+use crate::conversation::{EndpointState, attachment, endpoint};
 use crate::db::Store;
 use crate::error::{Error, Result};
 use crate::hosts::validate_host_id;
@@ -186,7 +186,7 @@ impl Store {
                     why,
                 }));
             }
-            endpoint::retire(tx, endpoint_id, EndpointState::Detached, now).map_err(Error::from)?;
+            attachment::retire(tx, endpoint_id, EndpointState::Detached, now).map_err(Error::from)?;
             tx.prepare_cached("UPDATE transfers SET host_id = ?2, updated_at = ?3 WHERE id = ?1")?
                 .execute((transfer, &m.to_host, now.as_micros()))?;
             tx.prepare_cached("UPDATE agent_moves SET handed_over_at = ?2 WHERE transfer_id = ?1")?

@@ -191,9 +191,6 @@ pub(crate) fn load(conn: &Tx<'_>, transfer: &str) -> Result<Transfer> {
         .unwrap_or_else(|| Err(Error::TransferNotFound(transfer.to_owned())))
 }
 
-/// Loads `transfer` for `caller`: as [`load`], and a transfer that does not
-/// [belong to](Transfer::belongs_to) `caller` is [`Error::TransferNotFound`] too — the one
-/// place the ownership rule is applied.
 /// Ok if `transfer` is a well-formed id of a transfer that exists (without reading its row).
 pub(crate) fn exists(conn: &Tx<'_>, transfer: &str) -> Result<()> {
     check_id(transfer)?;
@@ -203,6 +200,9 @@ pub(crate) fn exists(conn: &Tx<'_>, transfer: &str) -> Result<()> {
         .ok_or_else(|| Error::TransferNotFound(transfer.to_owned()))
 }
 
+/// Loads `transfer` for `caller`: as [`load`], and a transfer that does not
+/// [belong to](Transfer::belongs_to) `caller` is [`Error::TransferNotFound`] too — the one
+/// place the ownership rule is applied.
 pub(crate) fn load_for(conn: &Tx<'_>, transfer: &str, caller: &TransferOwner) -> Result<Transfer> {
     let t = load(conn, transfer)?;
     if t.belongs_to(caller) {

@@ -384,7 +384,7 @@ fn insolvency_revokes_the_agents_turns_but_keeps_it_readable() {
 fn a_task_attempt_starts_only_for_a_transfer_s_agent_that_can_take_a_turn() {
     let mut f = fixture();
     let op = operator();
-    let task = |assignee: &str| crate::delegation::NewTask {
+    let task = |assignee: &str| crate::conversation::delegation::NewTask {
         assignee: assignee.to_owned(),
         title: "job".into(),
         instructions: "do it".into(),
@@ -418,7 +418,7 @@ fn a_task_attempt_starts_only_for_a_transfer_s_agent_that_can_take_a_turn() {
         .create_agent_task(
             &op,
             &Acting::Human,
-            &crate::delegation::NewTask {
+            &crate::conversation::delegation::NewTask {
                 start: false,
                 ..task(&insolvent.agent.id)
             },

@@ -7,11 +7,11 @@
 use ahp_store_sql::Tx;
 
 use super::agent;
-use super::endpoint::{AgentActor, Endpoint, EndpointState, load, load_scoped, retire};
+use super::endpoint::{AgentActor, Endpoint, load, load_scoped};
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::principal::Caller;
+use super::state::EndpointState;
 use crate::clock::Timestamp;
-use crate::db::Store;
 
 /// Admits an agent-acting operation: the caller owns the agent, the endpoint is that agent's,
 /// bound to the caller, held by a caller of its kind (a host-held endpoint admits only the
@@ -113,30 +113,4 @@ pub(crate) fn admit_host(
         return Err(Error::EndpointExpired { endpoint: ep.id });
     }
     Ok(ep)
-}
-
-impl Store {
-    /// Runs `op` on the store's write path ([`Store::retrying`]: a busy database runs it
-    /// again from the start); if it was refused because an endpoint's lease had run out,
-    /// records that expiry (reconciling the endpoint's wake attempts) before returning the
-    /// refusal.
-    pub(crate) fn admitted<T>(&mut self, op: impl FnMut(&mut Self) -> Result<T>) -> Result<T> {
-        match self.retrying(op) {
-            Err(Error::EndpointExpired { endpoint }) => {
-                self.retrying(|s| {
-                    let (tx, now) = s.begin_immediate()?;
-                    let changed = tx
-                        .prepare_cached("SELECT 1 FROM agent_endpoints WHERE id = ?1 AND lease_expires_at <= ?2")?
-                        .exists((&endpoint, now.as_micros()))?;
-                    if changed {
-                        retire(&tx, &endpoint, EndpointState::Expired, now)?;
-                    }
-                    tx.commit()?;
-                    Ok::<_, Error>(())
-                })?;
-                Err(Error::EndpointExpired { endpoint })
-            }
-            other => other,
-        }
-    }
 }

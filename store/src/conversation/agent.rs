@@ -16,13 +16,12 @@ use super::bounds::{
 };
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::{Check, IdempotencyKey, Mutation, Operation, validate_key};
-use super::principal::{Caller, CommunicationPrincipal, Scope};
+use super::ids::AGENT_ID_PREFIX;
+use super::principal::{Caller, CommunicationPrincipal};
+use super::scope::Scope;
 use crate::clock::Timestamp;
 use crate::db::Store;
 use crate::id::new_id;
-
-/// Prefix of every agent id.
-pub const AGENT_ID_PREFIX: &str = "agt_";
 
 /// The self-description an agent's owner writes. Its `Debug` shows the handle and display name
 /// but only the sizes of the description and the specialty labels, so logs never carry them.

@@ -28,11 +28,10 @@
 //! consumes a delivery.
 
 use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use ahp_store_sql::{OptionalExtension, Row, Tx};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -42,68 +41,14 @@ use super::bounds::{self, MAX_CLAIM_LEASE, MAX_UNRESOLVED_DISPATCHED_WAKES_PER_A
 use super::endpoint::AgentActor;
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::Mutation;
-use super::principal::{Caller, Scope};
-use super::wake::{
-    WAKE_COLUMNS, Wake, WakeEvent, WakeState, check_wake_id, load_for, load_wake, nonneg, wake_from_row,
-};
+use super::ids::{ATTEMPT_ID_PREFIX, CONSUME_TOKEN_PREFIX};
+use super::principal::Caller;
+use super::scope::Scope;
+use super::state::{AttemptEvent, AttemptState, WakeEvent, WakeState};
+use super::wake::{WAKE_COLUMNS, Wake, check_wake_id, load_for, load_wake, nonneg, wake_from_row};
 use crate::clock::Timestamp;
 use crate::db::Store;
 use crate::id::{new_id, random_bytes};
-
-/// Prefix of every wake attempt id.
-pub const ATTEMPT_ID_PREFIX: &str = "wka_";
-/// Prefix of every consume token.
-pub const CONSUME_TOKEN_PREFIX: &str = "wct_";
-
-closed_enum!(
-    /// Where a wake delivery attempt is.
-    AttemptState, "wake attempt state", {
-        /// Claimed, before the dispatch fence.
-        Claimed = "claimed",
-        /// Given up before the fence; its wake went back to pending.
-        Released = "released",
-        /// Crossed the dispatch fence; outcome not yet reported.
-        Dispatched = "dispatched",
-        /// The carrier reported that the host accepted the turn.
-        Accepted = "accepted",
-        /// After the fence, the outcome could not be confirmed. Never redispatched.
-        DeliveryUnknown = "delivery_unknown",
-        /// The agent consumed the wake through this attempt.
-        Consumed = "consumed",
-    }
-);
-
-/// Something that moves a wake delivery attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AttemptEvent {
-    /// `prepare_dispatch`: cross the fence.
-    Dispatch,
-    /// Give up before the fence (claim expired, endpoint gone, takeover).
-    Release,
-    /// The carrier reported the host accepted the turn.
-    Accept,
-    /// The outcome after the fence cannot be confirmed: reported by the carrier for a
-    /// dispatched attempt, or found at reconciliation for a dispatched one or an accepted one
-    /// that was never consumed.
-    Unknown,
-    /// The agent consumed the wake through this attempt.
-    Consume,
-}
-
-impl AttemptState {
-    /// The state `event` moves an attempt in this state to, or `None` when there is no such
-    /// edge. There is no edge back to `claimed` from anywhere: a fenced attempt is never retried.
-    pub const fn after(self, event: AttemptEvent) -> Option<AttemptState> {
-        match (self, event) {
-            (Self::Claimed, AttemptEvent::Dispatch) => Some(Self::Dispatched),
-            (Self::Claimed, AttemptEvent::Release) => Some(Self::Released),
-            (Self::Dispatched, AttemptEvent::Accept) => Some(Self::Accepted),
-            (Self::Dispatched | Self::Accepted, AttemptEvent::Unknown) => Some(Self::DeliveryUnknown),
-            (Self::Dispatched | Self::Accepted | Self::DeliveryUnknown, AttemptEvent::Consume) => Some(Self::Consumed),
-            _ => None,
-        }
-    }
-}
 
 /// One attempt to deliver a wake through one endpoint and generation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -288,7 +233,7 @@ pub(super) fn mark_unknown(tx: &Tx<'_>, a: &WakeAttempt, now: Timestamp) -> Resu
          WHERE id = ?1 AND state IN ('dispatched', 'accepted')",
     )?
     .execute((&a.id, now.as_micros()))?;
-    crate::delegation::attempt::wake_delivery_unknown(tx, &a.wake_id, now)?;
+    crate::conversation::delegation::attempt::wake_delivery_unknown(tx, &a.wake_id, now)?;
     let w = load_wake(tx, &a.wake_id)?;
     audit::record(
         tx,
@@ -410,7 +355,7 @@ pub(super) fn finish(
         .execute((&a.id, to.as_str(), now.as_micros()))?;
     let a = load_attempt(tx, &a.id)?;
     if to == AttemptState::DeliveryUnknown {
-        crate::delegation::attempt::wake_delivery_unknown(tx, &a.wake_id, now)?;
+        crate::conversation::delegation::attempt::wake_delivery_unknown(tx, &a.wake_id, now)?;
         audit::record(
             tx,
             AuditKind::WakeDeliveryUnknown,

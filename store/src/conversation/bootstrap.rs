@@ -22,17 +22,18 @@ use sha2::{Digest, Sha256};
 
 use super::admission;
 use super::agent::{self, Agent};
-use super::attempt::{
-    self, ATTEMPT_COLUMNS, CONSUME_TOKEN_PREFIX, DispatchTicket, WakeAttempt, attempt_from_row, token_hash,
-};
+use super::attempt::{self, ATTEMPT_COLUMNS, DispatchTicket, WakeAttempt, attempt_from_row, token_hash};
 use super::audit::{self, AuditKind};
 use super::bounds::MAX_WAKE_REPLY_OPERATIONS;
 use super::conversation::{self, Acting, Conversation};
 use super::endpoint::{AgentActor, Endpoint};
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::{Mutation, validate_key};
-use super::principal::{Caller, CommunicationPrincipal, Scope};
-use super::wake::{self, WAKE_COLUMNS, Wake, WakeEvent, check_wake_id, load_for, load_wake, wake_from_row};
+use super::ids::{ATTEMPT_ID_PREFIX, CONSUME_TOKEN_PREFIX};
+use super::principal::{Caller, CommunicationPrincipal};
+use super::scope::Scope;
+use super::state::WakeEvent;
+use super::wake::{self, WAKE_COLUMNS, Wake, check_wake_id, load_for, load_wake, wake_from_row};
 use crate::db::Store;
 use crate::id::new_id;
 
@@ -141,7 +142,7 @@ impl Store {
                 });
             }
             attempt::check_unresolved(&tx, &actor.agent, &ep.id)?;
-            let id = new_id(attempt::ATTEMPT_ID_PREFIX);
+            let id = new_id(ATTEMPT_ID_PREFIX);
             let token = activation_token(&id, activation_key);
             tx.prepare_cached(
                 "INSERT INTO wake_attempts (id, wake_id, agent_id, endpoint_id, generation, state, claim_expires_at,

@@ -22,14 +22,16 @@ use ahp_store_sql::Tx;
 
 use super::admission;
 use super::attempt::{
-    self, AttemptEvent, AttemptState, DispatchOutcome, DispatchTicket, WakeAttempt, check_attempt_id,
-    check_consume_token, load_attempt, load_attempt_for,
+    self, DispatchOutcome, DispatchTicket, WakeAttempt, check_attempt_id, check_consume_token, load_attempt,
+    load_attempt_for,
 };
 use super::delivery;
 use super::endpoint::{self, AgentActor};
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::Mutation;
-use super::principal::{Caller, Scope};
+use super::principal::Caller;
+use super::scope::Scope;
+use super::state::{AttemptEvent, AttemptState};
 use super::wake::check_wake_id;
 use crate::budget::MAX_USAGE_REPORT_MICRO_USD;
 use crate::clock::Timestamp;

@@ -23,13 +23,12 @@ use super::bounds::{
 use super::endpoint::{AgentActor, Endpoint};
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::{Check, IdempotencyKey, Mutation, Operation, validate_key};
-use super::principal::{Caller, Scope};
+use super::ids::CONVERSATION_ID_PREFIX;
+use super::principal::Caller;
+use super::scope::Scope;
 use crate::clock::Timestamp;
 use crate::db::Store;
 use crate::id::new_id;
-
-/// Prefix of every conversation id.
-pub const CONVERSATION_ID_PREFIX: &str = "cv_";
 
 /// Whether a conversation accepts new messages and participants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -30,7 +30,8 @@ use super::endpoint::AgentActor;
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::Mutation;
 use super::message::{self, MESSAGE_COLUMNS, TranscriptMessage};
-use super::principal::{Caller, CommunicationPrincipal, Scope};
+use super::principal::{Caller, CommunicationPrincipal};
+use super::scope::Scope;
 use crate::clock::Timestamp;
 use crate::db::Store;
 

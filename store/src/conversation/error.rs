@@ -8,10 +8,8 @@
 //! nothing — except [`ConversationError::EndpointExpired`], whose only effect is to record the expiry that
 //! had already happened.
 
-use super::attempt::AttemptState;
-use super::endpoint::EndpointState;
-use super::principal::Scope;
-use super::wake::WakeState;
+use super::scope::Scope;
+use super::state::{AttemptState, EndpointState, GoalState, TaskAttemptState, TaskState, WakeState};
 
 /// The conversation domain's result type.
 pub type ConversationResult<T, E = ConversationError> = std::result::Result<T, E>;
@@ -196,7 +194,7 @@ pub enum ConversationError {
         /// What was attempted.
         operation: &'static str,
         /// Where the task is.
-        state: crate::delegation::TaskState,
+        state: TaskState,
     },
 
     /// The task attempt is not in a state that allows the operation, or a retry of its
@@ -208,7 +206,7 @@ pub enum ConversationError {
         /// What was attempted.
         operation: &'static str,
         /// Where the attempt is.
-        state: crate::delegation::TaskAttemptState,
+        state: TaskAttemptState,
     },
 
     /// The acting endpoint is not the one the attempt is fenced to (a newer or older
@@ -273,7 +271,7 @@ pub enum ConversationError {
         /// What was attempted.
         operation: &'static str,
         /// Where the goal is.
-        state: crate::delegation::GoalState,
+        state: GoalState,
     },
 
     /// A row holds a value this build cannot interpret (e.g. an unknown lifecycle). Fails closed.

@@ -21,8 +21,8 @@ use sha2::{Digest, Sha256};
 
 use super::bounds::{self, IDEMPOTENCY_RETENTION, MAX_IDEMPOTENCY_KEY_BYTES, MAX_WAKE_REPLY_OPERATIONS};
 use super::error::{ConversationError as Error, ConversationResult as Result};
+use super::ids::WAKE_ID_PREFIX;
 use super::principal::CommunicationPrincipal;
-use super::wake::WAKE_ID_PREFIX;
 use crate::clock::Timestamp;
 
 /// The result of a mutation: the resource, and whether this call changed anything.

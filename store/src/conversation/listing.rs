@@ -10,7 +10,8 @@ use super::agent::{self, AGENT_COLUMNS, Agent};
 use super::bounds;
 use super::endpoint::{self, ENDPOINT_COLUMNS, Endpoint};
 use super::error::ConversationResult as Result;
-use super::principal::{Caller, Scope};
+use super::principal::Caller;
+use super::scope::Scope;
 use super::wake::nonneg;
 use crate::db::Store;
 

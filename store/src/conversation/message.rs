@@ -19,14 +19,13 @@ use super::conversation::{self, Acting, ConversationState};
 use super::delivery;
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::{Check, IdempotencyKey, Mutation, Operation};
-use super::principal::{Caller, Scope};
+use super::ids::MESSAGE_ID_PREFIX;
+use super::principal::Caller;
+use super::scope::Scope;
 use super::wake;
 use crate::clock::Timestamp;
 use crate::db::Store;
 use crate::id::new_id;
-
-/// Prefix of every message id.
-pub const MESSAGE_ID_PREFIX: &str = "msg_";
 
 /// Who wrote a message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -1,31 +1,41 @@
 //! The durable conversation domain: how humans and agents talk, durably.
 //!
-//! One file per concept:
+//! The domain of the conversation seed: conversations and, built on them, [`delegation`] (tasks,
+//! waits, goals, attention). One file per concept, listed from the root up: a file imports only
+//! from files listed before it (and `message` and `delivery` from each other), and nothing in
+//! the domain imports from the store's callers.
 //!
-//! - [`principal`]: communication principals (hashed subjects) and the two independent scopes;
-//! - [`agent`]: `agt_…` identities with a revision-checked Agent Card;
-//! - [`endpoint`]: principal-bound attachments with controller generations and leases;
-//! - [`conversation`]: conversations, the human participant and agent participants;
-//! - [`message`]: the append-only transcript and `post_message`;
-//! - [`delivery`]: the per-recipient inbox;
-//! - [`wake`]: coalesced wake intents;
-//! - [`attempt`]: wake delivery attempts and the dispatch fence;
-//! - [`carrier`]: what a host carrier records around a turn (a turn's end in one transaction);
-//! - [`bootstrap`]: an agent turn's bounded bootstrap, and explicit activation of a wake;
-//! - [`reconcile`]: what a successor host runs at takeover;
-//! - [`audit`]: the domain's audit log, which never holds content, keys or tokens;
-//! - [`listing`]: the agent listing with each agent's readiness facts;
-//! - [`operator`]: the operator's reads across every principal (the CLI's);
-//! - [`idempotency`]: principal-scoped replay of create and post operations;
-//! - [`bounds`]: every limit, documented;
-//! - [`error`]: the domain's [`ConversationError`].
+//! - the root, below everything: [`state`] (every state machine of the domain: endpoints, wakes,
+//!   wake attempts, tasks, task attempts, goals), [`error`] (the domain's [`ConversationError`],
+//!   which names those states), [`ids`] (each id's prefix), [`scope`] (the two scopes),
+//!   [`bounds`] (every limit, documented);
+//! - [`principal`]: communication principals (hashed subjects) and [`Caller`]; [`audit`]: the
+//!   domain's audit log, which never holds content, keys or tokens; [`idempotency`]:
+//!   principal-scoped replay of create and post operations;
+//! - [`agent`]: `agt_…` identities with a revision-checked Agent Card; [`endpoint`]:
+//!   principal-bound attachments with controller generations and leases (the record), and
+//!   `admission`: what may act through one;
+//! - [`wake`]: coalesced wake intents; [`conversation`]: conversations, the human participant
+//!   and agent participants;
+//! - [`delegation`]: agent tasks and their fenced attempts, waits, goals and attention;
+//! - [`attempt`]: wake delivery attempts and the dispatch fence (a wake whose delivery became
+//!   unknown ends the task attempt it carried, in its transaction); [`attachment`]: an
+//!   endpoint's life (attach, renew, detach, retire: a retirement reconciles the wake and task
+//!   attempts fenced to it, in its transaction);
+//! - [`message`]: the append-only transcript and `post_message`; [`delivery`]: the
+//!   per-recipient inbox; [`carrier`]: what a host carrier records around a turn (a turn's end in
+//!   one transaction); [`bootstrap`]: an agent turn's bounded bootstrap, and explicit activation
+//!   of a wake; [`reconcile`]: what a successor host runs at takeover; [`listing`]: the agent
+//!   listing with each agent's readiness facts; [`operator`]: the operator's reads across every
+//!   principal (the CLI's).
 //!
 //! The agent an `active` transfer becomes is bound to it by [`crate::binding`] (host-side), and
 //! loses its turns when the transfer leaves `active`.
 //!
 //! Every operation is a method on [`Store`](crate::Store) taking the [`Caller`]: it checks the
 //! scope, validates its input before any transaction, then runs one `BEGIN IMMEDIATE`
-//! transaction. Authorization is existence-hiding: lookups are scoped by principal and
+//! transaction (on the admitted write path, `Store::admitted`, which records an endpoint
+//! expiry the operation met). Authorization is existence-hiding: lookups are scoped by principal and
 //! authorized parent first, so a foreign id gets the same not-found error as a missing one.
 //! Lifecycle strings read from the database parse into closed enums, and an unknown value fails
 //! closed before any authorization decision is made on it.
@@ -107,6 +117,7 @@ macro_rules! closed_enum {
 
 pub(crate) mod admission;
 pub mod agent;
+pub mod attachment;
 pub mod attempt;
 pub mod audit;
 pub mod bootstrap;
@@ -116,15 +127,19 @@ pub mod carrier;
 // The domain is named after its central concept; `conversation::conversation` is that concept.
 #[allow(clippy::module_inception)]
 pub mod conversation;
+pub mod delegation;
 pub mod delivery;
 pub mod endpoint;
 pub mod error;
 pub mod idempotency;
+pub mod ids;
 pub mod listing;
 pub mod message;
 pub mod operator;
 pub mod principal;
 pub mod reconcile;
+pub mod scope;
+pub mod state;
 pub mod wake;
 pub(crate) mod woken;
 
@@ -133,24 +148,27 @@ mod tests;
 
 use crate::clock::Timestamp;
 
-pub use agent::{AGENT_ID_PREFIX, Agent, AgentCard};
-pub use attempt::{
-    ATTEMPT_ID_PREFIX, AttemptEvent, AttemptState, DispatchOutcome, DispatchTicket, WakeAttempt, WakeClaim,
-};
+pub use agent::{Agent, AgentCard};
+pub use attempt::{DispatchOutcome, DispatchTicket, WakeAttempt, WakeClaim};
 pub use audit::{AuditEvent, AuditKind};
 pub use bootstrap::Bootstrap;
 pub use carried_leases::{MAX_LEASE_RENEWALS, RenewedLeases};
 pub use carrier::{TurnEnd, TurnInbox, TurnSpend};
-pub use conversation::{Acting, CONVERSATION_ID_PREFIX, Conversation, ConversationState, NewConversation};
+pub use conversation::{Acting, Conversation, ConversationState, NewConversation};
 pub use delivery::{Delivery, DeliveryState};
-pub use endpoint::{AgentActor, ENDPOINT_ID_PREFIX, Endpoint, EndpointState};
+pub use endpoint::{AgentActor, Endpoint};
 pub use error::{ConversationError, ConversationResult};
 pub use idempotency::{IdempotencyKey, Mutation};
+pub use ids::{
+    AGENT_ID_PREFIX, ATTEMPT_ID_PREFIX, CONVERSATION_ID_PREFIX, ENDPOINT_ID_PREFIX, MESSAGE_ID_PREFIX, WAKE_ID_PREFIX,
+};
 pub use listing::AgentListing;
-pub use message::{Author, MESSAGE_ID_PREFIX, NewMessage, Posted, TranscriptMessage};
-pub use principal::{Caller, CallerKind, CommunicationPrincipal, OPERATOR_SUBJECT, Scope};
+pub use message::{Author, NewMessage, Posted, TranscriptMessage};
+pub use principal::{Caller, CallerKind, CommunicationPrincipal, OPERATOR_SUBJECT};
 pub use reconcile::ReconcileReport;
-pub use wake::{WAKE_ID_PREFIX, Wake, WakeCause, WakeEvent, WakeOrigin, WakeState};
+pub use scope::Scope;
+pub use state::{AttemptEvent, AttemptState, EndpointState, WakeEvent, WakeState};
+pub use wake::{Wake, WakeCause, WakeOrigin};
 
 impl crate::Store {
     /// Starts a write transaction for a conversation operation ([`Store::begin`](crate::Store)

@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 
 use super::bounds::MAX_SUBJECT_BYTES;
 use super::error::{ConversationError as Error, ConversationResult as Result};
+use super::scope::Scope;
 
 /// The subject of the local operator (the CLI, `ahp serve --stdio`): whoever holds the data
 /// directory. Its communication principal owns the operator's agents and conversations, and the
@@ -62,34 +63,6 @@ impl CommunicationPrincipal {
 impl fmt::Debug for CommunicationPrincipal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "CommunicationPrincipal({}…)", &self.0[..12])
-    }
-}
-
-/// A communication scope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-pub enum Scope {
-    /// `communication:read`: list and read agents, conversations, transcripts and inboxes.
-    #[serde(rename = "communication:read")]
-    Read,
-    /// `communication:manage`: create and change agents, endpoints, conversations, messages,
-    /// deliveries and wakes.
-    #[serde(rename = "communication:manage")]
-    Manage,
-}
-
-impl Scope {
-    /// The scope's name as granted to credentials.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Read => "communication:read",
-            Self::Manage => "communication:manage",
-        }
-    }
-}
-
-impl fmt::Display for Scope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

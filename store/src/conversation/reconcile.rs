@@ -11,8 +11,8 @@
 
 use serde::Serialize;
 
+use super::attachment;
 use super::attempt;
-use super::endpoint;
 use super::error::ConversationResult as Result;
 use crate::db::Store;
 
@@ -51,7 +51,7 @@ impl Store {
                 [],
                 |r| r.get(0),
             )?;
-            let expired_endpoints = endpoint::materialize_all_expired(&tx, now)?;
+            let expired_endpoints = attachment::materialize_all_expired(&tx, now)?;
             attempt::reconcile_all(&tx, now)?;
             let cleared = tx.execute(
                 "UPDATE agent_endpoints SET wake_capable = 0, updated_at = ?1 WHERE wake_capable = 1",

@@ -15,9 +15,6 @@
 //!      └──────────activate (explicit, the fence)───────┘
 //! ```
 
-use std::fmt;
-use std::str::FromStr;
-
 use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -27,59 +24,14 @@ use super::audit::{self, AuditKind};
 use super::bounds;
 use super::endpoint::AgentActor;
 use super::error::{ConversationError as Error, ConversationResult as Result};
-use super::principal::{Caller, Scope};
+use super::ids::WAKE_ID_PREFIX;
+use super::principal::Caller;
+use super::scope::Scope;
+use super::state::WakeState;
 use crate::clock::Timestamp;
 use crate::db::Store;
 use crate::db::raced_insert;
 use crate::id::new_id;
-
-/// Prefix of every wake id.
-pub const WAKE_ID_PREFIX: &str = "wk_";
-
-closed_enum!(
-    /// Where a wake intent is.
-    WakeState, "wake state", {
-        /// Waiting for a carrier to claim it; later deliveries coalesce into it.
-        Pending = "pending",
-        /// A carrier claimed it and has not crossed the dispatch fence; still coalescing.
-        Claimed = "claimed",
-        /// An attempt crossed the dispatch fence; it will not be dispatched again.
-        Dispatched = "dispatched",
-        /// The agent consumed it with the exact attempt's token.
-        Consumed = "consumed",
-    }
-);
-
-/// Something that moves a wake intent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum WakeEvent {
-    /// A carrier claimed it.
-    Claim,
-    /// Its claim was released before the fence.
-    Release,
-    /// Its attempt crossed the dispatch fence.
-    Dispatch,
-    /// A turn that is already running accepted it (bootstrap's explicit activation): it crosses
-    /// the fence at once, without a carrier's claim.
-    Activate,
-    /// The agent consumed it.
-    Consume,
-}
-
-impl WakeState {
-    /// The state `event` moves a wake in this state to, or `None` when there is no such edge.
-    /// This is the wake state machine; every write is a compare-and-set along one of its edges.
-    pub const fn after(self, event: WakeEvent) -> Option<WakeState> {
-        match (self, event) {
-            (Self::Pending, WakeEvent::Claim) => Some(Self::Claimed),
-            (Self::Claimed, WakeEvent::Release) => Some(Self::Pending),
-            (Self::Claimed, WakeEvent::Dispatch) => Some(Self::Dispatched),
-            (Self::Pending, WakeEvent::Activate) => Some(Self::Dispatched),
-            (Self::Dispatched, WakeEvent::Consume) => Some(Self::Consumed),
-            _ => None,
-        }
-    }
-}
 
 /// What created a wake: its first cause. Later causes coalesce into the same open wake (their
 /// full list is [`Store::wake_causes`]); a turn should still read its whole inbox. Serialized as
@@ -462,7 +414,7 @@ mod tests {
 
     #[test]
     fn wake_edges_over_every_state_and_event() {
-        use WakeEvent as E;
+        use crate::conversation::state::WakeEvent as E;
         use WakeState as S;
         let events = [E::Claim, E::Release, E::Dispatch, E::Activate, E::Consume];
         let edges = [

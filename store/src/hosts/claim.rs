@@ -31,7 +31,7 @@ use super::{HostLease, HostState, check_holds, load};
 use crate::clock::Timestamp;
 use crate::conversation::EndpointState;
 use crate::conversation::bounds::{self, MAX_ENDPOINT_LEASE, MIN_ENDPOINT_LEASE};
-use crate::conversation::endpoint;
+use crate::conversation::{attachment, endpoint};
 use crate::db::Store;
 use crate::error::Result;
 
@@ -187,7 +187,7 @@ fn transfers_slice_in(
             };
             for (ep, wake_capable) in endpoints {
                 carried_wakes |= wake_capable;
-                if endpoint::retire(tx, &ep, EndpointState::Expired, now)? {
+                if attachment::retire(tx, &ep, EndpointState::Expired, now)? {
                     claim.retired_endpoints += 1;
                 }
             }
@@ -223,7 +223,7 @@ fn endpoints_slice_in(tx: &Tx<'_>, from: &str, to: &str, now: Timestamp) -> Resu
     };
     let mut retired = 0;
     for ep in &endpoints {
-        if endpoint::retire(tx, ep, EndpointState::Expired, now)? {
+        if attachment::retire(tx, ep, EndpointState::Expired, now)? {
             retired += 1;
         }
     }

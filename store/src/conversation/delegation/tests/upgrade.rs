@@ -19,14 +19,14 @@ fn a_schema_8_database_keeps_its_wakes_and_attempts_as_message_wakes() {
         let conn = Connection::open(&path).unwrap();
         conn.pragma_update(None, "foreign_keys", "ON").unwrap();
         for sql in [
-            include_str!("../../../sql/0001_transfers.sql"),
-            include_str!("../../../sql/0002_conversation.sql"),
-            include_str!("../../../sql/0003_principals.sql"),
-            include_str!("../../../sql/0004_sandbox.sql"),
-            include_str!("../../../sql/0005_conversation_audit.sql"),
-            include_str!("../../../sql/0006_transfer_agents.sql"),
-            include_str!("../../../sql/0007_host_held_endpoints.sql"),
-            include_str!("../../../sql/0008_usage_events_by_kind.sql"),
+            include_str!("../../../../sql/0001_transfers.sql"),
+            include_str!("../../../../sql/0002_conversation.sql"),
+            include_str!("../../../../sql/0003_principals.sql"),
+            include_str!("../../../../sql/0004_sandbox.sql"),
+            include_str!("../../../../sql/0005_conversation_audit.sql"),
+            include_str!("../../../../sql/0006_transfer_agents.sql"),
+            include_str!("../../../../sql/0007_host_held_endpoints.sql"),
+            include_str!("../../../../sql/0008_usage_events_by_kind.sql"),
         ] {
             conn.execute_batch(sql).unwrap();
         }

@@ -32,18 +32,17 @@ use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::task::{TaskRow, TaskState};
+use super::task::TaskRow;
 use super::{Acting, goal, resolve, validate_acting, wait};
 use crate::clock::Timestamp;
 use crate::conversation::audit::{self, AuditKind};
 use crate::conversation::bounds;
+use crate::conversation::ids::ATTENTION_EVENT_ID_PREFIX;
+use crate::conversation::state::TaskState;
 use crate::conversation::wake::{self, WakeOrigin};
 use crate::conversation::{Caller, ConversationError as Error, ConversationResult as Result, Scope};
 use crate::db::Store;
 use crate::id::new_id;
-
-/// Prefix of every attention event id.
-pub const ATTENTION_EVENT_ID_PREFIX: &str = "att_";
 
 closed_enum!(
     /// What an attention event is about.
@@ -111,7 +110,7 @@ pub(crate) fn on_attempt_terminal(
         return Ok(());
     };
     let g = goal::load(tx, goal_id)?;
-    if g.state != goal::GoalState::Active || wait::scoped_wait_routes(tx, goal_id, &t.id)? {
+    if g.state != crate::conversation::state::GoalState::Active || wait::scoped_wait_routes(tx, goal_id, &t.id)? {
         return Ok(());
     }
     let target = g.controller_agent_id.clone().or_else(|| t.creator_agent_id.clone());

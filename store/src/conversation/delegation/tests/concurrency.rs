@@ -89,7 +89,10 @@ fn concurrent_last_facts_fire_an_all_wait_exactly_once() {
     }
     let mut store = db.open().unwrap();
     let conn = store.autocommit();
-    assert_eq!(crate::delegation::check::violations(&conn).unwrap(), vec![]);
+    assert_eq!(
+        crate::conversation::delegation::check::violations(&conn).unwrap(),
+        vec![]
+    );
     let fired: i64 = conn
         .query_row(
             "SELECT count(*) FROM wake_causes WHERE origin = 'wait' AND subject_id = ?1",

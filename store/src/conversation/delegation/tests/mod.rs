@@ -33,9 +33,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::{ManualClock, Timestamp};
+use crate::conversation::delegation::*;
 use crate::conversation::*;
 use crate::db::Store;
-use crate::delegation::*;
 
 /// Default endpoint lease in tests.
 pub(super) const LEASE: Duration = Duration::from_secs(600);

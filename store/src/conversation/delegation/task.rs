@@ -21,11 +21,8 @@
 //! the task's terminal fact for waits; it makes no attention event (only an attempt's
 //! terminalization does).
 
-use std::fmt;
-use std::str::FromStr;
-
 use ahp_store_sql::{OptionalExtension, Row, Tx};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::json;
 
 use super::attempt::{self, TaskAttempt};
@@ -35,64 +32,11 @@ use crate::clock::Timestamp;
 use crate::conversation::audit::{self, AuditKind};
 use crate::conversation::bounds;
 use crate::conversation::idempotency::{Check, IdempotencyKey, Mutation, Operation, validate_key};
+use crate::conversation::ids::TASK_ID_PREFIX;
+use crate::conversation::state::{TaskEvent, TaskState};
 use crate::conversation::{Caller, ConversationError as Error, ConversationResult as Result, Scope, agent};
 use crate::db::Store;
 use crate::id::new_id;
-
-/// Prefix of every task id.
-pub const TASK_ID_PREFIX: &str = "tsk_";
-
-closed_enum!(
-    /// Where an agent task is.
-    TaskState, "agent task state", {
-        /// Created; no attempt is active.
-        Open = "open",
-        /// An attempt is active.
-        Running = "running",
-        /// An attempt finished it successfully.
-        Succeeded = "succeeded",
-        /// An attempt finished it as failed, or its outcome became unknown after the dispatch
-        /// fence ([`DELIVERY_UNKNOWN_RESULT`](attempt::DELIVERY_UNKNOWN_RESULT)).
-        Failed = "failed",
-        /// Cancelled by its creator, the owner or its goal's controller.
-        Cancelled = "cancelled",
-    }
-);
-
-/// Something that moves a task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TaskEvent {
-    /// An attempt started.
-    Start,
-    /// The active attempt was revoked before its dispatch fence.
-    Revoke,
-    /// The attempt finished successfully.
-    Succeed,
-    /// The attempt finished as failed, or its outcome became unknown after the dispatch fence.
-    Fail,
-    /// Cancelled.
-    Cancel,
-}
-
-impl TaskState {
-    /// The state `event` moves a task in this state to, or `None` when there is no such edge.
-    /// Every write is a compare-and-set along one of these edges.
-    pub const fn after(self, event: TaskEvent) -> Option<TaskState> {
-        match (self, event) {
-            (Self::Open, TaskEvent::Start) => Some(Self::Running),
-            (Self::Running, TaskEvent::Revoke) => Some(Self::Open),
-            (Self::Running, TaskEvent::Succeed) => Some(Self::Succeeded),
-            (Self::Running, TaskEvent::Fail) => Some(Self::Failed),
-            (Self::Open | Self::Running, TaskEvent::Cancel) => Some(Self::Cancelled),
-            _ => None,
-        }
-    }
-
-    /// Whether it is final (a wait's source has its terminal fact).
-    pub const fn is_terminal(self) -> bool {
-        matches!(self, Self::Succeeded | Self::Failed | Self::Cancelled)
-    }
-}
 
 /// A task to create.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -1,7 +1,7 @@
 //! The independent SQL check: clean after ordinary work, and it finds forged duplicates.
 
 use super::*;
-use crate::delegation::check::violations;
+use crate::conversation::delegation::check::violations;
 
 #[test]
 fn the_check_is_clean_after_ordinary_work_and_finds_forged_duplicates() {

@@ -7,10 +7,11 @@
 
 use super::attempt::{self, ATTEMPT_COLUMNS, TaskAttempt};
 use super::goal::{self, GOAL_COLUMNS, Goal};
-use super::task::{self, AgentTask, TASK_COLUMNS, TaskQuery, TaskRow, TaskState};
+use super::task::{self, AgentTask, TASK_COLUMNS, TaskQuery, TaskRow};
 use crate::conversation::ConversationResult as Result;
 use crate::conversation::agent;
 use crate::conversation::bounds;
+use crate::conversation::state::TaskState;
 use crate::db::Store;
 
 impl Store {

@@ -23,15 +23,12 @@
 //! task's goal — commit in the same transaction, for a completion and for an unknown outcome
 //! alike: nobody waits for ever on a worker that crashed mid-attempt.
 
-use std::fmt;
-use std::str::FromStr;
-
 use ahp_store_sql::{OptionalExtension, Row, Tx};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::bounds::{MAX_ATTEMPTS_PER_TASK, MAX_TASK_RESULT_BYTES};
-use super::task::{self, AgentTask, TaskEvent, TaskRow};
+use super::task::{self, AgentTask, TaskRow};
 use super::{Acting, attention, resolve, validate_acting, wait};
 use crate::clock::Timestamp;
 use crate::conversation::admission;
@@ -39,60 +36,12 @@ use crate::conversation::audit::{self, AuditKind};
 use crate::conversation::bounds;
 use crate::conversation::endpoint::AgentActor;
 use crate::conversation::idempotency::Mutation;
+use crate::conversation::ids::TASK_ATTEMPT_ID_PREFIX;
+use crate::conversation::state::{TaskAttemptEvent, TaskAttemptState, TaskEvent};
 use crate::conversation::wake::{self, WakeOrigin};
 use crate::conversation::{Caller, ConversationError as Error, ConversationResult as Result, Scope};
 use crate::db::Store;
 use crate::id::new_id;
-
-/// Prefix of every task attempt id.
-pub const TASK_ATTEMPT_ID_PREFIX: &str = "tka_";
-
-closed_enum!(
-    /// Where a task attempt is.
-    TaskAttemptState, "task attempt state", {
-        /// Fenced to the assignee's endpoint; its result is awaited.
-        Active = "active",
-        /// Finished successfully.
-        Succeeded = "succeeded",
-        /// Finished as failed.
-        Failed = "failed",
-        /// Its task was cancelled while it was active.
-        Cancelled = "cancelled",
-        /// Its endpoint went away before its wake crossed the dispatch fence: it never ran.
-        Revoked = "revoked",
-        /// After the dispatch fence the outcome could not be confirmed: never re-run.
-        DeliveryUnknown = "delivery_unknown",
-    }
-);
-
-/// Something that moves a task attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TaskAttemptEvent {
-    /// The assignee finished it successfully.
-    Succeed,
-    /// The assignee finished it as failed.
-    Fail,
-    /// Its task was cancelled.
-    Cancel,
-    /// Its endpoint went away before the fence.
-    Revoke,
-    /// Its delivery outcome after the fence is unknown.
-    Unknown,
-}
-
-impl TaskAttemptState {
-    /// The state `event` moves an attempt in this state to, or `None` when there is no such edge.
-    pub const fn after(self, event: TaskAttemptEvent) -> Option<TaskAttemptState> {
-        match (self, event) {
-            (Self::Active, TaskAttemptEvent::Succeed) => Some(Self::Succeeded),
-            (Self::Active, TaskAttemptEvent::Fail) => Some(Self::Failed),
-            (Self::Active, TaskAttemptEvent::Cancel) => Some(Self::Cancelled),
-            (Self::Active, TaskAttemptEvent::Revoke) => Some(Self::Revoked),
-            (Self::Active, TaskAttemptEvent::Unknown) => Some(Self::DeliveryUnknown),
-            _ => None,
-        }
-    }
-}
 
 /// How the assignee finished an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -78,16 +78,17 @@ use crate::conversation::admission;
 use crate::conversation::{Caller, ConversationResult as Result, Mutation};
 use crate::db::Store;
 
-pub use crate::conversation::Acting;
-pub use attempt::{
-    DELIVERY_UNKNOWN_RESULT, TASK_ATTEMPT_ID_PREFIX, TaskAttempt, TaskAttemptEvent, TaskAttemptState, TaskCompletion,
-    TaskOutcome,
+pub use super::ids::{
+    ATTENTION_EVENT_ID_PREFIX, GOAL_ID_PREFIX, TASK_ATTEMPT_ID_PREFIX, TASK_ID_PREFIX, WAIT_ID_PREFIX,
 };
-pub use attention::{ATTENTION_EVENT_ID_PREFIX, AttentionEvent, AttentionKind};
+pub use super::state::{GoalState, TaskAttemptEvent, TaskAttemptState, TaskEvent, TaskState};
+pub use crate::conversation::Acting;
+pub use attempt::{DELIVERY_UNKNOWN_RESULT, TaskAttempt, TaskCompletion, TaskOutcome};
+pub use attention::{AttentionEvent, AttentionKind};
 pub use check::{Violation, check_delegation_invariants};
-pub use goal::{GOAL_ID_PREFIX, Goal, GoalCheckpoint, GoalState, NewGoal, PlanStep, StepStatus};
-pub use task::{AgentTask, NewTask, TASK_ID_PREFIX, TaskEvent, TaskQuery, TaskState};
-pub use wait::{AgentWait, NewWait, WAIT_ID_PREFIX, WaitMode, WaitSource, WaitState};
+pub use goal::{Goal, GoalCheckpoint, NewGoal, PlanStep, StepStatus};
+pub use task::{AgentTask, NewTask, TaskQuery};
+pub use wait::{AgentWait, NewWait, WaitMode, WaitSource, WaitState};
 
 /// The acting party, resolved inside the transaction: its owner principal (digest) and, for an
 /// agent, the agent's id.

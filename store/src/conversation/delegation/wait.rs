@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::bounds::{MAX_WAIT_SOURCES, MAX_WAITING_WAITS_PER_AGENT};
-use super::task::{self, TaskState};
+use super::task::{self};
 use super::{Acting, Actor, goal, resolve, validate_acting};
 use crate::clock::Timestamp;
 use crate::conversation::admission;
@@ -39,13 +39,12 @@ use crate::conversation::audit::{self, AuditKind};
 use crate::conversation::bounds;
 use crate::conversation::endpoint::AgentActor;
 use crate::conversation::idempotency::{Check, IdempotencyKey, Mutation, Operation, validate_key};
+use crate::conversation::ids::WAIT_ID_PREFIX;
+use crate::conversation::state::TaskState;
 use crate::conversation::wake::{self, WakeOrigin};
 use crate::conversation::{Caller, ConversationError as Error, ConversationResult as Result, Scope};
 use crate::db::Store;
 use crate::id::new_id;
-
-/// Prefix of every wait id.
-pub const WAIT_ID_PREFIX: &str = "wait_";
 
 closed_enum!(
     /// When a wait fires.

@@ -29,24 +29,11 @@ use crate::clock::Timestamp;
 use crate::conversation::audit::{self, AuditKind};
 use crate::conversation::bounds;
 use crate::conversation::idempotency::{Check, IdempotencyKey, Mutation, Operation, validate_key};
+use crate::conversation::ids::GOAL_ID_PREFIX;
+use crate::conversation::state::GoalState;
 use crate::conversation::{Caller, ConversationError as Error, ConversationResult as Result, Scope, agent};
 use crate::db::Store;
 use crate::id::new_id;
-
-/// Prefix of every goal id.
-pub const GOAL_ID_PREFIX: &str = "goal_";
-
-closed_enum!(
-    /// Where a goal is.
-    GoalState, "goal state", {
-        /// Being worked on; checkpoints and new tasks are accepted.
-        Active = "active",
-        /// Explicitly completed.
-        Completed = "completed",
-        /// Explicitly abandoned.
-        Abandoned = "abandoned",
-    }
-);
 
 closed_enum!(
     /// Where one plan step is.

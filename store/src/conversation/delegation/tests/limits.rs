@@ -1,5 +1,5 @@
 use super::*;
-use crate::delegation::bounds::*;
+use crate::conversation::delegation::bounds::*;
 
 #[test]
 fn wait_sources_at_the_limit_and_one_past() {

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use proptest::prelude::*;
 
 use super::*;
-use crate::delegation::bounds::MAX_WAITING_WAITS_PER_AGENT;
+use crate::conversation::delegation::bounds::MAX_WAITING_WAITS_PER_AGENT;
 
 /// Tasks 0 and 1 serve the goal; 2 and 3 do not. Even tasks go to worker 1, odd to worker 2.
 const TASKS: usize = 4;
@@ -190,7 +190,7 @@ fn run(ops: Vec<Op>) {
             assert_eq!(w.count(&sql), m.attention[i], "attention for task {i}");
         }
         assert_eq!(
-            crate::delegation::check::violations(&w.store.autocommit()).unwrap(),
+            crate::conversation::delegation::check::violations(&w.store.autocommit()).unwrap(),
             vec![]
         );
     }
