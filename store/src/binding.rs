@@ -27,7 +27,9 @@
 
 use std::time::Duration;
 
-use ahp_store_sql::{OptionalExtension, Tx};
+#[cfg(any(test, feature = "testing"))]
+use ahp_store_sql::OptionalExtension;
+use ahp_store_sql::Tx;
 use serde::Serialize;
 use serde_json::json;
 
@@ -43,7 +45,9 @@ use crate::error::{Error, Result};
 use crate::event::{self, EventKind};
 use crate::owner::TransferOwner;
 use crate::state::{Operation, TransferStatus};
-use crate::transfer::{self, MAX_LIST_LIMIT, TRANSFER_COLUMNS, Transfer};
+#[cfg(any(test, feature = "testing"))]
+use crate::transfer::TRANSFER_COLUMNS;
+use crate::transfer::{self, MAX_LIST_LIMIT, Transfer};
 
 /// What [`Store::bind_transfer_agent`] returns: the transfer's agent and its fresh endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -244,6 +248,7 @@ impl Store {
     ///
     /// [`Error::InvalidInput`] for a malformed agent id; [`Error::CorruptRow`] for a row this
     /// build cannot read.
+    #[cfg(any(test, feature = "testing"))]
     pub fn agent_transfer(&mut self, agent: &str) -> Result<Option<Transfer>> {
         agent::check_id(agent)?;
         let sql = format!("SELECT {TRANSFER_COLUMNS} FROM transfers WHERE agent_id = ?1");

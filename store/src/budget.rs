@@ -76,6 +76,7 @@ impl crate::db::Store {
     /// [`crate::Error::InvalidInput`] for a malformed id.
     pub fn budget(&mut self, transfer: &str) -> Result<Option<Budget>> {
         crate::input::check_transfer_id(transfer)?;
+        #[cfg(any(test, feature = "testing"))]
         self.fault_point(crate::fault::FaultStep::BudgetRead)?;
         load(&self.autocommit(), transfer)
     }
@@ -90,6 +91,7 @@ impl crate::db::Store {
     /// [`crate::Error::CarriedElsewhere`] when another host carries the transfer.
     pub fn budget_carried_here(&mut self, transfer: &str) -> Result<Option<Budget>> {
         crate::input::check_transfer_id(transfer)?;
+        #[cfg(any(test, feature = "testing"))]
         self.fault_point(crate::fault::FaultStep::BudgetRead)?;
         let me = self.host_id().to_owned();
         let tx = self.autocommit();

@@ -67,13 +67,15 @@ pub struct Store {
     pub(crate) conn: Box<dyn Connection>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) token_key: Option<TokenKey>,
-    /// Faults a test armed ([`crate::fault`]); `None` unless one did.
+    /// Faults a test armed (`crate::fault`, with the `testing` feature); `None` unless one did.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) faults: Option<Arc<crate::fault_plan::FaultPlan>>,
     /// The host this store acts as ([`crate::hosts`]).
     pub(crate) host_id: String,
     /// The clock [`Store::sync_database_clock`] keeps in step with the database's, if any.
     database_clock: Option<Arc<crate::clock::OffsetClock>>,
     /// Whatever must live exactly as long as this store's connection (a test database).
+    #[cfg(any(test, feature = "testing"))]
     keep_alive: Option<Box<dyn std::any::Any + Send>>,
 }
 
@@ -134,9 +136,11 @@ impl Store {
             conn,
             clock: Arc::new(SystemClock),
             token_key: None,
+            #[cfg(any(test, feature = "testing"))]
             faults: None,
             host_id: DEFAULT_HOST_ID.to_owned(),
             database_clock: None,
+            #[cfg(any(test, feature = "testing"))]
             keep_alive: None,
         };
         store.migrate()?;
@@ -149,6 +153,7 @@ impl Store {
     /// # Errors
     ///
     /// Only if SQLite refuses the setting.
+    #[cfg(any(test, feature = "testing"))]
     pub fn with_busy_timeout(mut self, timeout: Duration) -> Result<Self> {
         if let Some(conn) = self.sqlite() {
             conn.busy_timeout(timeout).map_err(crate::sqlite::classify)?;
@@ -159,6 +164,7 @@ impl Store {
     /// Keeps `value` alive as long as this store (a test database that is dropped after its
     /// last connection).
     #[doc(hidden)]
+    #[cfg(any(test, feature = "testing"))]
     pub fn keeping(mut self, value: Box<dyn std::any::Any + Send>) -> Self {
         self.keep_alive = Some(value);
         self
@@ -242,6 +248,7 @@ impl Store {
     /// # Errors
     ///
     /// Only if the database fails.
+    #[cfg(any(test, feature = "testing"))]
     pub fn schema_version(&mut self) -> Result<i64> {
         let dialect = self.dialect();
         let (tx, _) = self.begin(Begin::Read)?;
@@ -259,11 +266,13 @@ impl Store {
     ///
     /// On any other backend.
     #[doc(hidden)]
+    #[cfg(any(test, feature = "testing"))]
     pub fn connection(&mut self) -> &mut rusqlite::Connection {
         self.sqlite().expect("Store::connection is the SQLite test seam")
     }
 
     /// The SQLite driver under this store, if that is its backend.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn sqlite(&mut self) -> Option<&mut rusqlite::Connection> {
         self.conn
             .as_any_mut()

@@ -404,6 +404,7 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for a malformed cursor or a limit outside 1..=[`MAX_LIST_LIMIT`].
+    #[cfg(any(test, feature = "testing"))]
     pub fn carried_transfers(&mut self, after: Option<&str>, limit: usize) -> Result<Vec<String>> {
         if limit == 0 || limit > MAX_LIST_LIMIT {
             return Err(Error::invalid("limit", format!("must be 1 to {MAX_LIST_LIMIT}")));

@@ -64,7 +64,9 @@ pub mod db;
 pub mod error;
 pub mod event;
 #[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub mod fault;
+#[cfg(any(test, feature = "testing"))]
 mod fault_plan;
 pub mod group_commit;
 pub mod hosts;

@@ -134,6 +134,7 @@ impl Store {
     /// # Errors
     ///
     /// [`Error::InvalidInput`] for a malformed transfer id.
+    #[cfg(any(test, feature = "testing"))]
     pub fn agent_move(&mut self, transfer: &str) -> Result<Option<AgentMove>> {
         crate::transfer::check_id(transfer)?;
         load(&self.autocommit(), transfer)

@@ -78,6 +78,7 @@ impl SqliteConnection {
     }
 
     /// The driver's connection: for the SQLite-only test seams.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn raw(&mut self) -> &mut rusqlite::Connection {
         &mut self.conn
     }

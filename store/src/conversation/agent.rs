@@ -305,6 +305,7 @@ impl Store {
     ///
     /// [`Error::InvalidInput`] for a limit outside 1..=[`MAX_PAGE_LIMIT`](super::bounds::MAX_PAGE_LIMIT);
     /// [`Error::MissingScope`].
+    #[cfg(any(test, feature = "testing"))]
     pub fn list_agents(&mut self, caller: &Caller, after: Option<&str>, limit: usize) -> Result<Vec<Agent>> {
         caller.require(Scope::Read)?;
         bounds::page_limit(limit)?;

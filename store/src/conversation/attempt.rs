@@ -709,6 +709,7 @@ impl Store {
     /// # Errors
     ///
     /// Only if SQLite fails.
+    #[cfg(any(test, feature = "testing"))]
     pub fn release_expired_claims(&mut self) -> Result<u64> {
         self.retrying(|s| {
             let (tx, now) = s.begin_immediate()?;

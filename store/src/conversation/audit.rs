@@ -23,12 +23,17 @@
 use std::fmt;
 use std::str::FromStr;
 
-use ahp_store_sql::{OptionalExtension, Row, Tx};
+use ahp_store_sql::Tx;
+#[cfg(any(test, feature = "testing"))]
+use ahp_store_sql::{OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+#[cfg(any(test, feature = "testing"))]
 use super::bounds;
-use super::error::{ConversationError as Error, ConversationResult as Result};
+#[cfg(any(test, feature = "testing"))]
+use super::error::ConversationError as Error;
+use super::error::ConversationResult as Result;
 use crate::clock::Timestamp;
 use crate::db::Store;
 
@@ -139,6 +144,7 @@ pub(crate) fn record(
     Ok(())
 }
 
+#[cfg(any(test, feature = "testing"))]
 fn from_row(r: &Row) -> Result<AuditEvent> {
     let id: i64 = r.get(0)?;
     let kind: String = r.get(2)?;
@@ -156,6 +162,7 @@ fn from_row(r: &Row) -> Result<AuditEvent> {
     })
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// Which stream of the log a read follows, and so which counter orders it.
 #[derive(Clone, Copy)]
 enum Stream {
@@ -167,6 +174,7 @@ enum Stream {
     Whole,
 }
 
+#[cfg(any(test, feature = "testing"))]
 impl Stream {
     fn of(agent: Option<&str>, conversation: Option<&str>) -> Self {
         match (agent, conversation) {
@@ -202,6 +210,7 @@ impl Store {
     /// [`Error::InvalidInput`] for a limit outside 1..=[`MAX_PAGE_LIMIT`](bounds::MAX_PAGE_LIMIT),
     /// or (field `after_id`) for a cursor that is not an event of the agent or conversation
     /// read; [`Error::CorruptRow`] for a row this build cannot read.
+    #[cfg(any(test, feature = "testing"))]
     pub fn communication_events(
         &mut self,
         after_id: i64,

@@ -26,7 +26,7 @@ use super::attempt::{
     load_attempt_for,
 };
 use super::delivery;
-use super::endpoint::{self, AgentActor};
+use super::endpoint::AgentActor;
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::Mutation;
 use super::principal::Caller;
@@ -234,6 +234,7 @@ impl Store {
                 earlier = recorded.and_then(|v| u64::try_from(v).ok());
             }
             tx.commit()?;
+            #[cfg(any(test, feature = "testing"))]
             s.fault_point(crate::fault::FaultStep::FinishTurnAnswer)?;
             Ok(TurnEnd {
                 attempt,
@@ -254,6 +255,7 @@ impl Store {
     /// [`Error::InvalidAttemptState`] for an attempt past the fence (finish it instead);
     /// [`Error::AttemptNotFound`] for one not bound to this endpoint; the endpoint admission
     /// errors; [`Error::InvalidInput`]; [`Error::MissingScope`].
+    #[cfg(any(test, feature = "testing"))]
     pub fn release_claim(
         &mut self,
         caller: &Caller,
@@ -318,12 +320,13 @@ impl Store {
     ///
     /// [`Error::InvalidInput`] for a malformed cursor or a limit outside
     /// 1..=[`MAX_READY_PAGE`]; [`Error::CorruptRow`] for a negative generation.
+    #[cfg(any(test, feature = "testing"))]
     pub fn wake_ready_endpoints(&mut self, after: Option<&str>, limit: usize) -> Result<Vec<AgentActor>> {
         if limit == 0 || limit > MAX_READY_PAGE {
             return Err(Error::invalid("limit", format!("must be 1 to {MAX_READY_PAGE}")));
         }
         if let Some(a) = after {
-            endpoint::check_id(a)?;
+            super::endpoint::check_id(a)?;
         }
         let tx = self.autocommit();
         let mut stmt = tx.prepare_cached(

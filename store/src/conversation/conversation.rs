@@ -349,6 +349,7 @@ impl Store {
     /// [`Error::ConversationNotFound`] / [`Error::AgentNotFound`] outside the caller's reach;
     /// [`Error::ConversationClosed`]; [`Error::LimitReached`] past [`MAX_AGENT_PARTICIPANTS`];
     /// [`Error::MissingScope`].
+    #[cfg(any(test, feature = "testing"))]
     pub fn add_agent_participant(
         &mut self,
         caller: &Caller,

@@ -354,6 +354,7 @@ impl Store {
     ///
     /// The endpoint admission errors; [`Error::WakeNotFound`] for a wake not the agent's;
     /// [`Error::MissingScope`] without `communication:read`.
+    #[cfg(any(test, feature = "testing"))]
     pub fn wake_causes(&mut self, caller: &Caller, actor: &AgentActor, wake: &str) -> Result<Vec<WakeCause>> {
         caller.require(Scope::Read)?;
         actor.validate()?;

@@ -350,6 +350,7 @@ impl Store {
     /// [`Error::AssigneeUnavailable`];
     /// [`Error::LimitReached`] at [`MAX_ATTEMPTS_PER_TASK`]; [`Error::MissingScope`]; the endpoint
     /// admission errors.
+    #[cfg(any(test, feature = "testing"))]
     pub fn start_task_attempt(&mut self, caller: &Caller, acting: &Acting, task: &str) -> Result<Mutation<AgentTask>> {
         caller.require(Scope::Manage)?;
         validate_acting(acting)?;

@@ -190,6 +190,7 @@ impl Store {
     ///
     /// [`Error::InvalidInput`] for a bad limit or cursor; [`Error::AttentionEventNotFound`] for a
     /// cursor the party cannot see; [`Error::MissingScope`]; the endpoint admission errors.
+    #[cfg(any(test, feature = "testing"))]
     pub fn list_attention_events(
         &mut self,
         caller: &Caller,

@@ -460,6 +460,7 @@ impl Store {
     ///
     /// [`Error::InvalidGoalState`] for a completed goal; [`Error::GoalNotFound`];
     /// [`Error::MissingScope`]; the endpoint admission errors.
+    #[cfg(any(test, feature = "testing"))]
     pub fn abandon_goal(&mut self, caller: &Caller, acting: &Acting, goal: &str) -> Result<Mutation<Goal>> {
         self.close_goal(caller, acting, goal, GoalState::Abandoned)
     }

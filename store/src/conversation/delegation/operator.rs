@@ -21,6 +21,7 @@ impl Store {
     ///
     /// [`ConversationError::InvalidInput`](crate::conversation::ConversationError::InvalidInput)
     /// for a bad limit or cursor; a corrupt row fails closed.
+    #[cfg(any(test, feature = "testing"))]
     pub fn operator_tasks(&mut self, after: Option<&str>, limit: usize) -> Result<Vec<AgentTask>> {
         let query = TaskQuery {
             after: after.map(str::to_owned),
