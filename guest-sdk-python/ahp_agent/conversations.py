@@ -15,6 +15,7 @@ on (a model call that always times out, say), answers with a short failure notic
 from wit_world.imports import conversations as _raw
 
 from ._errors import AhpError, call
+from ._pages import pages
 
 Message = _raw.Message
 """One message: `id`, `conversation_id`, `seq`, `author`, `body`, `reply_to`,
@@ -90,19 +91,12 @@ def inbox_page(after, limit, queued_only=True):
 def inbox(limit=None, including_consumed=False):
     """The inbox, oldest first, paged as you iterate: the queued deliveries (all with
     `including_consumed`), at most `limit` of them."""
-    after, yielded = 0, 0
-    while limit is None or yielded < limit:
-        page = inbox_page(after, MAX_PAGE, not including_consumed)
-        if not page:
-            return
-        for delivery in page:
-            if limit is not None and yielded >= limit:
-                return
-            yielded += 1
-            yield delivery
-        if page[-1].order <= after:
-            return  # a page that does not move the cursor would loop forever
-        after = page[-1].order
+    return pages(
+        lambda after: inbox_page(after, MAX_PAGE, not including_consumed),
+        0,
+        lambda after, page: page[-1].order,
+        limit,
+    )
 
 
 def transcript_page(conversation_id, after, limit):
@@ -112,15 +106,11 @@ def transcript_page(conversation_id, after, limit):
 
 def transcript(conversation_id):
     """The messages of a conversation, oldest first, paged as you iterate."""
-    after = 0
-    while True:
-        page = transcript_page(conversation_id, after, MAX_PAGE)
-        if not page:
-            return
-        yield from page
-        if page[-1].seq <= after:
-            return  # a page that does not move the cursor would loop forever
-        after = page[-1].seq
+    return pages(
+        lambda after: transcript_page(conversation_id, after, MAX_PAGE),
+        0,
+        lambda after, page: page[-1].seq,
+    )
 
 
 def post(conversation_id, body):

@@ -50,6 +50,7 @@ from wit_world.imports import conversations as _conversations
 from wit_world.imports import delegation as _raw
 
 from ._errors import AhpError, call
+from ._pages import pages
 
 Task = _raw.Task
 """Planned work for one agent: `id`, `creator`, `assignee`, `goal_id`, `title`,
@@ -188,22 +189,14 @@ def list_tasks_page(role, state=None, after=None, limit=MAX_PAGE):
 
 def tasks(role, state=None):
     """All of this agent's tasks in `role` (optionally only those in `state`), in id order,
-    fetched `MAX_PAGE` at a time as you iterate."""
-    return _by_id(lambda after: list_tasks_page(role, state, after, MAX_PAGE))
-
-
-def _by_id(fetch):
-    """The entries of a read that pages after an id cursor: each page's last id becomes the
-    next page's `after`. Ids only move forward: the read ends at an empty page or at a page
-    whose last id does not pass the cursor (not served: a host that repeats its page can
-    neither loop the guest forever nor hand it a task twice)."""
-    after = None
-    while True:
-        page = fetch(after)
-        if not page or (after is not None and page[-1].id <= after):
-            return
-        yield from page
-        after = page[-1].id
+    fetched `MAX_PAGE` at a time as you iterate. Ids only move forward: a page whose last id
+    does not pass the cursor ends the read unserved, so no task is handed out twice."""
+    return pages(
+        lambda after: list_tasks_page(role, state, after, MAX_PAGE),
+        None,
+        lambda after, page: page[-1].id,
+        serve_repeated=False,
+    )
 
 
 def complete_attempt(attempt_id, outcome, result):

@@ -13,6 +13,7 @@ import json
 from wit_world.imports import snapshot as _raw
 
 from ._errors import AhpError, call
+from ._pages import pages
 
 Message = _raw.Message
 """One message of the history: `role`, `content`."""
@@ -51,13 +52,11 @@ def messages_page(after, limit):
 
 def messages():
     """The whole history, oldest first, read a page at a time as you iterate."""
-    after = 0
-    while True:
-        page = messages_page(after, MAX_PAGE)
-        if not page:
-            return
-        yield from page
-        after += len(page)
+    return pages(
+        lambda after: messages_page(after, MAX_PAGE),
+        0,
+        lambda after, page: after + len(page),
+    )
 
 
 def history():

@@ -33,6 +33,7 @@
 //! # Ok::<(), conversations::Error>(())
 //! ```
 
+use crate::pages::{Pages, RepeatedPage, after_last_key};
 use crate::wit::ahp::agent::conversations as raw;
 
 pub use raw::{Author, Message, Wake, WakeOrigin};
@@ -189,7 +190,9 @@ pub fn wake() -> Option<Wake> {
 pub fn inbox() -> Inbox {
     Inbox {
         queued_only: true,
-        pages: Pages::default(),
+        pages: Pages::new(0, |after, page| {
+            after_last_key(after, page.last().map(Delivery::order), RepeatedPage::Served)
+        }),
     }
 }
 
@@ -209,7 +212,9 @@ pub fn inbox() -> Inbox {
 pub fn transcript(conversation_id: &str) -> Transcript {
     Transcript {
         conversation_id: conversation_id.to_owned(),
-        pages: Pages::default(),
+        pages: Pages::new(0, |after, page| {
+            after_last_key(after, page.last().map(|m| m.seq), RepeatedPage::Served)
+        }),
     }
 }
 
@@ -452,7 +457,7 @@ pub fn transcript_page(conversation_id: &str, after: u64, limit: u32) -> Result<
 #[derive(Debug)]
 pub struct Inbox {
     queued_only: bool,
-    pages: Pages<Delivery>,
+    pages: Pages<Delivery, u64>,
 }
 
 impl Inbox {
@@ -468,8 +473,7 @@ impl Iterator for Inbox {
 
     fn next(&mut self) -> Option<Self::Item> {
         let queued_only = self.queued_only;
-        self.pages
-            .next(|after| inbox_page(after, MAX_PAGE, queued_only), Delivery::order)
+        self.pages.next(|&after| inbox_page(after, MAX_PAGE, queued_only))
     }
 }
 
@@ -477,7 +481,7 @@ impl Iterator for Inbox {
 #[derive(Debug)]
 pub struct Transcript {
     conversation_id: String,
-    pages: Pages<Message>,
+    pages: Pages<Message, u64>,
 }
 
 impl Iterator for Transcript {
@@ -485,128 +489,13 @@ impl Iterator for Transcript {
 
     fn next(&mut self) -> Option<Self::Item> {
         let id = &self.conversation_id;
-        self.pages.next(|after| transcript_page(id, after, MAX_PAGE), |m| m.seq)
-    }
-}
-
-/// A read that pages after a cursor: each entry's position (an inbox order, a message seq)
-/// becomes the next page's `after`. It ends at an empty page rather than a short one (the
-/// host promises *at most* a page, and skips consumed deliveries), at a page that does not
-/// move the cursor forward, or after yielding an error.
-#[derive(Debug)]
-struct Pages<T> {
-    after: u64,
-    page: std::vec::IntoIter<T>,
-    done: bool,
-}
-
-impl<T> Default for Pages<T> {
-    fn default() -> Self {
-        Self {
-            after: 0,
-            page: Vec::new().into_iter(),
-            done: false,
-        }
-    }
-}
-
-impl<T> Pages<T> {
-    fn next(
-        &mut self,
-        mut fetch: impl FnMut(u64) -> Result<Vec<T>, Error>,
-        position: impl Fn(&T) -> u64,
-    ) -> Option<Result<T, Error>> {
-        loop {
-            if let Some(entry) = self.page.next() {
-                return Some(Ok(entry));
-            }
-            if self.done {
-                return None;
-            }
-            match fetch(self.after) {
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-                Ok(page) => {
-                    match page.last().map(&position) {
-                        Some(last) if last > self.after => self.after = last,
-                        _ => self.done = true,
-                    }
-                    self.page = page.into_iter();
-                }
-            }
-        }
+        self.pages.next(|&after| transcript_page(id, after, MAX_PAGE))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Serves `entries` (positions) `limit` at a time after a cursor, recording each call's
-    /// cursor.
-    fn serve(entries: &[u64], limit: usize, calls: &mut Vec<u64>, after: u64) -> Result<Vec<u64>, Error> {
-        calls.push(after);
-        Ok(entries.iter().copied().filter(|p| *p > after).take(limit).collect())
-    }
-
-    #[test]
-    fn pages_follow_the_cursor_until_an_empty_page() {
-        let entries: Vec<u64> = (1..=130).map(|i| i * 10).collect();
-        let mut calls = Vec::new();
-        let mut pages = Pages::default();
-        let mut read = Vec::new();
-        while let Some(entry) = pages.next(|after| serve(&entries, 64, &mut calls, after), |p| *p) {
-            read.push(entry.unwrap());
-        }
-        assert_eq!(read, entries, "every entry once, in order");
-        assert_eq!(
-            calls,
-            vec![0, 640, 1280, 1300],
-            "each page starts after the last entry read"
-        );
-    }
-
-    #[test]
-    fn a_short_page_is_not_the_end() {
-        // A host that skips consumed deliveries may serve fewer than a page before the end.
-        let entries = [2, 5, 9];
-        let mut calls = Vec::new();
-        let mut pages = Pages::default();
-        let mut read = Vec::new();
-        while let Some(entry) = pages.next(|after| serve(&entries, 2, &mut calls, after), |p| *p) {
-            read.push(entry.unwrap());
-        }
-        assert_eq!(read, vec![2, 5, 9]);
-        assert_eq!(calls, vec![0, 5, 9]);
-    }
-
-    #[test]
-    fn an_error_is_yielded_once_and_ends_the_read() {
-        let mut calls = 0;
-        let mut pages = Pages::<u64>::default();
-        let mut fetch = |_| {
-            calls += 1;
-            Err(Error::NoWake)
-        };
-        assert_eq!(pages.next(&mut fetch, |p| *p), Some(Err(Error::NoWake)));
-        assert_eq!(pages.next(&mut fetch, |p| *p), None);
-        assert_eq!(calls, 1, "no call after the error");
-    }
-
-    #[test]
-    fn a_page_that_does_not_advance_the_cursor_ends_the_read() {
-        let mut calls = 0;
-        let mut pages = Pages::default();
-        let mut fetch = |_| {
-            calls += 1;
-            Ok(vec![0_u64])
-        };
-        assert_eq!(pages.next(&mut fetch, |p| *p), Some(Ok(0)));
-        assert_eq!(pages.next(&mut fetch, |p| *p), None);
-        assert_eq!(calls, 1, "a host that repeats its page cannot loop the guest forever");
-    }
 
     #[test]
     fn every_refusal_says_what_went_wrong() {

@@ -66,6 +66,7 @@
 //! ```
 
 use crate::conversations::{self, WakeOrigin};
+use crate::pages::{Pages, RepeatedPage, after_last_key};
 use crate::wit::ahp::agent::delegation as raw;
 
 pub use raw::{
@@ -252,12 +253,14 @@ pub fn list_tasks_page(
 /// println!("{open} of my tasks are still running");
 /// ```
 pub fn tasks(role: TaskRole, state: Option<TaskState>) -> Tasks {
+    // Ids only move forward: a page that does not pass the cursor ends the read unserved, so a
+    // host that repeats its page cannot hand the guest a task twice.
     Tasks {
         role,
         state,
-        after: None,
-        page: Vec::new().into_iter(),
-        done: false,
+        pages: Pages::new(None, |after, page| {
+            after_last_key(after, page.last().map(|t| Some(t.id.clone())), RepeatedPage::Dropped)
+        }),
     }
 }
 
@@ -266,9 +269,7 @@ pub fn tasks(role: TaskRole, state: Option<TaskState>) -> Tasks {
 pub struct Tasks {
     role: TaskRole,
     state: Option<TaskState>,
-    after: Option<String>,
-    page: std::vec::IntoIter<Task>,
-    done: bool,
+    pages: Pages<Task, Option<String>>,
 }
 
 impl Iterator for Tasks {
@@ -276,50 +277,8 @@ impl Iterator for Tasks {
 
     fn next(&mut self) -> Option<Self::Item> {
         let (role, state) = (self.role, self.state);
-        next_by_id(
-            &mut self.after,
-            &mut self.page,
-            &mut self.done,
-            |after| list_tasks_page(role, state, after, MAX_PAGE),
-            |t| &t.id,
-        )
-    }
-}
-
-/// The next entry of a read that pages after an id cursor (`after`): each page's last id
-/// becomes the next page's `after`. Ids only move forward: the read ends at an empty page, at a
-/// page whose last id does not pass the cursor (not served: a host that repeats its page can
-/// neither loop the guest forever nor hand it a task twice), or after yielding an error.
-fn next_by_id<T>(
-    after: &mut Option<String>,
-    page: &mut std::vec::IntoIter<T>,
-    done: &mut bool,
-    mut fetch: impl FnMut(Option<&str>) -> Result<Vec<T>, Error>,
-    id: impl Fn(&T) -> &String,
-) -> Option<Result<T, Error>> {
-    loop {
-        if let Some(entry) = page.next() {
-            return Some(Ok(entry));
-        }
-        if *done {
-            return None;
-        }
-        match fetch(after.as_deref()) {
-            Err(e) => {
-                *done = true;
-                return Some(Err(e));
-            }
-            Ok(next) => {
-                match next.last().map(&id) {
-                    Some(last) if after.as_ref().is_none_or(|a| last > a) => {
-                        *after = Some(last.clone());
-                        *page = next.into_iter();
-                    }
-                    // An empty page, or one that does not move forward (served no more).
-                    _ => *done = true,
-                }
-            }
-        }
+        self.pages
+            .next(|after| list_tasks_page(role, state, after.as_deref(), MAX_PAGE))
     }
 }
 
@@ -510,52 +469,6 @@ mod tests {
         for (raw, message) in cases {
             assert_eq!(Error::from(raw).to_string(), message);
         }
-    }
-
-    /// Pages through `ids` `limit` at a time after the cursor, recording each call's cursor.
-    fn read(ids: &[&str], limit: usize) -> (Vec<String>, Vec<Option<String>>) {
-        let (mut after, mut page, mut done) = (None, Vec::new().into_iter(), false);
-        let mut calls = Vec::new();
-        let mut read = Vec::new();
-        let mut fetch = |a: Option<&str>| {
-            calls.push(a.map(str::to_owned));
-            let rest = ids.iter().filter(|id| a.is_none_or(|a| **id > a));
-            Ok(rest.take(limit).map(|id| (*id).to_owned()).collect())
-        };
-        while let Some(id) = next_by_id(&mut after, &mut page, &mut done, &mut fetch, |s| s) {
-            read.push(id.unwrap());
-        }
-        (read, calls)
-    }
-
-    #[test]
-    fn tasks_page_after_the_last_id_until_an_empty_page() {
-        let (read, calls) = read(&["tsk_a", "tsk_b", "tsk_c"], 2);
-        assert_eq!(read, ["tsk_a", "tsk_b", "tsk_c"]);
-        assert_eq!(calls, [None, Some("tsk_b".into()), Some("tsk_c".into())]);
-    }
-
-    #[test]
-    fn a_task_page_that_does_not_move_forward_ends_the_read() {
-        let (mut after, mut page, mut done) = (None, Vec::new().into_iter(), false);
-        let mut calls = 0;
-        let mut fetch = |_: Option<&str>| {
-            calls += 1;
-            Ok(vec!["tsk_a".to_owned()])
-        };
-        let mut read = Vec::new();
-        while let Some(id) = next_by_id(&mut after, &mut page, &mut done, &mut fetch, |s| s) {
-            read.push(id.unwrap());
-        }
-        assert_eq!(read, ["tsk_a"], "the repeated page is not served");
-        assert_eq!(calls, 2);
-        let mut failing = |_: Option<&str>| Err::<Vec<String>, _>(Error::NoWake);
-        let (mut after, mut page, mut done) = (None, Vec::new().into_iter(), false);
-        assert_eq!(
-            next_by_id(&mut after, &mut page, &mut done, &mut failing, |s| s),
-            Some(Err(Error::NoWake))
-        );
-        assert_eq!(next_by_id(&mut after, &mut page, &mut done, &mut failing, |s| s), None);
     }
 
     #[test]

@@ -65,6 +65,7 @@ pub mod credentials;
 pub mod delegation;
 pub mod metering;
 pub mod model;
+mod pages;
 pub mod snapshot;
 pub mod tools;
 

@@ -12,6 +12,7 @@
 //! println!("{} resumes {users} user turns under {prompt:?}", snapshot::transfer_id());
 //! ```
 
+use crate::pages::{Next, Pages};
 use crate::wit::ahp::agent::snapshot as raw;
 
 pub use raw::{McpServer, Message};
@@ -64,11 +65,16 @@ pub fn message_count() -> u32 {
 /// Every message of the history, oldest first, fetched from the host [`MAX_PAGE`] at a time as
 /// the iterator advances.
 pub fn messages() -> Messages {
-    Messages {
-        next: 0,
-        page: Vec::new().into_iter(),
-        done: false,
-    }
+    // Positions count the messages served: a full page moves the cursor by its length, and a
+    // short one (an empty one too) is the last.
+    Messages(Pages::new(0, |&after, page| {
+        let len = u32::try_from(page.len()).unwrap_or(u32::MAX);
+        if len < MAX_PAGE {
+            Next::Last
+        } else {
+            Next::After(after.saturating_add(len))
+        }
+    }))
 }
 
 /// The whole history, oldest first, fetched page by page and checked against
@@ -169,29 +175,16 @@ pub fn mcp_servers() -> Vec<McpServer> {
 
 /// The iterator [`messages`] returns.
 #[derive(Debug)]
-pub struct Messages {
-    next: u32,
-    page: std::vec::IntoIter<Message>,
-    done: bool,
-}
+pub struct Messages(Pages<Message, u32>);
 
 impl Iterator for Messages {
     type Item = Message;
 
     fn next(&mut self) -> Option<Message> {
-        loop {
-            if let Some(m) = self.page.next() {
-                return Some(m);
-            }
-            if self.done {
-                return None;
-            }
-            // MAX_PAGE is within the host's bound, so this cannot be refused.
-            let page = messages_page(self.next, MAX_PAGE).unwrap_or_default();
-            let len = u32::try_from(page.len()).unwrap_or(u32::MAX);
-            self.done = len < MAX_PAGE;
-            self.next = self.next.saturating_add(len);
-            self.page = page.into_iter();
-        }
+        // MAX_PAGE is within the host's bound, so this cannot be refused; a refusal would end
+        // the history as an empty page does (`history` then reports it incomplete).
+        self.0
+            .next(|&after| messages_page(after, MAX_PAGE))
+            .and_then(Result::ok)
     }
 }
