@@ -3,8 +3,10 @@
 //! caller recovers (the host's continuation controller, which must never lose an agent to a
 //! transient error).
 //!
-//! Not part of the store's API (hidden from its docs, and never armed by ahp itself): nothing
-//! happens unless a test calls [`Store::inject_transient_fault`]. An armed step fails with
+//! Not part of the store's API: compiled only with the crate's `testing` feature (its
+//! dev-dependencies turn it on; a production build has no seam, no fault check and no SQL
+//! function), and even then nothing happens unless a test calls
+//! [`Store::inject_transient_fault`]. An armed step fails with
 //! SQLite's own `SQLITE_BUSY` ("database is locked"), raised *inside* the real statement: a
 //! write step through a `TEMP` trigger on the table it writes (the trigger calls the function
 //! `ahp_fault`, which this seam registers on the connection), so the transaction rolls back

@@ -1,6 +1,8 @@
 //! `ahp transfer list|show|report-usage|terminate`: what an operator needs to see, meter and
 //! end transfers. The CLI is the operator: it acts on every principal's transfers.
 
+use ahp_host::carrier::NoCarriers;
+use ahp_host::ops::Ops;
 use ahp_host::policy::{Origin, Policy};
 use ahp_store::{EventPage, Transfer, TransferOwner, TransferStatus};
 use clap::Subcommand;
@@ -94,7 +96,9 @@ pub(crate) fn run(dir: &DataDir, command: TransferCommand) -> anyhow::Result<()>
                 limit: limit.into(),
                 before,
             };
-            let report = store.get_status_as(&id, &TransferOwner::Operator, page)?;
+            let report = Ops::new(&mut store, &NoCarriers)
+                .transfers()
+                .status(&TransferOwner::Operator, &id, page)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

@@ -15,15 +15,11 @@
 
 use ahp_store::conversation::ConversationError as StoreError;
 use ahp_store::delegation::{
-    AgentTask, AgentWait, AttentionEvent as StoreEvent, Goal as StoreGoal, GoalCheckpoint, GoalState as StoreGoalState,
-    NewGoal as StoreNewGoal, NewTask as StoreNewTask, NewWait, PlanStep as StorePlanStep,
-    StepStatus as StoreStepStatus, TaskAttempt, TaskAttemptState, TaskCompletion, TaskOutcome, TaskQuery,
-    TaskState as StoreTaskState, WaitMode as StoreWaitMode, WaitState as StoreWaitState,
+    GoalCheckpoint, NewGoal as StoreNewGoal, NewTask as StoreNewTask, NewWait, TaskCompletion, TaskQuery,
 };
 
 use super::bindings::v0_3::ahp::agent::delegation::{
-    Attempt, AttemptState, AttentionEvent, Error, Goal, GoalState, Host, NewGoal, NewTask, Outcome, PlanStep,
-    StepStatus, Task, TaskRole, TaskState, Wait, WaitMode, WaitSource, WaitState,
+    AttentionEvent, Error, Goal, Host, NewGoal, NewTask, Outcome, PlanStep, Task, TaskRole, TaskState, Wait, WaitMode,
 };
 use super::context::{AgentCtx, TurnCtx};
 use crate::carrier::{Carriers, NoCarriers};
@@ -72,14 +68,14 @@ impl Host for AgentCtx {
             start: true,
         };
         let m = self.delegation(|d| d.create_task(&turn.caller, &turn.acting(), &new, &key))?;
-        Ok(task_of(m.value))
+        Ok(m.value.into())
     }
 
     fn get_task(&mut self, task_id: String) -> Result<Task, Error> {
         let turn = self.read()?;
-        Ok(task_of(
-            self.delegation(|d| d.task(&turn.caller, &turn.acting(), &task_id))?,
-        ))
+        Ok(self
+            .delegation(|d| d.task(&turn.caller, &turn.acting(), &task_id))?
+            .into())
     }
 
     fn list_tasks(
@@ -101,32 +97,29 @@ impl Host for AgentCtx {
         let query = TaskQuery {
             assignee,
             creator,
-            state: state.map(store_task_state),
+            state: state.map(Into::into),
             goal: None,
             after,
         };
         let page = self.delegation(|d| d.tasks(&turn.caller, &turn.acting(), &query, limit as usize))?;
-        Ok(page.items.into_iter().map(task_of).collect())
+        Ok(page.items.into_iter().map(Into::into).collect())
     }
 
     fn complete_attempt(&mut self, attempt_id: String, outcome: Outcome, result: String) -> Result<Task, Error> {
         let turn = self.write()?;
         let done = TaskCompletion {
             attempt: attempt_id,
-            outcome: match outcome {
-                Outcome::Succeeded => TaskOutcome::Succeeded,
-                Outcome::Failed => TaskOutcome::Failed,
-            },
+            outcome: outcome.into(),
             result,
         };
         let m = self.delegation(|d| d.complete_attempt(&turn.caller, &turn.actor, &done))?;
-        Ok(task_of(m.value))
+        Ok(m.value.into())
     }
 
     fn cancel_task(&mut self, task_id: String) -> Result<Task, Error> {
         let turn = self.write()?;
         let m = self.delegation(|d| d.cancel_task(&turn.caller, &turn.acting(), &task_id))?;
-        Ok(task_of(m.value))
+        Ok(m.value.into())
     }
 
     fn register_wait(&mut self, sources: Vec<String>, mode: WaitMode, goal_id: Option<String>) -> Result<Wait, Error> {
@@ -136,15 +129,15 @@ impl Host for AgentCtx {
 
     fn read_wait(&mut self, wait_id: String) -> Result<Wait, Error> {
         let turn = self.read()?;
-        Ok(wait_of(
-            self.delegation(|d| d.wait(&turn.caller, &turn.acting(), &wait_id))?,
-        ))
+        Ok(self
+            .delegation(|d| d.wait(&turn.caller, &turn.acting(), &wait_id))?
+            .into())
     }
 
     fn cancel_wait(&mut self, wait_id: String) -> Result<Wait, Error> {
         let turn = self.write()?;
         let m = self.delegation(|d| d.cancel_wait(&turn.caller, &turn.acting(), &wait_id))?;
-        Ok(wait_of(m.value))
+        Ok(m.value.into())
     }
 
     fn create_goal(&mut self, goal: NewGoal) -> Result<Goal, Error> {
@@ -154,9 +147,9 @@ impl Host for AgentCtx {
 
     fn get_goal(&mut self, goal_id: String) -> Result<Goal, Error> {
         let turn = self.read()?;
-        Ok(goal_of(
-            self.delegation(|d| d.goal(&turn.caller, &turn.acting(), &goal_id))?,
-        ))
+        Ok(self
+            .delegation(|d| d.goal(&turn.caller, &turn.acting(), &goal_id))?
+            .into())
     }
 
     fn checkpoint_goal(
@@ -173,13 +166,13 @@ impl Host for AgentCtx {
     fn complete_goal(&mut self, goal_id: String) -> Result<Goal, Error> {
         let turn = self.write()?;
         let m = self.delegation(|d| d.complete_goal(&turn.caller, &turn.acting(), &goal_id))?;
-        Ok(goal_of(m.value))
+        Ok(m.value.into())
     }
 
     fn get_attention_event(&mut self, event_id: String) -> Result<AttentionEvent, Error> {
         let turn = self.read()?;
         let event = self.delegation(|d| d.attention_event(&turn.caller, &turn.acting(), &event_id))?;
-        Ok(event_of(event))
+        Ok(event.into())
     }
 }
 
@@ -194,16 +187,13 @@ impl AgentCtx {
     ) -> Result<Wait, Error> {
         let new = NewWait {
             sources,
-            mode: match mode {
-                WaitMode::Any => StoreWaitMode::Any,
-                WaitMode::All => StoreWaitMode::All,
-            },
+            mode: mode.into(),
             goal: goal_id,
         };
         // A wait whose condition already held fired at registration: its wake is this agent's,
         // run after this turn (the operation schedules whom the call woke).
         let m = self.delegation(|d| d.register_wait(&turn.caller, &turn.actor, &new, &key))?;
-        Ok(wait_of(m.value))
+        Ok(m.value.into())
     }
 
     /// `create-goal` under its key, its arguments copied.
@@ -211,11 +201,11 @@ impl AgentCtx {
         let new = StoreNewGoal {
             title: goal.title,
             completion_intent: goal.completion_intent,
-            plan: goal.plan.into_iter().map(store_step).collect(),
+            plan: goal.plan.into_iter().map(Into::into).collect(),
             controller: goal.controller,
         };
         let m = self.delegation(|d| d.create_goal(&turn.caller, &turn.acting(), &new, &key))?;
-        Ok(goal_of(m.value))
+        Ok(m.value.into())
     }
 
     /// `checkpoint-goal` under its key, its arguments copied.
@@ -230,11 +220,11 @@ impl AgentCtx {
         let checkpoint = GoalCheckpoint {
             goal: goal_id,
             expected_revision,
-            plan: plan.into_iter().map(store_step).collect(),
+            plan: plan.into_iter().map(Into::into).collect(),
             note,
         };
         let m = self.delegation(|d| d.checkpoint_goal(&turn.caller, &turn.acting(), &checkpoint, &key))?;
-        Ok(goal_of(m.value))
+        Ok(m.value.into())
     }
 
     /// Runs `op` on the [delegation operations](crate::ops::Delegation) over the store, its
@@ -295,148 +285,6 @@ impl AgentCtx {
     }
 }
 
-fn micros(t: ahp_store::Timestamp) -> u64 {
-    u64::try_from(t.as_micros()).unwrap_or(0)
-}
-
-fn task_state(s: StoreTaskState) -> TaskState {
-    match s {
-        StoreTaskState::Open => TaskState::Open,
-        StoreTaskState::Running => TaskState::Running,
-        StoreTaskState::Succeeded => TaskState::Succeeded,
-        StoreTaskState::Failed => TaskState::Failed,
-        StoreTaskState::Cancelled => TaskState::Cancelled,
-    }
-}
-
-fn store_task_state(s: TaskState) -> StoreTaskState {
-    match s {
-        TaskState::Open => StoreTaskState::Open,
-        TaskState::Running => StoreTaskState::Running,
-        TaskState::Succeeded => StoreTaskState::Succeeded,
-        TaskState::Failed => StoreTaskState::Failed,
-        TaskState::Cancelled => StoreTaskState::Cancelled,
-    }
-}
-
-fn attempt_of(a: TaskAttempt) -> Attempt {
-    Attempt {
-        id: a.id,
-        task_id: a.task_id,
-        number: u32::try_from(a.number).unwrap_or(u32::MAX),
-        state: match a.state {
-            TaskAttemptState::Active => AttemptState::Active,
-            TaskAttemptState::Succeeded => AttemptState::Succeeded,
-            TaskAttemptState::Failed => AttemptState::Failed,
-            TaskAttemptState::Cancelled => AttemptState::Cancelled,
-            TaskAttemptState::Revoked => AttemptState::Revoked,
-            TaskAttemptState::DeliveryUnknown => AttemptState::DeliveryUnknown,
-        },
-        wake_id: a.wake_id,
-        started_at_micros: micros(a.started_at),
-        finished_at_micros: a.finished_at.map(micros),
-    }
-}
-
-fn task_of(t: AgentTask) -> Task {
-    Task {
-        id: t.id,
-        creator: t.creator_agent_id,
-        assignee: t.assignee_agent_id,
-        goal_id: t.goal_id,
-        title: t.title,
-        instructions: t.instructions,
-        state: task_state(t.state),
-        result: t.result,
-        attempt_count: u32::try_from(t.attempt_count).unwrap_or(u32::MAX),
-        current_attempt: t.current_attempt.map(attempt_of),
-        created_at_micros: micros(t.created_at),
-        terminal_at_micros: t.terminal_at.map(micros),
-    }
-}
-
-fn wait_of(w: AgentWait) -> Wait {
-    Wait {
-        id: w.id,
-        goal_id: w.goal_id,
-        mode: match w.mode {
-            StoreWaitMode::Any => WaitMode::Any,
-            StoreWaitMode::All => WaitMode::All,
-        },
-        state: match w.state {
-            StoreWaitState::Waiting => WaitState::Waiting,
-            StoreWaitState::Triggered => WaitState::Triggered,
-            StoreWaitState::Cancelled => WaitState::Cancelled,
-        },
-        sources: w
-            .sources
-            .into_iter()
-            .map(|s| WaitSource {
-                task_id: s.task_id,
-                task_state: task_state(s.task_state),
-                matched_at_micros: s.matched_at.map(micros),
-            })
-            .collect(),
-        wake_id: w.wake_id,
-        created_at_micros: micros(w.created_at),
-        triggered_at_micros: w.triggered_at.map(micros),
-    }
-}
-
-fn store_step(s: PlanStep) -> StorePlanStep {
-    StorePlanStep {
-        title: s.title,
-        status: match s.status {
-            StepStatus::Pending => StoreStepStatus::Pending,
-            StepStatus::InProgress => StoreStepStatus::InProgress,
-            StepStatus::Done => StoreStepStatus::Done,
-            StepStatus::Skipped => StoreStepStatus::Skipped,
-        },
-    }
-}
-
-fn goal_of(g: StoreGoal) -> Goal {
-    Goal {
-        id: g.id,
-        creator: g.creator_agent_id,
-        controller: g.controller_agent_id,
-        title: g.title,
-        completion_intent: g.completion_intent,
-        plan: g
-            .plan
-            .into_iter()
-            .map(|s| PlanStep {
-                title: s.title,
-                status: match s.status {
-                    StoreStepStatus::Pending => StepStatus::Pending,
-                    StoreStepStatus::InProgress => StepStatus::InProgress,
-                    StoreStepStatus::Done => StepStatus::Done,
-                    StoreStepStatus::Skipped => StepStatus::Skipped,
-                },
-            })
-            .collect(),
-        note: g.note,
-        revision: g.revision,
-        state: match g.state {
-            StoreGoalState::Active => GoalState::Active,
-            StoreGoalState::Completed => GoalState::Completed,
-            StoreGoalState::Abandoned => GoalState::Abandoned,
-        },
-        created_at_micros: micros(g.created_at),
-    }
-}
-
-fn event_of(e: StoreEvent) -> AttentionEvent {
-    AttentionEvent {
-        id: e.id,
-        goal_id: e.goal_id,
-        task_id: e.task_id,
-        attempt_id: e.attempt_id,
-        task_state: task_state(e.task_state),
-        created_at_micros: micros(e.created_at),
-    }
-}
-
 /// The interface's error for a store refusal. Existence hiding carries through: whatever the
 /// store does not show this agent is `not-found`, with no detail that would tell a hidden id
 /// from a missing one.
@@ -464,6 +312,7 @@ mod tests {
         AgentActor, AgentCard, Caller, IdempotencyKey, NewConversation, NewMessage, Wake as StoreWake,
     };
 
+    use super::super::bindings::v0_3::ahp::agent::delegation::{GoalState, StepStatus, WaitState};
     use super::*;
     use crate::interfaces::context::test_support::state;
     use crate::shared_store::StoreLock;

@@ -23,6 +23,7 @@ pub mod conversations;
 pub mod credentials;
 pub mod delegation;
 mod delegation_lists;
+mod delegation_types;
 mod frozen;
 pub mod journal;
 pub mod metering;

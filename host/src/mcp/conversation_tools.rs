@@ -31,6 +31,7 @@ use rmcp::model::{Extensions, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
 
 use super::arguments::{acting, actor, page};
+use super::changed::Changed;
 use super::conversation_schema::*;
 use super::identity::{api_key_caller, operator_caller, principal_of};
 pub use super::tool_error::ToolError;
@@ -139,10 +140,10 @@ impl ConversationTools {
         &self,
         ext: Extensions,
         Parameters(a): Parameters<CreateAgentArgs>,
-    ) -> Result<Json<AgentResult>, ToolError> {
+    ) -> Result<Json<Changed<AgentResult>>, ToolError> {
         self.run(&ext, move |s, c| {
             let m = s.create_agent(c, &a.card.into(), &a.idempotency_key)?;
-            Ok(Json(agent_result(&m.value, m.replayed, m.state_changed)))
+            Ok(Json(Changed::of(&m)))
         })
         .await
     }
@@ -188,10 +189,10 @@ impl ConversationTools {
         &self,
         ext: Extensions,
         Parameters(a): Parameters<UpdateAgentArgs>,
-    ) -> Result<Json<AgentResult>, ToolError> {
+    ) -> Result<Json<Changed<AgentResult>>, ToolError> {
         self.run(&ext, move |s, c| {
             let m = s.update_agent(c, &a.agent_id, a.expected_profile_revision, &a.card.into())?;
-            Ok(Json(agent_result(&m.value, m.replayed, m.state_changed)))
+            Ok(Json(Changed::of(&m)))
         })
         .await
     }
@@ -209,11 +210,11 @@ impl ConversationTools {
         &self,
         ext: Extensions,
         Parameters(a): Parameters<AttachArgs>,
-    ) -> Result<Json<EndpointResult>, ToolError> {
+    ) -> Result<Json<Changed<EndpointResult>>, ToolError> {
         self.run(&ext, move |s, c| {
             let lease = a.lease_seconds.map_or(DEFAULT_LEASE, Duration::from_secs);
             let m = s.attach_endpoint(c, &a.agent_id, lease, &a.idempotency_key)?;
-            Ok(Json(endpoint_result(&m.value, m.replayed, m.state_changed)))
+            Ok(Json(Changed::of(&m)))
         })
         .await
     }
@@ -230,10 +231,10 @@ impl ConversationTools {
         &self,
         ext: Extensions,
         Parameters(a): Parameters<DetachArgs>,
-    ) -> Result<Json<EndpointResult>, ToolError> {
+    ) -> Result<Json<Changed<EndpointResult>>, ToolError> {
         self.run(&ext, move |s, c| {
             let m = s.detach_endpoint(c, &a.agent_id, &a.endpoint_id)?;
-            Ok(Json(endpoint_result(&m.value, m.replayed, m.state_changed)))
+            Ok(Json(Changed::of(&m)))
         })
         .await
     }
@@ -303,14 +304,14 @@ impl ConversationTools {
         &self,
         ext: Extensions,
         Parameters(a): Parameters<CreateConversationArgs>,
-    ) -> Result<Json<ConversationResult>, ToolError> {
+    ) -> Result<Json<Changed<ConversationResult>>, ToolError> {
         self.run(&ext, move |s, c| {
             let new = NewConversation {
                 title: a.title,
                 agents: a.agent_ids,
             };
             let m = s.create_conversation(c, &new, &a.idempotency_key)?;
-            Ok(Json(conversation_result(&m.value, m.replayed, m.state_changed)))
+            Ok(Json(Changed::of(&m)))
         })
         .await
     }
@@ -373,7 +374,7 @@ impl ConversationTools {
         &self,
         ext: Extensions,
         Parameters(a): Parameters<PostMessageArgs>,
-    ) -> Result<Json<PostMessageResult>, ToolError> {
+    ) -> Result<Json<Changed<PostMessageResult>>, ToolError> {
         self.ops(&ext, move |ops, c| {
             let who = acting(a.agent_id, a.endpoint_id, a.controller_generation)?;
             let idempotency = match (a.idempotency_key, a.wake_id, a.operation_index) {
@@ -393,14 +394,7 @@ impl ConversationTools {
                 idempotency,
             };
             let m = ops.conversations().post(c, &new)?;
-            Ok(Json(PostMessageResult {
-                conversation_id: m.value.conversation_id.clone(),
-                message_id: m.value.id.clone(),
-                seq: m.value.seq,
-                replayed: m.replayed,
-                state_changed: m.state_changed,
-                message: (&m.value).into(),
-            }))
+            Ok(Json(Changed::of(&m)))
         })
         .await
     }
@@ -440,18 +434,11 @@ impl ConversationTools {
         &self,
         ext: Extensions,
         Parameters(a): Parameters<ConsumeDeliveryArgs>,
-    ) -> Result<Json<DeliveryResult>, ToolError> {
+    ) -> Result<Json<Changed<DeliveryResult>>, ToolError> {
         self.ops(&ext, move |ops, c| {
             let actor = actor(&a.acting);
             let m = ops.conversations().consume_delivery(c, &actor, &a.message_id)?;
-            Ok(Json(DeliveryResult {
-                agent_id: actor.agent,
-                message_id: m.value.message.id.clone(),
-                delivery_id: m.value.delivery_order,
-                state_changed: m.state_changed,
-                replayed: m.replayed,
-                state: m.value.state.to_string(),
-            }))
+            Ok(Json(Changed::of(&m)))
         })
         .await
     }
@@ -469,19 +456,13 @@ impl ConversationTools {
         &self,
         ext: Extensions,
         Parameters(a): Parameters<ConsumeWakeArgs>,
-    ) -> Result<Json<WakeResult>, ToolError> {
+    ) -> Result<Json<Changed<WakeResult>>, ToolError> {
         self.ops(&ext, move |ops, c| {
             let actor = actor(&a.acting);
             let m = ops
                 .conversations()
                 .consume_wake(c, &actor, &a.wake_id, &a.consume_token)?;
-            Ok(Json(WakeResult {
-                agent_id: actor.agent,
-                wake_id: m.value.id.clone(),
-                state_changed: m.state_changed,
-                replayed: m.replayed,
-                wake: (&m.value).into(),
-            }))
+            Ok(Json(Changed::of(&m)))
         })
         .await
     }
@@ -498,45 +479,12 @@ impl ConversationTools {
         &self,
         ext: Extensions,
         Parameters(a): Parameters<CloseConversationArgs>,
-    ) -> Result<Json<ConversationResult>, ToolError> {
+    ) -> Result<Json<Changed<ConversationResult>>, ToolError> {
         self.run(&ext, move |s, c| {
             let m = s.close_conversation(c, &a.conversation_id)?;
-            Ok(Json(conversation_result(&m.value, m.replayed, m.state_changed)))
+            Ok(Json(Changed::of(&m)))
         })
         .await
-    }
-}
-
-fn agent_result(a: &ahp_store::conversation::Agent, replayed: bool, state_changed: bool) -> AgentResult {
-    AgentResult {
-        agent_id: a.id.clone(),
-        replayed,
-        state_changed,
-        agent: a.into(),
-    }
-}
-
-fn endpoint_result(e: &ahp_store::conversation::Endpoint, replayed: bool, state_changed: bool) -> EndpointResult {
-    EndpointResult {
-        agent_id: e.agent_id.clone(),
-        endpoint_id: e.id.clone(),
-        controller_generation: e.generation,
-        replayed,
-        state_changed,
-        endpoint: e.into(),
-    }
-}
-
-fn conversation_result(
-    c: &ahp_store::conversation::Conversation,
-    replayed: bool,
-    state_changed: bool,
-) -> ConversationResult {
-    ConversationResult {
-        conversation_id: c.id.clone(),
-        replayed,
-        state_changed,
-        conversation: c.into(),
     }
 }
 

@@ -23,6 +23,7 @@ use rmcp::model::Extensions;
 use rmcp::{Json, tool, tool_router};
 
 use super::arguments::{acting, actor, page};
+use super::changed::Changed;
 use super::conversation_tools::ConversationTools;
 use super::delegation_schema::*;
 pub use super::scopes::DELEGATION_READ_TOOLS as READ_TOOLS;
@@ -48,7 +49,7 @@ impl ConversationTools {
         &self,
         ext: Extensions,
         Parameters(a): Parameters<CreateTaskArgs>,
-    ) -> Result<Json<TaskResult>, ToolError> {
+    ) -> Result<Json<Changed<TaskResult>>, ToolError> {
         self.ops(&ext, move |ops, c| {
             let who = who(a.acting)?;
             let new = NewTask {
@@ -59,7 +60,7 @@ impl ConversationTools {
                 start: a.start.unwrap_or(true),
             };
             let m = ops.delegation().create_task(c, &who, &new, &a.idempotency_key)?;
-            Ok(Json(TaskResult::new(&m.value, m.replayed, m.state_changed)))
+            Ok(Json(Changed::of(&m)))
         })
         .await
     }
@@ -122,10 +123,10 @@ impl ConversationTools {
         &self,
         ext: Extensions,
         Parameters(a): Parameters<TaskArgs>,
-    ) -> Result<Json<TaskResult>, ToolError> {
+    ) -> Result<Json<Changed<TaskResult>>, ToolError> {
         self.ops(&ext, move |ops, c| {
             let m = ops.delegation().cancel_task(c, &who(a.acting)?, &a.task_id)?;
-            Ok(Json(TaskResult::new(&m.value, m.replayed, m.state_changed)))
+            Ok(Json(Changed::of(&m)))
         })
         .await
     }
@@ -144,7 +145,7 @@ impl ConversationTools {
         &self,
         ext: Extensions,
         Parameters(a): Parameters<CompleteAttemptArgs>,
-    ) -> Result<Json<TaskResult>, ToolError> {
+    ) -> Result<Json<Changed<TaskResult>>, ToolError> {
         self.ops(&ext, move |ops, c| {
             let done = TaskCompletion {
                 attempt: a.attempt_id,
@@ -152,7 +153,7 @@ impl ConversationTools {
                 result: a.result,
             };
             let m = ops.delegation().complete_attempt(c, &actor(&a.acting), &done)?;
-            Ok(Json(TaskResult::new(&m.value, m.replayed, m.state_changed)))
+            Ok(Json(Changed::of(&m)))
         })
         .await
     }
@@ -170,7 +171,7 @@ impl ConversationTools {
         &self,
         ext: Extensions,
         Parameters(a): Parameters<RegisterWaitArgs>,
-    ) -> Result<Json<WaitResult>, ToolError> {
+    ) -> Result<Json<Changed<WaitResult>>, ToolError> {
         self.ops(&ext, move |ops, c| {
             let new = NewWait {
                 sources: a.sources,
@@ -180,7 +181,7 @@ impl ConversationTools {
             let m = ops
                 .delegation()
                 .register_wait(c, &actor(&a.acting), &new, &a.idempotency_key)?;
-            Ok(Json(WaitResult::new(&m.value, m.replayed, m.state_changed)))
+            Ok(Json(Changed::of(&m)))
         })
         .await
     }
@@ -191,10 +192,10 @@ impl ConversationTools {
         &self,
         ext: Extensions,
         Parameters(a): Parameters<WaitArgs>,
-    ) -> Result<Json<WaitResult>, ToolError> {
+    ) -> Result<Json<Changed<WaitResult>>, ToolError> {
         self.ops(&ext, move |ops, c| {
             let w = ops.delegation().wait(c, &who(a.acting)?, &a.wait_id)?;
-            Ok(Json(WaitResult::new(&w, false, false)))
+            Ok(Json(Changed::unchanged(&w)))
         })
         .await
     }
@@ -211,10 +212,10 @@ impl ConversationTools {
         &self,
         ext: Extensions,
         Parameters(a): Parameters<WaitArgs>,
-    ) -> Result<Json<WaitResult>, ToolError> {
+    ) -> Result<Json<Changed<WaitResult>>, ToolError> {
         self.ops(&ext, move |ops, c| {
             let m = ops.delegation().cancel_wait(c, &who(a.acting)?, &a.wait_id)?;
-            Ok(Json(WaitResult::new(&m.value, m.replayed, m.state_changed)))
+            Ok(Json(Changed::of(&m)))
         })
         .await
     }
@@ -231,7 +232,7 @@ impl ConversationTools {
         &self,
         ext: Extensions,
         Parameters(a): Parameters<CreateGoalArgs>,
-    ) -> Result<Json<GoalResult>, ToolError> {
+    ) -> Result<Json<Changed<GoalResult>>, ToolError> {
         self.ops(&ext, move |ops, c| {
             let who = who(a.acting)?;
             let new = NewGoal {
@@ -241,7 +242,7 @@ impl ConversationTools {
                 controller: a.controller_agent_id,
             };
             let m = ops.delegation().create_goal(c, &who, &new, &a.idempotency_key)?;
-            Ok(Json(GoalResult::new(&m.value, m.replayed, m.state_changed)))
+            Ok(Json(Changed::of(&m)))
         })
         .await
     }
@@ -252,10 +253,10 @@ impl ConversationTools {
         &self,
         ext: Extensions,
         Parameters(a): Parameters<GoalArgs>,
-    ) -> Result<Json<GoalResult>, ToolError> {
+    ) -> Result<Json<Changed<GoalResult>>, ToolError> {
         self.ops(&ext, move |ops, c| {
             let g = ops.delegation().goal(c, &who(a.acting)?, &a.goal_id)?;
-            Ok(Json(GoalResult::new(&g, false, false)))
+            Ok(Json(Changed::unchanged(&g)))
         })
         .await
     }
@@ -272,7 +273,7 @@ impl ConversationTools {
         &self,
         ext: Extensions,
         Parameters(a): Parameters<CheckpointGoalArgs>,
-    ) -> Result<Json<GoalResult>, ToolError> {
+    ) -> Result<Json<Changed<GoalResult>>, ToolError> {
         self.ops(&ext, move |ops, c| {
             let who = who(a.acting)?;
             let checkpoint = GoalCheckpoint {
@@ -284,7 +285,7 @@ impl ConversationTools {
             let m = ops
                 .delegation()
                 .checkpoint_goal(c, &who, &checkpoint, &a.idempotency_key)?;
-            Ok(Json(GoalResult::new(&m.value, m.replayed, m.state_changed)))
+            Ok(Json(Changed::of(&m)))
         })
         .await
     }
@@ -300,10 +301,10 @@ impl ConversationTools {
         &self,
         ext: Extensions,
         Parameters(a): Parameters<GoalArgs>,
-    ) -> Result<Json<GoalResult>, ToolError> {
+    ) -> Result<Json<Changed<GoalResult>>, ToolError> {
         self.ops(&ext, move |ops, c| {
             let m = ops.delegation().complete_goal(c, &who(a.acting)?, &a.goal_id)?;
-            Ok(Json(GoalResult::new(&m.value, m.replayed, m.state_changed)))
+            Ok(Json(Changed::of(&m)))
         })
         .await
     }

@@ -9,6 +9,7 @@
 //! [`identity`].
 
 pub mod arguments;
+pub mod changed;
 pub mod conversation_schema;
 pub mod conversation_tools;
 pub mod delegation_schema;

@@ -1,6 +1,6 @@
 //! The six transfer tools of the Handoff Protocol, under the protocol's own names.
 //!
-//! Each tool converts its arguments and calls the store: on a blocking thread for every state
+//! Each tool converts its arguments and makes its operation ([`Transfers`]): on a blocking thread for every state
 //! change (each is an fsynced SQLite commit), inline for `get_status` when the store is free. Bad input and refused transitions come back as tool
 //! errors (`isError: true`) with the store's message and change nothing. No tool mints a token,
 //! terminates a transfer or reveals a secret, and `report_usage` cannot report the
@@ -18,7 +18,7 @@
 
 use crate::shared_store::{SharedStore, StoreLock};
 
-use ahp_store::{ApiScope, DEFAULT_USAGE_KIND, Store, Transfer};
+use ahp_store::{ApiScope, Transfer};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{Extensions, Implementation, ServerCapabilities, ServerConfig};
@@ -26,7 +26,9 @@ use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
 
 use super::identity::transfer_owner;
 use super::schema::*;
+use crate::carrier::NoCarriers;
 use crate::host::Host;
+use crate::ops::{Ops, Transfers};
 
 /// The scope a `tools/call` of `tool` on `/mcp` needs. An unknown tool needs `transfer:write`,
 /// the widest transfer scope, so a typo never slips past a narrower key (rmcp then reports it
@@ -63,44 +65,42 @@ impl TransferTools {
         }
     }
 
-    /// Runs `f` on the store on a blocking thread; its error becomes the tool error message.
-    async fn with_store<T: Send + 'static>(
+    /// Runs the operation `f` on a blocking thread; its error becomes the tool error message.
+    async fn with_ops<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Store) -> Result<T, String> + Send + 'static,
+        f: impl FnOnce(&mut Transfers<'_>) -> ahp_store::Result<T> + Send + 'static,
     ) -> Result<T, String> {
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || f(&mut store.locked()))
+        tokio::task::spawn_blocking(move || f(&mut Ops::new(&mut store.locked(), &NoCarriers).transfers()))
             .await
             .map_err(|e| format!("internal error: {e}"))?
+            .map_err(|e| e.to_string())
     }
 
     /// Runs the state change `f` on a blocking thread and shapes the transfer it returns as the
-    /// tool's result; a store error becomes the tool error message.
+    /// tool's result.
     async fn transition(
         &self,
-        f: impl FnOnce(&mut Store) -> ahp_store::Result<Transfer> + Send + 'static,
+        f: impl FnOnce(&mut Transfers<'_>) -> ahp_store::Result<Transfer> + Send + 'static,
     ) -> Result<Json<TransferResult>, String> {
-        self.with_store(move |s| {
-            let t = f(s).map_err(|e| e.to_string())?;
-            Ok(Json(TransferResult::from(&t)))
-        })
-        .await
+        let t = self.with_ops(f).await?;
+        Ok(Json(TransferResult::from(&t)))
     }
 
     /// Runs the read `f` inline when a connection is free and no commit waits for its fsync —
     /// a point read costs tens of microseconds, less than the hop to a blocking thread — and
     /// otherwise on a blocking thread, queued for a connection (or for that fsync).
-    async fn read_store<T: Send + 'static>(
+    async fn read_ops<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Store) -> Result<T, String> + Send + 'static,
+        f: impl FnOnce(&mut Transfers<'_>) -> ahp_store::Result<T> + Send + 'static,
     ) -> Result<T, String> {
         let inline = match self.store.try_get() {
-            Some(mut store) => Ok(f(&mut store)),
+            Some(mut store) => Ok(f(&mut Ops::new(&mut store, &NoCarriers).transfers())),
             None => Err(f),
         };
         match inline {
-            Ok(result) => result,
-            Err(f) => self.with_store(f).await,
+            Ok(result) => result.map_err(|e| e.to_string()),
+            Err(f) => self.with_ops(f).await,
         }
     }
 }
@@ -122,8 +122,7 @@ impl TransferTools {
         // The transfer belongs to its creator; its agent will belong to that principal's
         // communication principal.
         let owner = transfer_owner(&ext);
-        self.transition(move |s| s.snapshot_state_as(&args.into(), &owner))
-            .await
+        self.transition(move |t| t.snapshot(&owner, &args.into())).await
     }
 
     /// Size the destination by tier and open its budget (status `provisioned`). Requires a
@@ -138,8 +137,8 @@ impl TransferTools {
         &self,
         Parameters(a): Parameters<ProvisionRuntimeArgs>,
     ) -> Result<Json<TransferResult>, String> {
-        self.transition(move |s| {
-            s.provision_runtime(
+        self.transition(move |t| {
+            t.provision(
                 &a.transfer_id,
                 a.tier.into(),
                 a.budget_micro_usd,
@@ -163,7 +162,7 @@ impl TransferTools {
         Parameters(a): Parameters<PushStateArgs>,
     ) -> Result<Json<TransferResult>, String> {
         let caller = transfer_owner(&ext);
-        self.transition(move |s| s.push_state_as(&a.transfer_id, a.checksum.as_deref(), &caller))
+        self.transition(move |t| t.push(&caller, &a.transfer_id, a.checksum.as_deref()))
             .await
     }
 
@@ -205,18 +204,14 @@ impl TransferTools {
         Parameters(a): Parameters<ReportUsageArgs>,
     ) -> Result<Json<UsageResult>, String> {
         let caller = transfer_owner(&ext);
-        self.with_store(move |s| {
-            let kind = a.kind.as_deref().unwrap_or(DEFAULT_USAGE_KIND);
-            let r = s
-                .report_client_usage_as(&a.transfer_id, a.amount_micro_usd, kind, &caller)
-                .map_err(|e| e.to_string())?;
-            Ok(Json(UsageResult {
-                transfer_id: r.transfer.id.clone(),
-                status: r.transfer.status.to_string(),
-                budget: r.budget.into(),
-            }))
-        })
-        .await
+        let r = self
+            .with_ops(move |t| t.report_usage(&caller, &a.transfer_id, a.amount_micro_usd, a.kind.as_deref()))
+            .await?;
+        Ok(Json(UsageResult {
+            transfer_id: r.transfer.id.clone(),
+            status: r.transfer.status.to_string(),
+            budget: r.budget.into(),
+        }))
     }
 
     /// Read a transfer, its budget and a page of its audit log: the newest `limit` events
@@ -229,20 +224,17 @@ impl TransferTools {
         Parameters(a): Parameters<GetStatusArgs>,
     ) -> Result<Json<StatusResult>, String> {
         let caller = transfer_owner(&ext);
-        self.read_store(move |s| {
-            let r = s
-                .get_status_as(&a.transfer_id, &caller, a.page())
-                .map_err(|e| e.to_string())?;
-            Ok(Json(StatusResult {
-                transfer_id: r.transfer.id.clone(),
-                status: r.transfer.status.to_string(),
-                transfer: TransferResult::from(&r.transfer),
-                budget: r.budget.map(Into::into),
-                events: r.page.events.iter().map(Into::into).collect(),
-                next_before: r.page.next_before,
-            }))
-        })
-        .await
+        let r = self
+            .read_ops(move |t| t.status(&caller, &a.transfer_id, a.page()))
+            .await?;
+        Ok(Json(StatusResult {
+            transfer_id: r.transfer.id.clone(),
+            status: r.transfer.status.to_string(),
+            transfer: TransferResult::from(&r.transfer),
+            budget: r.budget.map(Into::into),
+            events: r.page.events.iter().map(Into::into).collect(),
+            next_before: r.page.next_before,
+        }))
     }
 }
 

@@ -1,7 +1,8 @@
 //! The operations the surfaces share: one method per operation, written once, which the MCP
-//! tools, the guest interfaces and the console adapt (arguments in, a view out) instead of each
+//! tools, the guest interfaces, the console and the CLI adapt (arguments in, a view out) instead of each
 //! redoing the chores around a store call; and who the caller is ([`identity`]: one
-//! constructor per kind of caller, for every surface).
+//! constructor per kind of caller, for every surface). Three domains: [`Transfers`] (the
+//! Handoff Protocol), [`Conversations`] and [`Delegation`].
 //!
 //! An operation, given the locked store and the host's carriers, renews the acting agent's
 //! endpoint in one order (a keyed write after its call, unless it was a replay, so that an
@@ -20,9 +21,11 @@
 pub mod conversations;
 pub mod delegation;
 pub mod identity;
+pub mod transfers;
 
 pub use conversations::Conversations;
 pub use delegation::Delegation;
+pub use transfers::Transfers;
 
 use ahp_store::Store;
 use ahp_store::conversation::{Acting, Caller, ConversationResult};
@@ -50,6 +53,11 @@ impl<'a> Ops<'a> {
     /// The delegation operations.
     pub fn delegation(&mut self) -> Delegation<'_> {
         Delegation(self.reborrow())
+    }
+
+    /// The transfer operations (they wake no agent: `carriers` go unused).
+    pub fn transfers(&mut self) -> Transfers<'_> {
+        Transfers(self.reborrow())
     }
 
     fn reborrow(&mut self) -> Ops<'_> {

@@ -37,8 +37,8 @@ pub struct Mutation<T> {
     pub state_changed: bool,
     /// The agents whose wake this call created or gave a cause to, in its own transaction,
     /// each once, by id: whom its caller schedules. Empty for a replay, a no-op, and the writes
-    /// that wake nobody. Reported by the delegation writes; a post reports its own
-    /// ([`Posted::woken`](super::message::Posted::woken)).
+    /// that wake nobody. Reported by the delegation writes and by a post
+    /// ([`Posted`](super::message::Posted)).
     #[serde(skip)]
     pub woken: Vec<String>,
 }

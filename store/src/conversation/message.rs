@@ -106,36 +106,14 @@ impl std::fmt::Debug for NewMessage {
     }
 }
 
-/// What `post_message` did: the message, as a [`Mutation`] reports it, and the agents the post
-/// woke — the recipients of the deliveries it created, in the conversation's participant order.
+/// What `post_message` did: the message as a [`Mutation`] reports any write, its `woken` the
+/// agents the post woke — the recipients of the deliveries it created, in the conversation's
+/// participant order.
 ///
 /// A replayed post created no delivery and woke nobody: its `woken` is empty (the original post
 /// already woke its recipients, and their wakes are durable). So is that of a post into a
-/// conversation with no other agent participant. The field names of [`Mutation`] are kept so
-/// that a caller reads a post's outcome like any other mutation's.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Posted {
-    /// The message as it now is (for a replay: the original message).
-    pub value: TranscriptMessage,
-    /// This call was an exact replay of an earlier one with the same idempotency key.
-    pub replayed: bool,
-    /// This call committed the message (false for a replay).
-    pub state_changed: bool,
-    /// `agt_…` of every agent this post queued a delivery for and whose wake it created or
-    /// coalesced: whom a host should schedule. Empty for a replay.
-    pub woken: Vec<String>,
-}
-
-impl Posted {
-    fn new(message: Mutation<TranscriptMessage>, woken: Vec<String>) -> Self {
-        Self {
-            value: message.value,
-            replayed: message.replayed,
-            state_changed: message.state_changed,
-            woken,
-        }
-    }
-}
+/// conversation with no other agent participant.
+pub type Posted = Mutation<TranscriptMessage>;
 
 /// The canonical request hashed for idempotency: deliberately without the endpoint and
 /// generation, so that an exact retry recovers the original message across a replacement.
@@ -291,7 +269,7 @@ impl Store {
             }
             if let Some(id) = check.replay(&tx, caller.principal(), now)? {
                 let original = load_in(&tx, &new.conversation, &id)?;
-                return Ok(Posted::new(Mutation::replayed(original), Vec::new()));
+                return Ok(Mutation::replayed(original));
             }
             let (message, woken) = append(&tx, caller, new, now)?;
             if let Acting::Agent(actor) = &new.acting {
@@ -302,7 +280,10 @@ impl Store {
             }
             check.record(&tx, caller.principal(), &message.id, now)?;
             tx.commit()?;
-            Ok(Posted::new(Mutation::changed(message), woken))
+            Ok(Mutation {
+                woken,
+                ..Mutation::changed(message)
+            })
         })
     }
 

@@ -46,18 +46,24 @@ impl From<&Agent> for AgentView {
     }
 }
 
-/// What `create_agent_identity` and `update_agent_identity` return.
+/// The resource `create_agent_identity` and `update_agent_identity` return, in the write envelope
+/// ([`Changed`](crate::mcp::changed::Changed): with `replayed` and `stateChanged`).
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentResult {
     /// `agt_…`.
     pub agent_id: String,
-    /// An exact retry returned the original.
-    pub replayed: bool,
-    /// This call changed durable state.
-    pub state_changed: bool,
     /// The agent as it now is.
     pub agent: AgentView,
+}
+
+impl From<&Agent> for AgentResult {
+    fn from(a: &Agent) -> Self {
+        Self {
+            agent_id: a.id.clone(),
+            agent: a.into(),
+        }
+    }
 }
 
 /// One agent of `list_agent_identities`.
@@ -144,7 +150,8 @@ impl From<&Endpoint> for EndpointView {
     }
 }
 
-/// What `attach_agent_endpoint` and `detach_agent_endpoint` return.
+/// The resource `attach_agent_endpoint` and `detach_agent_endpoint` return, in the write envelope
+/// ([`Changed`](crate::mcp::changed::Changed): with `replayed` and `stateChanged`).
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointResult {
@@ -154,12 +161,19 @@ pub struct EndpointResult {
     pub endpoint_id: String,
     /// Its controller generation.
     pub controller_generation: u64,
-    /// An exact retry returned the original.
-    pub replayed: bool,
-    /// This call changed durable state.
-    pub state_changed: bool,
     /// The endpoint as it now is.
     pub endpoint: EndpointView,
+}
+
+impl From<&Endpoint> for EndpointResult {
+    fn from(e: &Endpoint) -> Self {
+        Self {
+            agent_id: e.agent_id.clone(),
+            endpoint_id: e.id.clone(),
+            controller_generation: e.generation,
+            endpoint: e.into(),
+        }
+    }
 }
 
 /// A conversation.
@@ -196,18 +210,24 @@ impl From<&Conversation> for ConversationView {
     }
 }
 
-/// What `create_conversation` and `close_conversation` return.
+/// The resource `create_conversation` and `close_conversation` return, in the write envelope
+/// ([`Changed`](crate::mcp::changed::Changed): with `replayed` and `stateChanged`).
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConversationResult {
     /// `cv_…`.
     pub conversation_id: String,
-    /// An exact retry returned the original.
-    pub replayed: bool,
-    /// This call changed durable state.
-    pub state_changed: bool,
     /// The conversation as it now is.
     pub conversation: ConversationView,
+}
+
+impl From<&Conversation> for ConversationResult {
+    fn from(c: &Conversation) -> Self {
+        Self {
+            conversation_id: c.id.clone(),
+            conversation: c.into(),
+        }
+    }
 }
 
 /// What `list_conversations` returns.
@@ -290,7 +310,8 @@ pub struct ReadConversationResult {
     pub next_after_seq: Option<u64>,
 }
 
-/// What `post_message` returns.
+/// The resource `post_message` returns, in the write envelope
+/// ([`Changed`](crate::mcp::changed::Changed): with `replayed` and `stateChanged`).
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PostMessageResult {
@@ -300,12 +321,19 @@ pub struct PostMessageResult {
     pub message_id: String,
     /// Its seq.
     pub seq: u64,
-    /// An exact retry returned the original message.
-    pub replayed: bool,
-    /// This call changed durable state.
-    pub state_changed: bool,
     /// The message.
     pub message: MessageView,
+}
+
+impl From<&TranscriptMessage> for PostMessageResult {
+    fn from(m: &TranscriptMessage) -> Self {
+        Self {
+            conversation_id: m.conversation_id.clone(),
+            message_id: m.id.clone(),
+            seq: m.seq,
+            message: m.into(),
+        }
+    }
 }
 
 /// One inbox entry.
@@ -345,7 +373,8 @@ pub struct InboxResult {
     pub next_after_delivery_order: Option<u64>,
 }
 
-/// What `consume_agent_delivery` returns.
+/// The resource `consume_agent_delivery` returns, in the write envelope
+/// ([`Changed`](crate::mcp::changed::Changed): with `replayed` and `stateChanged`).
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeliveryResult {
@@ -355,12 +384,19 @@ pub struct DeliveryResult {
     pub message_id: String,
     /// The delivery's inbox order.
     pub delivery_id: u64,
-    /// false when it was already consumed (desired-state idempotent).
-    pub state_changed: bool,
-    /// Always false: consume is desired-state idempotent, not keyed.
-    pub replayed: bool,
     /// consumed.
     pub state: String,
+}
+
+impl From<&Delivery> for DeliveryResult {
+    fn from(d: &Delivery) -> Self {
+        Self {
+            agent_id: d.recipient_agent_id.clone(),
+            message_id: d.message.id.clone(),
+            delivery_id: d.delivery_order,
+            state: d.state.to_string(),
+        }
+    }
 }
 
 /// A wake's safe metadata.
@@ -391,7 +427,8 @@ impl From<&Wake> for WakeView {
     }
 }
 
-/// What `consume_agent_wake` returns.
+/// The resource `consume_agent_wake` returns, in the write envelope
+/// ([`Changed`](crate::mcp::changed::Changed): with `replayed` and `stateChanged`).
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WakeResult {
@@ -399,12 +436,18 @@ pub struct WakeResult {
     pub agent_id: String,
     /// `wk_…`.
     pub wake_id: String,
-    /// false for an exact retry after success.
-    pub state_changed: bool,
-    /// Always false: consume is exact, not keyed.
-    pub replayed: bool,
     /// The wake.
     pub wake: WakeView,
+}
+
+impl From<&Wake> for WakeResult {
+    fn from(w: &Wake) -> Self {
+        Self {
+            agent_id: w.agent_id.clone(),
+            wake_id: w.id.clone(),
+            wake: w.into(),
+        }
+    }
 }
 
 /// The explicit activation `bootstrap_agent_conversation` performed.

@@ -104,28 +104,22 @@ impl From<&AgentTask> for TaskView {
     }
 }
 
-/// What `create_agent_task`, `cancel_agent_task` and `complete_agent_task_attempt` return.
+/// The resource `create_agent_task`, `cancel_agent_task` and `complete_agent_task_attempt` return, in the write envelope
+/// ([`Changed`](crate::mcp::changed::Changed): with `replayed` and `stateChanged`).
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskResult {
     /// `tsk_…`.
     pub task_id: String,
-    /// An exact retry returned the original.
-    pub replayed: bool,
-    /// This call changed durable state.
-    pub state_changed: bool,
     /// The task as it now is.
     pub task: TaskView,
 }
 
-impl TaskResult {
-    /// The result of a mutation that left `task`.
-    pub fn new(task: &AgentTask, replayed: bool, state_changed: bool) -> Self {
+impl From<&AgentTask> for TaskResult {
+    fn from(t: &AgentTask) -> Self {
         Self {
-            task_id: task.id.clone(),
-            replayed,
-            state_changed,
-            task: task.into(),
+            task_id: t.id.clone(),
+            task: t.into(),
         }
     }
 }
@@ -220,28 +214,22 @@ impl From<&AgentWait> for WaitView {
     }
 }
 
-/// What `register_agent_wait`, `read_agent_wait` and `cancel_agent_wait` return.
+/// The resource `register_agent_wait`, `read_agent_wait` and `cancel_agent_wait` return, in the write envelope
+/// ([`Changed`](crate::mcp::changed::Changed): with `replayed` and `stateChanged`).
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WaitResult {
     /// `wait_…`.
     pub wait_id: String,
-    /// An exact retry returned the original (always false for a read).
-    pub replayed: bool,
-    /// This call changed durable state (always false for a read).
-    pub state_changed: bool,
     /// The wait as it now is.
     pub wait: WaitView,
 }
 
-impl WaitResult {
-    /// The result of a call that left `wait`.
-    pub fn new(wait: &AgentWait, replayed: bool, state_changed: bool) -> Self {
+impl From<&AgentWait> for WaitResult {
+    fn from(w: &AgentWait) -> Self {
         Self {
-            wait_id: wait.id.clone(),
-            replayed,
-            state_changed,
-            wait: wait.into(),
+            wait_id: w.id.clone(),
+            wait: w.into(),
         }
     }
 }
@@ -295,28 +283,22 @@ impl From<&Goal> for GoalView {
     }
 }
 
-/// What `create_goal`, `get_goal`, `checkpoint_goal` and `complete_goal` return.
+/// The resource `create_goal`, `get_goal`, `checkpoint_goal` and `complete_goal` return, in the write envelope
+/// ([`Changed`](crate::mcp::changed::Changed): with `replayed` and `stateChanged`).
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GoalResult {
     /// `goal_…`.
     pub goal_id: String,
-    /// An exact retry returned the original (always false for a read).
-    pub replayed: bool,
-    /// This call changed durable state (always false for a read).
-    pub state_changed: bool,
     /// The goal as it now is.
     pub goal: GoalView,
 }
 
-impl GoalResult {
-    /// The result of a call that left `goal`.
-    pub fn new(goal: &Goal, replayed: bool, state_changed: bool) -> Self {
+impl From<&Goal> for GoalResult {
+    fn from(g: &Goal) -> Self {
         Self {
-            goal_id: goal.id.clone(),
-            replayed,
-            state_changed,
-            goal: goal.into(),
+            goal_id: g.id.clone(),
+            goal: g.into(),
         }
     }
 }
