@@ -18,7 +18,7 @@
 
 use std::time::Duration;
 
-use ahp_store::{ActivationWrites, AgentBinding, Transfer};
+use ahp_store::{ActivationEnd, ActivationWrites, AgentBinding, Bind, Transfer};
 
 use crate::interfaces::journal;
 use crate::sandbox::{self, Call, RunReport, Sandboxes, bounded};
@@ -32,7 +32,7 @@ use crate::shared_store::{SharedStore, StoreLock};
 ///
 /// [`sandbox::Error::Store`] if `begin_activation` refuses (token, state; nothing changed);
 /// after it, setup failures ([`sandbox::Error::UnknownComponent`],
-/// [`sandbox::Error::InvalidComponent`], …) are recorded with `fail_activation` and returned.
+/// [`sandbox::Error::InvalidComponent`], …) end the activation as failed and are returned.
 pub fn activate(
     store: &SharedStore,
     sandboxes: &Sandboxes,
@@ -43,7 +43,7 @@ pub fn activate(
 }
 
 /// [`activate`], and, when the guest resumed and the transfer is `active`, its agent bound in
-/// the completing commit too ([`Store::complete_activation_and_bind`]): a host-held endpoint
+/// the completing commit too ([`Store::end_activation`] with a [`Bind`]): a host-held endpoint
 /// with a lease of `lease`, registered as this process's wake carrier if the guest takes
 /// turns. Returns the binding, or `None` when there is none (the guest failed, the transfer
 /// ended `insolvent`) or the one commit was refused — then the activation was completed on
@@ -53,7 +53,7 @@ pub fn activate(
 ///
 /// As [`activate`].
 ///
-/// [`Store::complete_activation_and_bind`]: ahp_store::Store::complete_activation_and_bind
+/// [`Store::end_activation`]: ahp_store::Store::end_activation
 pub fn activate_and_bind(
     store: &SharedStore,
     sandboxes: &Sandboxes,
@@ -75,16 +75,22 @@ fn run(
     let mut sandbox = match sandboxes.prepare(&t) {
         Ok(s) => s,
         Err(e) => {
+            let failed = ActivationEnd::Failed {
+                reason: bounded(&format!("sandbox setup failed: {e}")),
+            };
             store
                 .locked()
-                .fail_activation(transfer, &bounded(&format!("sandbox setup failed: {e}")))?;
+                .end_activation(transfer, &failed, &ActivationWrites::default())?;
             return Err(e);
         }
     };
     sandbox.hold_activation_writes();
     let run = sandboxes.run(&mut sandbox, Call::Resume);
     let writes = sandbox.take_activation_writes();
-    let bind = lease.map(|lease| (lease, sandbox.takes_turns()));
+    let bind = lease.map(|lease| Bind {
+        lease,
+        wake_carrier: sandbox.takes_turns(),
+    });
     let ended = end(store, transfer, run.outcome.failure_reason(), &writes, bind);
     // Err: the transfer moved under us (terminated or expired mid-activation).
     let (t, binding) = ended?;
@@ -95,37 +101,40 @@ fn run(
     Ok((report, binding))
 }
 
-/// Ends the activation of `transfer` — completed (and bound with `bind`'s lease, registered as
-/// wake carrier if its flag says so), or failed for `failure` — with the `writes` its `resume`
-/// held, in one commit. Should the store refuse the bind with it, the activation completes
-/// without it. Should it refuse the writes together (the transfer moved meanwhile, a
-/// checkpoint it can no longer take), each is recorded on its own as it would have been
-/// without holding, and then the activation ends on its own; a checkpoint that could not be
-/// saved fails an activation that would have completed, since its guest was told it was saved.
+/// Ends the activation of `transfer` — completed (and bound with `bind`, when the guest resumed
+/// and a bind is asked), or failed for `failure` — with the `writes` its `resume` held, in one
+/// store call ([`Store::end_activation`]). Should the store refuse the bind with it, the
+/// activation ends without it. Should it refuse the writes together (the transfer moved
+/// meanwhile, a checkpoint it can no longer take), each is recorded on its own as it would have
+/// been without holding, and then the activation ends with nothing held; a checkpoint that
+/// could not be saved fails an activation that would have completed, since its guest was told
+/// it was saved.
+///
+/// [`Store::end_activation`]: ahp_store::Store::end_activation
 fn end(
     store: &SharedStore,
     transfer: &str,
     failure: Option<String>,
     writes: &ActivationWrites,
-    bind: Option<(Duration, bool)>,
+    bind: Option<Bind>,
 ) -> Result<(Transfer, Option<AgentBinding>), ahp_store::Error> {
-    if let (None, Some((lease, wake_carrier))) = (&failure, bind) {
-        match store
-            .locked()
-            .complete_activation_and_bind(transfer, writes, lease, wake_carrier)
-        {
+    let unbound = match &failure {
+        None => ActivationEnd::Completed { bind: None },
+        Some(reason) => ActivationEnd::Failed {
+            reason: bounded(reason),
+        },
+    };
+    if let (None, Some(bind)) = (&failure, bind) {
+        let bound = ActivationEnd::Completed { bind: Some(bind) };
+        match store.locked().end_activation(transfer, &bound, writes) {
             Ok(done) => return Ok(done),
             Err(e) => {
                 tracing::warn!(transfer, error = %e, "completing and binding in one commit refused; completing alone")
             }
         }
     }
-    let together = match &failure {
-        None => store.locked().complete_activation_with(transfer, writes),
-        Some(reason) => store.locked().fail_activation_with(transfer, &bounded(reason), writes),
-    };
-    let e = match together {
-        Ok(t) => return Ok((t, None)),
+    let e = match store.locked().end_activation(transfer, &unbound, writes) {
+        Ok(done) => return Ok(done),
         Err(e) => e,
     };
     if writes.is_empty() {
@@ -133,12 +142,13 @@ fn end(
     }
     tracing::warn!(transfer, error = %e, "the activation's writes refused together; recording them one by one");
     let saved = journal::record_one_by_one(store, transfer, writes)?;
-    let t = match (failure, saved) {
-        (None, true) => store.locked().complete_activation(transfer),
-        (None, false) => store
-            .locked()
-            .fail_activation(transfer, "the checkpoint the guest saved could not be recorded"),
-        (Some(reason), _) => store.locked().fail_activation(transfer, &bounded(&reason)),
-    }?;
-    Ok((t, None))
+    let end = match (unbound, saved) {
+        (ActivationEnd::Completed { .. }, false) => ActivationEnd::Failed {
+            reason: "the checkpoint the guest saved could not be recorded".into(),
+        },
+        (end, _) => end,
+    };
+    store
+        .locked()
+        .end_activation(transfer, &end, &ActivationWrites::default())
 }

@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ahp_store::{
-    ActivationWrites, DEFAULT_TOKEN_TTL, Store, Tier, TokenKey, TokenScope, WriteTurns, issue_transfer_token,
+    ActivationEnd, ActivationWrites, Bind, DEFAULT_TOKEN_TTL, Store, Tier, TokenKey, TokenScope, WriteTurns,
+    issue_transfer_token,
 };
 
 const LEASE: Duration = Duration::from_secs(15);
@@ -58,8 +59,17 @@ fn main() {
         a.push_state(&t, None).unwrap();
         let tok = issue_transfer_token(&key, &t, TokenScope::Activate, a.now(), DEFAULT_TOKEN_TTL).unwrap();
         a.begin_activation(&t, &tok).unwrap();
-        a.complete_activation_and_bind(&t, &ActivationWrites::default(), ENDPOINT_LEASE, true)
-            .unwrap();
+        a.end_activation(
+            &t,
+            &ActivationEnd::Completed {
+                bind: Some(Bind {
+                    lease: ENDPOINT_LEASE,
+                    wake_carrier: true,
+                }),
+            },
+            &ActivationWrites::default(),
+        )
+        .unwrap();
     }
     println!("claim: host A carries {n} agents (set up in {:?})", started.elapsed());
     drop(lease_a);

@@ -285,7 +285,7 @@ impl Store {
     /// Host-side: the `active` transfers without a carrier — no attached, wake-capable endpoint
     /// with an unexpired lease for their agent (a lease that lapsed while its host ran on, never
     /// renewed, leaves an agent no host drives), or no agent at all (a binding that failed, or a process that died
-    /// between `complete_activation` and the bind) — as `(transfer id, agent id if bound)`
+    /// between the activation's end and the bind) — as `(transfer id, agent id if bound)`
     /// ordered by transfer id after the exclusive cursor `after`, at most `limit`: what a host
     /// binds on its periodic repair and at takeover. Only the transfers this store's host
     /// carries, or that no host carries yet, are listed. A transfer whose component takes no turns

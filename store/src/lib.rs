@@ -7,7 +7,7 @@
 //!
 //! - [`Store`] opens and migrates the database ([`db`]).
 //! - Transfers: [`Store::snapshot_state`], [`Store::provision_runtime`], [`Store::push_state`],
-//!   [`Store::begin_activation`] / [`Store::complete_activation`] / [`Store::fail_activation`],
+//!   [`Store::begin_activation`] / [`Store::end_activation`] (completed or failed),
 //!   [`Store::report_usage`], [`Store::get_status`], [`Store::terminate`], and the reapers
 //!   [`Store::reap_insolvent`] and [`Store::reap_expired`]. The allowed edges are the pure
 //!   function [`transition`].
@@ -49,7 +49,7 @@
 //! # Ok(()) }
 //! ```
 
-pub mod activation_writes;
+pub mod activation;
 pub mod binding;
 pub mod budget;
 pub mod carried;
@@ -98,7 +98,7 @@ pub mod write_turns;
 /// The SQL seam the store runs on (values, rows, the backend trait).
 pub use ahp_store_sql as sql;
 
-pub use activation_writes::{ActivationWrite, ActivationWrites, MAX_ACTIVATION_WRITES};
+pub use activation::{ActivationEnd, ActivationWrite, ActivationWrites, Bind, MAX_ACTIVATION_WRITES};
 pub use binding::{AgentBinding, ExaminedTransfers, MAX_EXAMINED_TRANSFERS};
 pub use budget::{Budget, MAX_BUDGET_MICRO_USD, MAX_USAGE_REPORT_MICRO_USD};
 pub use carried::CarriedAgent;

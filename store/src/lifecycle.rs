@@ -12,8 +12,8 @@
 //!
 //! `activate` is split in two because the sandbox runs the guest between the halves:
 //! [`Store::begin_activation`] consumes the `activate` token and marks the activation started;
-//! then [`Store::complete_activation`] (the guest's `resume` returned Ok) or
-//! [`Store::fail_activation`] (it failed, trapped or broke a ceiling). A consumed token stays
+//! then [`Store::end_activation`] (completed: the guest's `resume` returned Ok; or failed: it
+//! failed, trapped or broke a ceiling). A consumed token stays
 //! consumed even when the activation fails: a retry needs a fresh token from the orchestrator,
 //! so a leaked token can never be used to re-run a guest.
 
@@ -34,7 +34,7 @@ use crate::tier::Tier;
 use crate::token::{self, Requested, TokenKey};
 use crate::transfer::{self, TRANSFER_ID_PREFIX, Transfer, check};
 
-/// Longest reason accepted by `fail_activation` and `terminate`, in bytes.
+/// Longest reason accepted by a failed activation's end and by `terminate`, in bytes.
 pub const MAX_REASON_BYTES: usize = 1024;
 pub use crate::input::{MAX_COMPONENT_NAME_BYTES, validate_component};
 
@@ -228,36 +228,6 @@ impl Store {
         })
     }
 
-    /// Second half of `activate`, after the guest's `resume` returned Ok: the transfer is
-    /// `active` — or, when spend recorded during the activation already reached the allocation,
-    /// `insolvent` at once (events `activated` then `insolvent`, the grace period starting now):
-    /// the guest resumed, but its budget is gone.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidTransition`] unless an activation is in progress (it may have been
-    /// terminated or expired meanwhile).
-    pub fn complete_activation(&mut self, transfer: &str) -> Result<Transfer> {
-        transfer::check_id(transfer)?;
-        let now = self.now();
-        self.write(|tx| complete_activation_in(tx, transfer, now))
-    }
-
-    /// The activation failed (resume returned an error, trapped, or broke a ceiling): records
-    /// `activation_failed` with `reason` and leaves the transfer `pushed`, ready for a retry
-    /// with a new token.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidInput`] for an empty or over-long reason; [`Error::InvalidTransition`]
-    /// unless an activation is in progress.
-    pub fn fail_activation(&mut self, transfer: &str, reason: &str) -> Result<Transfer> {
-        validate_reason(reason)?;
-        self.step(transfer, Operation::FailActivation, |_, tx, t, to, now| {
-            fail_activation_in(tx, t, to, reason, now)
-        })
-    }
-
     /// Fails every activation left in progress by a host that stopped mid-activation (a crash,
     /// a kill, a power loss): each such transfer gets `activation_failed` with `reason` and is
     /// `pushed` again, so the orchestrator can retry with a new `activate` token. Returns their
@@ -346,7 +316,7 @@ impl Store {
     }
 }
 
-/// [`Store::complete_activation`] in `tx`.
+/// The completion of [`Store::end_activation`] in `tx`.
 pub(crate) fn complete_activation_in(tx: &Tx<'_>, transfer: &str, now: Timestamp) -> Result<Transfer> {
     let t = transfer::load(tx, transfer)?;
     let budget = budget::load(tx, transfer)?;
@@ -363,7 +333,7 @@ pub(crate) fn complete_activation_in(tx: &Tx<'_>, transfer: &str, now: Timestamp
 }
 
 /// Moves `t` along `to` (out of its activation) and appends `activation_failed` with `reason`
-/// (see [`Store::fail_activation`]).
+/// (see [`Store::end_activation`]).
 pub(crate) fn fail_activation_in(tx: &Tx<'_>, t: &Transfer, to: Phase, reason: &str, now: Timestamp) -> Result<()> {
     move_to(tx, t, to, now)?;
     event::append(tx, &t.id, EventKind::ActivationFailed, now, json!({ "reason": reason }))

@@ -54,7 +54,7 @@ impl Store {
     /// which refuses the reserved kinds.
     ///
     /// By state: while an activation is in progress the spend is recorded and the status is
-    /// unchanged (if it reached the allocation, [`complete_activation`](Self::complete_activation)
+    /// unchanged (if it reached the allocation, [`end_activation`](Self::end_activation)
     /// makes the transfer `insolvent`); when `active`, spend reaching the allocation makes the
     /// transfer `insolvent` (event `insolvent`, starting the grace period); when `insolvent`,
     /// late spend is still recorded so the account stays true. Every other state has nothing

@@ -92,7 +92,7 @@ impl FromStr for TransferStatus {
 pub struct Phase {
     /// The stored status.
     pub status: TransferStatus,
-    /// `begin_activation` succeeded and neither `complete_activation` nor `fail_activation` has run.
+    /// `begin_activation` succeeded and `end_activation` has not run.
     pub activating: bool,
 }
 
@@ -221,7 +221,7 @@ pub enum Refusal {
 /// status; if it reached the allocation, the activation completes straight into `insolvent`
 /// (the guest did resume, but nothing is left to run it on, so the grace period starts at
 /// once). A guest that exhausts its budget *burning fuel* during `resume` is stopped by the
-/// sandbox, which then calls `fail_activation`.
+/// sandbox, which then ends the activation as failed.
 pub fn transition(from: Phase, op: Operation) -> Result<Phase, Refusal> {
     use Operation as O;
     use TransferStatus as S;

@@ -1,5 +1,5 @@
 //! The writes of an activation's `resume`, held for the commit that ends the activation
-//! ([`ahp_store::activation_writes`]): its credential audit, its checkpoint, its spend and the
+//! ([`ahp_store::activation`]): its credential audit, its checkpoint, its spend and the
 //! fuel the meter settles. An activation is then two commits, begin and end, instead of one
 //! per write.
 //!

@@ -1,5 +1,5 @@
 //! The run's audit: the `ceiling_exceeded` events a run records in its transfer's log, and the
-//! failure text of an outcome (the reason `fail_activation` or a terminate records), bounded.
+//! failure text of an outcome (the reason a failed activation or a terminate records), bounded.
 
 use ahp_store::EventKind;
 use serde_json::json;
@@ -13,7 +13,7 @@ use crate::shared_store::StoreLock;
 pub const MAX_GUEST_MESSAGE_BYTES: usize = 512;
 
 impl RunOutcome {
-    /// The reason recorded by `fail_activation`, or `None` for [`RunOutcome::Returned`].
+    /// The reason a failed activation records, or `None` for [`RunOutcome::Returned`].
     pub fn failure_reason(&self) -> Option<String> {
         match self {
             Self::Returned => None,

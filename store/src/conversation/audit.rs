@@ -107,7 +107,7 @@ closed_enum!(
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEvent {
-    /// The event's id: the cursor [`Store::communication_events`] takes. Ids follow the order
+    /// The event's id: the cursor a read of the log takes. Ids follow the order
     /// of writing; one agent's or one conversation's events are listed in commit order (see
     /// the module docs).
     pub id: i64,

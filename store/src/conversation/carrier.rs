@@ -4,8 +4,6 @@
 //! A carrier claims a wake and crosses the fence with [`Store::claim_wake`] and
 //! [`Store::prepare_dispatch`] ([`super::attempt`]). Around that:
 //!
-//! - a claim it cannot take to the fence (a step before it failed) is given back at once with
-//!   [`Store::release_claim`]: the wake is pending again, not held until the claim lapses;
 //! - the end of a turn — its outcome and, for a turn that succeeded, the exact consume of its
 //!   wake — is **one** transaction, [`Store::finish_turn`]: the attempt goes from `dispatched`
 //!   straight to `consumed` (or to `delivery_unknown`), never to an `accepted` that waits for a
@@ -14,9 +12,10 @@
 //!   recorded, or a claim found an unresolved dispatch in the way), it settles what is left
 //!   with [`Store::settle_unconfirmed_attempts`]: every dispatched or accepted attempt through
 //!   its endpoint becomes `delivery_unknown` — the same settlement reconciliation applies, and
-//!   never a redispatch;
-//! - [`Store::wake_ready_endpoints`] says which wake-capable endpoints have a wake to claim, so
-//!   a host's periodic safety net schedules only agents with work.
+//!   never a redispatch.
+//!
+//! (`release_claim`, giving a claim back before the fence, and `wake_ready_endpoints`, the
+//! endpoints with a wake to claim, serve the store's tests only: the `testing` feature.)
 
 use ahp_store_sql::Tx;
 
@@ -40,7 +39,7 @@ use crate::owner::TransferOwner;
 use crate::spend::{self, COMPUTE_USAGE_KIND, UsageReport};
 use crate::transfer;
 
-/// Most endpoints [`Store::wake_ready_endpoints`] returns per page.
+/// Most endpoints `wake_ready_endpoints` returns per page.
 pub const MAX_READY_PAGE: usize = 1000;
 
 /// Compute spend of a turn not yet recorded — the fuel it burnt since the meter's last

@@ -246,7 +246,7 @@ impl Store {
     /// `consumes` (deliveries of the acting agent's inbox the turn consumed and the host held)
     /// in the post's commit, as [`consume_deliveries`](Self::consume_deliveries) would: what a
     /// turn handled before it posted is recorded no later than the post. A replay consumes
-    /// nothing ([`Posted::replayed`]; its original commit did).
+    /// nothing (a replayed [`Posted`]; its original commit did).
     ///
     /// # Errors
     ///

@@ -33,8 +33,8 @@ use crate::db::Store;
 use crate::db::raced_insert;
 use crate::id::new_id;
 
-/// What created a wake: its first cause. Later causes coalesce into the same open wake (their
-/// full list is [`Store::wake_causes`]); a turn should still read its whole inbox. Serialized as
+/// What created a wake: its first cause. Later causes coalesce into the same open wake (the
+/// store keeps their full list); a turn should still read its whole inbox. Serialized as
 /// `{"kind": "message"}` or `{"kind": "wait", "id": "wait_…"}`, the WIT's
 /// `conversations.wake-origin`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -370,7 +370,16 @@ impl Two {
                 let t = self.activating_on_a();
                 let b = self
                     .a
-                    .complete_activation_and_bind(&t, &ActivationWrites::default(), ENDPOINT_LEASE, true)
+                    .end_activation(
+                        &t,
+                        &ActivationEnd::Completed {
+                            bind: Some(Bind {
+                                lease: ENDPOINT_LEASE,
+                                wake_carrier: true,
+                            }),
+                        },
+                        &ActivationWrites::default(),
+                    )
                     .unwrap();
                 (t, b.1.unwrap().agent.id)
             })

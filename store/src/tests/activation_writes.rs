@@ -8,6 +8,16 @@ use crate::*;
 
 const BUDGET: u64 = 1_000;
 
+/// An activation completed without a bind.
+const COMPLETED: ActivationEnd = ActivationEnd::Completed { bind: None };
+
+/// An activation failed for `reason`.
+fn failed(reason: &str) -> ActivationEnd {
+    ActivationEnd::Failed {
+        reason: reason.to_owned(),
+    }
+}
+
 /// A store and a transfer whose activation is in progress (tier nano, `BUDGET` allocated).
 fn activating() -> (Store, String) {
     let key = TokenKey::random();
@@ -44,7 +54,10 @@ fn kinds(store: &mut Store, t: &str) -> Vec<EventKind> {
 #[test]
 fn the_writes_ride_in_the_completion_in_their_order() {
     let (mut store, t) = activating();
-    let done = store.complete_activation_with(&t, &resume_writes()).unwrap();
+    let done = store
+        .end_activation(&t, &COMPLETED, &resume_writes())
+        .map(|done| done.0)
+        .unwrap();
     assert_eq!(done.status, TransferStatus::Active);
     use EventKind as K;
     assert_eq!(
@@ -60,7 +73,7 @@ fn held_spend_that_reaches_the_allocation_makes_the_completion_insolvent() {
     let (mut store, t) = activating();
     let mut w = ActivationWrites::default();
     w.add_spend("compute", BUDGET);
-    let done = store.complete_activation_with(&t, &w).unwrap();
+    let done = store.end_activation(&t, &COMPLETED, &w).map(|done| done.0).unwrap();
     assert_eq!(done.status, TransferStatus::Insolvent);
     let k = kinds(&mut store, &t);
     assert_eq!(k[k.len() - 2..], [EventKind::Activated, EventKind::Insolvent]);
@@ -70,7 +83,8 @@ fn held_spend_that_reaches_the_allocation_makes_the_completion_insolvent() {
 fn a_failed_activation_keeps_its_audit_and_its_spend() {
     let (mut store, t) = activating();
     let failed = store
-        .fail_activation_with(&t, "resume returned an error", &resume_writes())
+        .end_activation(&t, &failed("resume returned an error"), &resume_writes())
+        .map(|done| done.0)
         .unwrap();
     assert_eq!(failed.phase(), Phase::settled(TransferStatus::Pushed));
     let k = kinds(&mut store, &t);
@@ -88,7 +102,8 @@ fn writes_recorded_before_the_end_leave_the_activation_in_progress() {
     assert!(kinds(&mut store, &t).contains(&EventKind::CredentialResolved));
     // Recorded once: the end records only what was held since.
     store
-        .complete_activation_with(&t, &ActivationWrites::default())
+        .end_activation(&t, &COMPLETED, &ActivationWrites::default())
+        .map(|done| done.0)
         .unwrap();
     assert_eq!(store.budget(&t).unwrap().unwrap().spent_micro_usd, 15);
     // Once active there is no activation to record into.
@@ -158,8 +173,11 @@ fn a_refused_set_changes_nothing_and_the_activation_can_still_end() {
     let before = testing::dump(&mut store);
     for (i, w) in refused_sets.iter().enumerate() {
         for e in [
-            store.complete_activation_with(&t, w).unwrap_err(),
-            store.fail_activation_with(&t, "failed", w).unwrap_err(),
+            store.end_activation(&t, &COMPLETED, w).map(|done| done.0).unwrap_err(),
+            store
+                .end_activation(&t, &failed("failed"), w)
+                .map(|done| done.0)
+                .unwrap_err(),
             store.record_activation_writes(&t, w).unwrap_err(),
         ] {
             assert!(matches!(e, Error::InvalidInput { .. }), "set {i}: {e:?}");
@@ -179,7 +197,10 @@ fn a_refused_set_changes_nothing_and_the_activation_can_still_end() {
         .collect();
     at_bounds.add_spend("compute", MAX_USAGE_REPORT_MICRO_USD.min(BUDGET - 1));
     assert_eq!(at_bounds.writes.len(), MAX_ACTIVATION_WRITES);
-    let done = store.complete_activation_with(&t, &at_bounds).unwrap();
+    let done = store
+        .end_activation(&t, &COMPLETED, &at_bounds)
+        .map(|done| done.0)
+        .unwrap();
     assert_eq!(done.status, TransferStatus::Active);
 }
 
@@ -188,9 +209,15 @@ fn a_transfer_ended_mid_activation_takes_none_of_the_writes() {
     let (mut store, t) = activating();
     store.terminate(&t, "operator request").unwrap();
     let before = testing::dump(&mut store);
-    let e = store.complete_activation_with(&t, &resume_writes()).unwrap_err();
+    let e = store
+        .end_activation(&t, &COMPLETED, &resume_writes())
+        .map(|done| done.0)
+        .unwrap_err();
     assert!(matches!(e, Error::InvalidTransition { .. }), "{e:?}");
-    let e = store.fail_activation_with(&t, "failed", &resume_writes()).unwrap_err();
+    let e = store
+        .end_activation(&t, &failed("failed"), &resume_writes())
+        .map(|done| done.0)
+        .unwrap_err();
     assert!(matches!(e, Error::InvalidTransition { .. }), "{e:?}");
     assert_eq!(testing::dump(&mut store), before);
 }
@@ -222,14 +249,32 @@ fn completion_and_bind_are_one_commit_and_leave_a_wake_capable_endpoint() {
         MAX_ENDPOINT_LEASE + std::time::Duration::from_secs(1),
     ] {
         let e = store
-            .complete_activation_and_bind(&t, &resume_writes(), bad, true)
+            .end_activation(
+                &t,
+                &ActivationEnd::Completed {
+                    bind: Some(Bind {
+                        lease: bad,
+                        wake_carrier: true,
+                    }),
+                },
+                &resume_writes(),
+            )
             .unwrap_err();
         assert!(matches!(e, Error::InvalidInput { .. }), "{e:?}");
     }
     assert_eq!(testing::dump(&mut store), before);
 
     let (done, binding) = store
-        .complete_activation_and_bind(&t, &resume_writes(), lease, true)
+        .end_activation(
+            &t,
+            &ActivationEnd::Completed {
+                bind: Some(Bind {
+                    lease,
+                    wake_carrier: true,
+                }),
+            },
+            &resume_writes(),
+        )
         .unwrap();
     assert_eq!(done.status, TransferStatus::Active);
     let binding = binding.expect("an active transfer is bound");
@@ -254,14 +299,34 @@ fn an_activation_that_ends_insolvent_is_not_bound_and_one_without_turns_not_regi
     let (mut store, t) = activating();
     let mut spent = ActivationWrites::default();
     spent.add_spend("compute", BUDGET);
-    let (done, binding) = store.complete_activation_and_bind(&t, &spent, lease, true).unwrap();
+    let (done, binding) = store
+        .end_activation(
+            &t,
+            &ActivationEnd::Completed {
+                bind: Some(Bind {
+                    lease,
+                    wake_carrier: true,
+                }),
+            },
+            &spent,
+        )
+        .unwrap();
     assert_eq!(done.status, TransferStatus::Insolvent);
     assert!(binding.is_none(), "an insolvent transfer takes no turns");
     assert!(!kinds(&mut store, &t).contains(&EventKind::AgentBound));
 
     let (mut store, t) = activating();
     let (_, binding) = store
-        .complete_activation_and_bind(&t, &ActivationWrites::default(), lease, false)
+        .end_activation(
+            &t,
+            &ActivationEnd::Completed {
+                bind: Some(Bind {
+                    lease,
+                    wake_carrier: false,
+                }),
+            },
+            &ActivationWrites::default(),
+        )
         .unwrap();
     assert!(!binding.unwrap().endpoint.wake_capable);
 }

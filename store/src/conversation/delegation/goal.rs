@@ -5,8 +5,9 @@
 //! that attention for the goal's tasks wakes ([`attention`](super::attention)) — independent of
 //! the agents assigned its tasks. [`Store::checkpoint_goal`] replaces the plan and note only if
 //! the goal is still at the revision the caller read (compare-and-set), and is idempotent under
-//! its key. A goal is closed only explicitly: [`Store::complete_goal`] or
-//! [`Store::abandon_goal`], both desired-state idempotent. Nothing completes a goal by itself.
+//! its key. A goal is closed only explicitly: [`Store::complete_goal`], desired-state
+//! idempotent (`abandon_goal`, the other close, no surface serves yet: it is compiled with the
+//! `testing` feature only). Nothing completes a goal by itself.
 //!
 //! ```text
 //! active ──complete──► completed

@@ -1,18 +1,20 @@
-//! What a guest's `resume` writes during an activation, recorded with the activation's end.
+//! How an activation ends, in one store call whatever it carries: [`Store::end_activation`].
 //!
-//! An activation is two commits: [`Store::begin_activation`] and its end. Between them the
-//! guest audits its credential resolutions, saves its checkpoint and reports spend, and the
-//! host meters its fuel. The host holds those writes ([`ActivationWrites`]) and records them in
-//! the commit that ends the activation ([`Store::complete_activation_with`],
-//! [`Store::fail_activation_with`]), in the order they happened. When the guest does
+//! An activation is two commits: [`Store::begin_activation`] (which consumes the token) and its
+//! end. Between them the guest audits its credential resolutions, saves its checkpoint and
+//! reports spend, and the host meters its fuel. The host holds those writes
+//! ([`ActivationWrites`]) and the end records them, in the order they happened, in the commit
+//! that completes the activation — binding the transfer's agent in that same commit when asked
+//! ([`ActivationEnd::Completed`]) — or fails it ([`ActivationEnd::Failed`]). When the guest does
 //! something that reaches outside the sandbox before its end (a tool call, a model call, an
 //! HTTP request), the host records what it holds first, in one commit
 //! ([`Store::record_activation_writes`]), so that no audited read is undone by a crash after
-//! the value could have left.
+//! the value could have left. (Activations a crashed host left in progress are failed at its
+//! restart: [`Store::fail_interrupted_activations`].)
 //!
 //! Each write is checked as its own call would check it (an event as
 //! [`Store::record_event`], the checkpoint as [`Store::save_checkpoint`], spend as
-//! [`Store::report_usage`]), all before anything is written: a refused set changes nothing.
+//! [`Store::report_usage`]), all before anything is written: a refused end changes nothing.
 
 use std::time::Duration;
 
@@ -66,6 +68,33 @@ pub struct ActivationWrites {
     pub writes: Vec<ActivationWrite>,
     /// The last checkpoint the guest saved, if it saved one (a save replaces the one before).
     pub checkpoint: Option<Vec<u8>>,
+}
+
+/// How an activation ends ([`Store::end_activation`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActivationEnd {
+    /// The guest resumed: the activation completes, its agent bound in the same commit with
+    /// `bind` (when the transfer is then `active`).
+    Completed {
+        /// The binding to make with the completion, if any.
+        bind: Option<Bind>,
+    },
+    /// The guest did not resume (it returned an error, trapped, broke a ceiling, or its
+    /// sandbox could not be set up).
+    Failed {
+        /// Why, recorded in `activation_failed` (1 to 1024 bytes).
+        reason: String,
+    },
+}
+
+/// The binding an activation completes with: the host-held endpoint's lease, and whether the
+/// guest takes turns (its endpoint is then registered as this host's wake carrier).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bind {
+    /// The endpoint's lease.
+    pub lease: Duration,
+    /// Whether the endpoint becomes wake-capable.
+    pub wake_carrier: bool,
 }
 
 impl ActivationWrites {
@@ -182,80 +211,89 @@ impl Store {
         })
     }
 
-    /// [`complete_activation`](Self::complete_activation) with the activation's `writes`
-    /// recorded first, in the same commit: the spend they carry counts toward the check for
-    /// insolvency at completion.
+    /// Ends the activation in progress of `transfer` in one commit, whatever it carries: the
+    /// `writes` its `resume` held are recorded first, in order (the spend they carry counts
+    /// toward the check for insolvency at completion), then the activation ends as `end` says:
+    ///
+    /// - [`ActivationEnd::Completed`]: the transfer is `active` — or `insolvent` at once when
+    ///   the activation's spend reached the allocation (events `activated` then `insolvent`) —
+    ///   and, with a [`Bind`] and an `active` transfer, its agent is bound in the same commit
+    ///   ([`bind_transfer_agent`](Self::bind_transfer_agent) with the bind's lease, and its
+    ///   endpoint made wake-capable when the guest takes turns). Returns the binding, `None`
+    ///   without a bind or when the transfer is not `active`.
+    /// - [`ActivationEnd::Failed`]: `activation_failed` with the reason, and the transfer is
+    ///   `pushed` again, ready for a retry with a new token.
     ///
     /// # Errors
     ///
-    /// As [`record_activation_writes`](Self::record_activation_writes) and
-    /// `complete_activation`; on any error nothing is written.
-    pub fn complete_activation_with(&mut self, transfer: &str, writes: &ActivationWrites) -> Result<Transfer> {
-        transfer::check_id(transfer)?;
-        writes.check()?;
-        let host = self.host_id.clone();
-        self.write_at(|tx, now| writes.complete_in(tx, transfer, &host, now))
-    }
-
-    /// [`complete_activation_with`](Self::complete_activation_with) and, when the completion
-    /// leaves the transfer `active` (not `insolvent`), what the host does next in the same
-    /// commit: [`bind_transfer_agent`](Self::bind_transfer_agent) with `lease` and, when
-    /// `wake_carrier` (the guest takes turns), [`register_wake_carrier`](Self::register_wake_carrier)
-    /// for the endpoint just attached. Returns the transfer and its binding (`None` when not
-    /// `active`), whose endpoint is then wake-capable. An activation is then two commits in all.
-    ///
-    /// # Errors
-    ///
-    /// As `complete_activation_with` and `bind_transfer_agent`; on any error nothing is
-    /// written (the caller may complete and bind in two steps).
-    pub fn complete_activation_and_bind(
+    /// [`Error::InvalidInput`] for a write its own call would refuse, an empty or over-long
+    /// reason or a lease out of bounds; [`Error::InvalidTransition`] unless an activation of
+    /// `transfer` is in progress (it may have been terminated or expired meanwhile);
+    /// [`Error::CarriedElsewhere`] for a checkpoint of a transfer another host carries now; the
+    /// binding's refusals. On any error nothing is written: the caller may end it again without
+    /// the bind, or with the writes recorded one by one.
+    pub fn end_activation(
         &mut self,
         transfer: &str,
+        end: &ActivationEnd,
         writes: &ActivationWrites,
-        lease: Duration,
-        wake_carrier: bool,
     ) -> Result<(Transfer, Option<AgentBinding>)> {
         transfer::check_id(transfer)?;
-        bounds::lease("lease", lease, MIN_ENDPOINT_LEASE, MAX_ENDPOINT_LEASE)?;
+        match end {
+            ActivationEnd::Completed { bind: Some(b) } => {
+                bounds::lease("lease", b.lease, MIN_ENDPOINT_LEASE, MAX_ENDPOINT_LEASE)?;
+            }
+            ActivationEnd::Completed { bind: None } => {}
+            ActivationEnd::Failed { reason } => validate_reason(reason)?,
+        }
         writes.check()?;
         let host = self.host_id.clone();
-        self.write_at(|tx, now| {
-            let t = writes.complete_in(tx, transfer, &host, now)?;
-            if t.status != TransferStatus::Active {
-                return Ok((t, None));
+        self.write_at(|tx, now| match end {
+            ActivationEnd::Completed { bind } => {
+                let t = writes.complete_in(tx, transfer, &host, now)?;
+                let Some(b) = bind.filter(|_| t.status == TransferStatus::Active) else {
+                    return Ok((t, None));
+                };
+                let mut binding = binding::bind_in(tx, &host, transfer, b.lease, now)?;
+                if b.wake_carrier {
+                    binding.endpoint = endpoint::mark_wake_capable(tx, &binding.endpoint.id, now)?;
+                }
+                Ok((transfer::load(tx, transfer)?, Some(binding)))
             }
-            let mut binding = binding::bind_in(tx, &host, transfer, lease, now)?;
-            if wake_carrier {
-                binding.endpoint = endpoint::mark_wake_capable(tx, &binding.endpoint.id, now)?;
+            ActivationEnd::Failed { reason } => {
+                check(&transfer::load(tx, transfer)?, Operation::FailActivation)?;
+                writes.apply(tx, transfer, &host, now)?;
+                let t = transfer::load(tx, transfer)?;
+                let to = check(&t, Operation::FailActivation)?;
+                fail_activation_in(tx, &t, to, reason, now)?;
+                Ok((transfer::load(tx, transfer)?, None))
             }
-            Ok((transfer::load(tx, transfer)?, Some(binding)))
         })
     }
 
-    /// [`fail_activation`](Self::fail_activation) with the activation's `writes` recorded
-    /// first, in the same commit.
+    /// Test shortcut: [`end_activation`](Self::end_activation) completed, with nothing held and
+    /// no bind.
     ///
     /// # Errors
     ///
-    /// As [`record_activation_writes`](Self::record_activation_writes) and `fail_activation`;
-    /// on any error nothing is written.
-    pub fn fail_activation_with(
-        &mut self,
-        transfer: &str,
-        reason: &str,
-        writes: &ActivationWrites,
-    ) -> Result<Transfer> {
-        validate_reason(reason)?;
-        transfer::check_id(transfer)?;
-        writes.check()?;
-        let host = self.host_id.clone();
-        self.write_at(|tx, now| {
-            check(&transfer::load(tx, transfer)?, Operation::FailActivation)?;
-            writes.apply(tx, transfer, &host, now)?;
-            let t = transfer::load(tx, transfer)?;
-            let to = check(&t, Operation::FailActivation)?;
-            fail_activation_in(tx, &t, to, reason, now)?;
-            transfer::load(tx, transfer)
-        })
+    /// As `end_activation`.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn complete_activation(&mut self, transfer: &str) -> Result<Transfer> {
+        let end = ActivationEnd::Completed { bind: None };
+        Ok(self.end_activation(transfer, &end, &ActivationWrites::default())?.0)
+    }
+
+    /// Test shortcut: [`end_activation`](Self::end_activation) failed for `reason`, with
+    /// nothing held.
+    ///
+    /// # Errors
+    ///
+    /// As `end_activation`.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn fail_activation(&mut self, transfer: &str, reason: &str) -> Result<Transfer> {
+        let end = ActivationEnd::Failed {
+            reason: reason.to_owned(),
+        };
+        Ok(self.end_activation(transfer, &end, &ActivationWrites::default())?.0)
     }
 }
