@@ -6,24 +6,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ahp_store::{DEFAULT_TOKEN_TTL, TokenKey, TokenScope, issue_transfer_token};
+use ahp_store::TokenScope;
 use serde_json::{Value, json};
 
-use crate::mcp_http::{Server, message, principal, serve, stateless};
-
-fn token(dir: &Path, t: &str, scope: TokenScope) -> String {
-    let key = TokenKey::from_env_or_file(dir).unwrap();
-    let now = ahp_store::Clock::now(&ahp_store::SystemClock);
-    issue_transfer_token(&key, t, scope, now, DEFAULT_TOKEN_TTL).unwrap()
-}
-
-/// A tool's structured result (panics on a tool error or a JSON-RPC error).
-async fn call(url: &str, key: Option<&str>, tool: &str, arguments: Value) -> Value {
-    let params = json!({"name": tool, "arguments": arguments});
-    let m = message(stateless(url, key, "tools/call", Some(tool), params).await).await;
-    assert!(m["result"]["isError"] != true, "{tool}: {m}");
-    m["result"]["structuredContent"].clone()
-}
+use crate::common::{call, post, token};
+use crate::mcp_http::{Server, principal, serve, stateless};
 
 /// A data directory with `component` registered, the operator's policy and the vault
 /// credential the forecaster needs.
@@ -82,17 +69,6 @@ async fn open(url: &str, key: Option<&str>, agent: &str) -> String {
     cv["conversationId"].as_str().unwrap().to_owned()
 }
 
-async fn post(url: &str, key: Option<&str>, cv: &str, body: &str, idempotency: &str) -> String {
-    let m = call(
-        &conversations(url),
-        key,
-        "post_message",
-        json!({"conversationId": cv, "body": body, "idempotencyKey": idempotency}),
-    )
-    .await;
-    m["messageId"].as_str().unwrap().to_owned()
-}
-
 async fn transcript(url: &str, key: Option<&str>, cv: &str) -> Vec<Value> {
     let r = call(
         &conversations(url),
@@ -149,7 +125,7 @@ async fn the_owner_talks_to_the_transferred_agent_over_http() {
 
     let cv = open(&url, key, &agent).await;
     let before = spent(&url, key, &t).await;
-    let question = post(&url, key, &cv, "How much A-1 should I reorder?", "q1").await;
+    let question = post(&conversations(&url), key, &cv, "How much A-1 should I reorder?", "q1").await;
     let t2 = wait_for(&url, key, &cv, 2).await;
     let reply = &t2[1];
     assert_eq!(reply["authorKind"], "agent", "{reply}");
@@ -189,7 +165,7 @@ async fn a_kill_after_the_dispatch_fence_never_answers_twice() {
     let url = server.url.clone();
     let (_, agent) = activate(dir.path(), &url, None, "turn-prober", "small").await;
     let cv = open(&url, None, &agent).await;
-    post(&url, None, &cv, "reply-then-sleep 10000", "slow").await;
+    post(&conversations(&url), None, &cv, "reply-then-sleep 10000", "slow").await;
     // The reply is posted after the fence; the guest then sleeps: kill the host mid-turn.
     let t = wait_for(&url, None, &cv, 2).await;
     assert_eq!(t[1]["body"], "replied");
@@ -205,7 +181,7 @@ async fn a_kill_after_the_dispatch_fence_never_answers_twice() {
     let t = transcript(&server.url, None, &cv).await;
     assert_eq!(t.len(), 2, "no second reply: {t:?}");
     // The agent is carried again, under a new generation, and answers new messages.
-    post(&server.url, None, &cv, "echo after", "after").await;
+    post(&conversations(&server.url), None, &cv, "echo after", "after").await;
     let t = wait_for(&server.url, None, &cv, 3).await;
     assert!(t.len() >= 3, "{t:?}");
 }
@@ -222,9 +198,9 @@ async fn a_kill_mid_turn_never_answers_a_message_of_that_turn_twice() {
     let cv = open(&url, None, &agent).await;
     // The first turn answers #1 slowly; #2 and #3, posted meanwhile, wait for the next turn,
     // which answers #2 and is killed while it works on #3.
-    let mut asked = vec![post(&url, None, &cv, "slowly 1500 #1", "q1").await];
-    asked.push(post(&url, None, &cv, "slowly 1500 #2", "q2").await);
-    asked.push(post(&url, None, &cv, "slowly 1500 #3", "q3").await);
+    let mut asked = vec![post(&conversations(&url), None, &cv, "slowly 1500 #1", "q1").await];
+    asked.push(post(&conversations(&url), None, &cv, "slowly 1500 #2", "q2").await);
+    asked.push(post(&conversations(&url), None, &cv, "slowly 1500 #3", "q3").await);
     let answered = |t: &[Value], q: &str| t.iter().filter(|m| m["replyTo"] == q).count();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -239,7 +215,7 @@ async fn a_kill_mid_turn_never_answers_a_message_of_that_turn_twice() {
     kill(server);
 
     let server = serve(dir.path(), &["--auth", "none"]);
-    asked.push(post(&server.url, None, &cv, "slowly 10 #4", "q4").await);
+    asked.push(post(&conversations(&server.url), None, &cv, "slowly 10 #4", "q4").await);
     let t = wait_for(&server.url, None, &cv, 8).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let t2 = transcript(&server.url, None, &cv).await;
@@ -332,7 +308,7 @@ async fn a_kill_during_a_burst_of_posts_loses_and_duplicates_nothing() {
     for c in 0..4 {
         for i in 0..25 {
             post(
-                &server.url,
+                &conversations(&server.url),
                 None,
                 &cv,
                 &format!("echo {c}-{i}"),

@@ -5,15 +5,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use ahp_store::{
-    DEFAULT_TOKEN_TTL, McpServer, Message, SnapshotInput, Store, SystemClock, Tier, TokenKey, TokenScope,
-    TransferOwner, issue_transfer_token,
-};
+use ahp_store::{McpServer, Message, SnapshotInput, Store, Tier, TokenKey, TokenScope, TransferOwner};
 use reqwest::StatusCode;
 use reqwest::redirect::Policy;
 use serde_json::json;
 
 use crate::browser::Browser;
+use crate::common::token;
 use crate::mcp_http::{Server, message, principal, serve, stateless};
 use crate::mcp_stdio::register_forecaster;
 
@@ -37,18 +35,6 @@ pub(crate) fn form(fields: &[(&str, &str)]) -> String {
 
 pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder().redirect(Policy::none()).build().unwrap()
-}
-
-fn token(dir: &Path, transfer: &str, scope: TokenScope) -> String {
-    let key = TokenKey::from_env_or_file(dir).unwrap();
-    issue_transfer_token(
-        &key,
-        transfer,
-        scope,
-        ahp_store::Clock::now(&SystemClock),
-        DEFAULT_TOKEN_TTL,
-    )
-    .unwrap()
 }
 
 /// A transfer pushed on the data directory's database, ready to activate the forecaster.

@@ -2,30 +2,19 @@
 //! the interrupted activation with a reason, and a new token activates the transfer. And one
 //! `ahp serve` per data directory, so no second process can fail a live activation.
 
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ahp_store::{DEFAULT_TOKEN_TTL, EventKind, Store, TokenKey, TokenScope, TransferStatus, issue_transfer_token};
-use serde_json::{Value, json};
+use ahp_store::{EventKind, Store, TokenScope, TransferStatus};
+use serde_json::json;
 
-use crate::mcp_http::{message, serve, stateless};
+use crate::common::{result, token};
+use crate::mcp_http::{serve, stateless};
 
 /// Rounds of cpu-burn's mixing loop: about a second of CPU (5 M rounds take ~12 ms, see
 /// BENCHMARKS.md), long enough to kill the host while it runs, and far under the `large`
 /// tier's 30 × 10⁹ fuel and 90 s per turn, so the retry completes.
 const ROUNDS: u64 = 400_000_000;
-
-async fn call(url: &str, tool: &str, arguments: Value) -> Value {
-    let params = json!({"name": tool, "arguments": arguments});
-    message(stateless(url, None, "tools/call", Some(tool), params).await).await
-}
-
-fn token(dir: &Path, t: &str, scope: TokenScope) -> String {
-    let key = TokenKey::from_env_or_file(dir).unwrap();
-    let now = ahp_store::Clock::now(&ahp_store::SystemClock);
-    issue_transfer_token(&key, t, scope, now, DEFAULT_TOKEN_TTL).unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kill_during_activation_is_failed_at_restart_and_a_new_token_activates() {
@@ -40,23 +29,24 @@ async fn a_kill_during_activation_is_failed_at_restart_and_a_new_token_activates
 
     let mut server = serve(dir.path(), &["--auth", "none"]);
     let url = server.url.clone();
-    let staged = call(
+    let staged = result(
         &url,
+        None,
         "snapshot_state",
         json!({"sourceHost": "laptop-7", "systemPrompt": "burn", "messageHistory": [],
                "toolState": {"rounds": ROUNDS}, "mcpConfig": []}),
     )
     .await;
-    let t = staged["result"]["structuredContent"]["transferId"]
+    let t = staged["structuredContent"]["transferId"]
         .as_str()
         .unwrap_or_else(|| panic!("{staged}"))
         .to_owned();
     let provision = json!({"transferId": t, "token": token(dir.path(), &t, TokenScope::ProvisionRuntime),
                            "tier": "large", "budgetMicroUsd": 1_000_000, "component": "cpu-burn"});
-    let r = call(&url, "provision_runtime", provision).await;
-    assert_eq!(r["result"]["structuredContent"]["status"], "provisioned", "{r}");
-    let r = call(&url, "push_state", json!({"transferId": t})).await;
-    assert_eq!(r["result"]["structuredContent"]["status"], "pushed", "{r}");
+    let r = result(&url, None, "provision_runtime", provision).await;
+    assert_eq!(r["structuredContent"]["status"], "provisioned", "{r}");
+    let r = result(&url, None, "push_state", json!({"transferId": t})).await;
+    assert_eq!(r["structuredContent"]["status"], "pushed", "{r}");
 
     // Activate, and kill -9 the host while the guest burns.
     let first = token(dir.path(), &t, TokenScope::Activate);
@@ -98,11 +88,11 @@ async fn a_kill_during_activation_is_failed_at_restart_and_a_new_token_activates
     );
 
     // The spent token stays spent; a new one activates.
-    let replay = call(&server.url, "activate", json!({"transferId": t, "token": first})).await;
-    assert_eq!(replay["result"]["isError"], true, "{replay}");
+    let replay = result(&server.url, None, "activate", json!({"transferId": t, "token": first})).await;
+    assert_eq!(replay["isError"], true, "{replay}");
     let second = token(dir.path(), &t, TokenScope::Activate);
-    let r = call(&server.url, "activate", json!({"transferId": t, "token": second})).await;
-    assert_eq!(r["result"]["structuredContent"]["status"], "active", "{r}");
+    let r = result(&server.url, None, "activate", json!({"transferId": t, "token": second})).await;
+    assert_eq!(r["structuredContent"]["status"], "active", "{r}");
 }
 
 #[test]

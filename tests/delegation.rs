@@ -14,30 +14,17 @@ use std::time::{Duration, Instant};
 
 use ahp_store::conversation::AgentActor;
 use ahp_store::delegation::{DELIVERY_UNKNOWN_RESULT, TaskCompletion, TaskOutcome, check_delegation_invariants};
-use ahp_store::{DEFAULT_TOKEN_TTL, Store, TokenKey, TokenScope, issue_transfer_token};
+use ahp_store::{Store, TokenScope};
 use serde_json::{Value, json};
 
-use crate::mcp_http::{Server, message, principal, serve, stateless};
+use crate::common::{call, token};
+use crate::mcp_http::{Server, principal, serve};
 
 /// SplitMix64 rounds of each worker's digest: about 10⁸ fuel, a few micro-USD at every tier,
 /// so each worker's turn visibly costs its own budget.
 const ROUNDS: u64 = 10_000_000;
 
 const QUESTION: &str = "Which of our three warehouses should ship the A-1 order first?";
-
-fn token(dir: &Path, t: &str, scope: TokenScope) -> String {
-    let key = TokenKey::from_env_or_file(dir).unwrap();
-    let now = ahp_store::Clock::now(&ahp_store::SystemClock);
-    issue_transfer_token(&key, t, scope, now, DEFAULT_TOKEN_TTL).unwrap()
-}
-
-/// A tool's structured result (panics on a tool error or a JSON-RPC error).
-async fn call(url: &str, key: Option<&str>, tool: &str, arguments: Value) -> Value {
-    let params = json!({"name": tool, "arguments": arguments});
-    let m = message(stateless(url, key, "tools/call", Some(tool), params).await).await;
-    assert!(m["result"]["isError"] != true, "{tool}: {m}");
-    m["result"]["structuredContent"].clone()
-}
 
 /// One transferred agent.
 #[derive(Debug, Clone)]

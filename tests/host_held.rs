@@ -7,30 +7,12 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ahp_store::{DEFAULT_TOKEN_TTL, TokenKey, TokenScope, issue_transfer_token};
+use ahp_store::TokenScope;
 use serde_json::{Value, json};
 
+use crate::common::{call, post, result, token};
 use crate::console::{base, get, sign_in};
-use crate::mcp_http::{message, principal, serve, stateless};
-
-fn token(dir: &Path, t: &str, scope: TokenScope) -> String {
-    let key = TokenKey::from_env_or_file(dir).unwrap();
-    let now = ahp_store::Clock::now(&ahp_store::SystemClock);
-    issue_transfer_token(&key, t, scope, now, DEFAULT_TOKEN_TTL).unwrap()
-}
-
-/// The JSON-RPC result of a tool call (a tool error included).
-async fn result(url: &str, key: &str, tool: &str, arguments: Value) -> Value {
-    let params = json!({"name": tool, "arguments": arguments});
-    message(stateless(url, Some(key), "tools/call", Some(tool), params).await).await["result"].clone()
-}
-
-/// A tool's structured result (panics on a tool error).
-async fn call(url: &str, key: &str, tool: &str, arguments: Value) -> Value {
-    let r = result(url, key, tool, arguments).await;
-    assert!(r["isError"] != true, "{tool}: {r}");
-    r["structuredContent"].clone()
-}
+use crate::mcp_http::{principal, serve};
 
 /// A data directory with the turn prober registered and the operator's policy.
 fn data_dir() -> tempfile::TempDir {
@@ -49,30 +31,22 @@ fn data_dir() -> tempfile::TempDir {
 /// Snapshot → provision → push → activate over `/mcp`; returns (transfer, agentId).
 async fn activate(dir: &Path, url: &str, key: &str) -> (String, String) {
     let snap = ahp_host::testing::snapshot(2, ahp_host::testing::inventory());
-    let staged = call(url, key, "snapshot_state", serde_json::to_value(&snap).unwrap()).await;
+    let staged = call(url, Some(key), "snapshot_state", serde_json::to_value(&snap).unwrap()).await;
     let t = staged["transferId"].as_str().unwrap().to_owned();
     let provision = json!({"transferId": t, "token": token(dir, &t, TokenScope::ProvisionRuntime),
                            "tier": "small", "budgetMicroUsd": 5_000_000, "component": "turn-prober"});
-    call(url, key, "provision_runtime", provision).await;
-    call(url, key, "push_state", json!({"transferId": t})).await;
+    call(url, Some(key), "provision_runtime", provision).await;
+    call(url, Some(key), "push_state", json!({"transferId": t})).await;
     let activate = json!({"transferId": t, "token": token(dir, &t, TokenScope::Activate)});
-    let a = call(url, key, "activate", activate).await;
+    let a = call(url, Some(key), "activate", activate).await;
     assert_eq!(a["status"], "active", "{a}");
     (t, a["agentId"].as_str().unwrap().to_owned())
-}
-
-async fn post(url: &str, key: &str, cv: &str, body: &str, idempotency: &str) -> String {
-    let args = json!({"conversationId": cv, "body": body, "idempotencyKey": idempotency});
-    call(url, key, "post_message", args).await["messageId"]
-        .as_str()
-        .unwrap()
-        .to_owned()
 }
 
 async fn transcript(url: &str, key: &str, cv: &str) -> Vec<Value> {
     let r = call(
         url,
-        key,
+        Some(key),
         "read_conversation",
         json!({"conversationId": cv, "limit": 200}),
     )
@@ -129,7 +103,7 @@ async fn the_owner_cannot_act_as_its_transferred_agent_and_the_agent_keeps_answe
     let (_, agent) = activate(dir.path(), &url, key).await;
 
     // The owner sees its agent's endpoint id and generation.
-    let listing = call(&conversations, key, "list_agent_identities", json!({})).await;
+    let listing = call(&conversations, Some(key), "list_agent_identities", json!({})).await;
     let mine = &listing["agents"][0];
     assert_eq!(mine["agentId"], agent.as_str(), "{listing}");
     let endpoint = mine["endpointId"].as_str().unwrap().to_owned();
@@ -143,16 +117,16 @@ async fn the_owner_cannot_act_as_its_transferred_agent_and_the_agent_keeps_answe
 
     // The owner talks to the agent as the human; the agent answers from its sandbox.
     let opened = json!({"title": "questions", "agentIds": [agent], "idempotencyKey": "open"});
-    let cv = call(&conversations, key, "create_conversation", opened).await["conversationId"]
+    let cv = call(&conversations, Some(key), "create_conversation", opened).await["conversationId"]
         .as_str()
         .unwrap()
         .to_owned();
-    post(&conversations, key, &cv, "one", "q1").await;
+    post(&conversations, Some(key), &cv, "one", "q1").await;
     wait_for_body(&conversations, key, &cv, "echo: one").await;
     // A turn that sleeps keeps the next message's wake pending while the owner tries.
-    post(&conversations, key, &cv, "reply-then-sleep 8000", "q2").await;
+    post(&conversations, Some(key), &cv, "reply-then-sleep 8000", "q2").await;
     wait_for_body(&conversations, key, &cv, "replied").await;
-    let question = post(&conversations, key, &cv, "two", "q3").await;
+    let question = post(&conversations, Some(key), &cv, "two", "q3").await;
     let wake = pending_wake(dir.path(), &agent).await;
     let before = transcript(&conversations, key, &cv).await;
 
@@ -180,21 +154,21 @@ async fn the_owner_cannot_act_as_its_transferred_agent_and_the_agent_keeps_answe
         ),
     ];
     for (tool, extra) in attempts {
-        let r = result(&conversations, key, tool, with(extra.clone())).await;
+        let r = result(&conversations, Some(key), tool, with(extra.clone())).await;
         assert_eq!(r["isError"], true, "{tool} {extra}: {r}");
         assert_eq!(r["structuredContent"]["kind"], "host_held", "{tool} {extra}: {r}");
     }
     let attach = json!({"agentId": agent, "idempotencyKey": "take-over"});
     let detach = json!({"agentId": agent, "endpointId": endpoint});
     for (tool, args) in [("attach_agent_endpoint", attach), ("detach_agent_endpoint", detach)] {
-        let r = result(&conversations, key, tool, args).await;
+        let r = result(&conversations, Some(key), tool, args).await;
         assert_eq!(r["structuredContent"]["kind"], "host_held", "{tool}: {r}");
     }
 
     // Nothing moved: the transcript, the pending wake, the endpoint and its generation.
     assert_eq!(transcript(&conversations, key, &cv).await, before);
     assert_eq!(pending_wake(dir.path(), &agent).await, wake);
-    let listing = call(&conversations, key, "list_agent_identities", json!({})).await;
+    let listing = call(&conversations, Some(key), "list_agent_identities", json!({})).await;
     assert_eq!(listing["agents"][0]["endpointId"], endpoint.as_str());
     assert_eq!(listing["agents"][0]["agent"]["controllerGeneration"], generation);
 

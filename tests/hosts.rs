@@ -14,10 +14,10 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ahp_store::{TokenKey, TokenScope, issue_transfer_token};
+use ahp_store::{TokenKey, TokenScope};
 use serde_json::{Value, json};
 
-use crate::mcp_http::{Server, message, serve_with_env, stateless};
+use crate::mcp_http::{Server, serve_with_env};
 
 /// The hosts' lease in these tests (the default is 15 s).
 const LEASE: Duration = Duration::from_secs(3);
@@ -172,16 +172,11 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn token(t: &str, scope: TokenScope) -> String {
-    let key = TokenKey::new(SECRET.as_bytes()).unwrap();
-    let now = ahp_store::Clock::now(&ahp_store::SystemClock);
-    issue_transfer_token(&key, t, scope, now, ahp_store::DEFAULT_TOKEN_TTL).unwrap()
+    crate::common::token_with(&TokenKey::new(SECRET.as_bytes()).unwrap(), t, scope)
 }
 
 async fn call(url: &str, tool: &str, arguments: Value) -> Value {
-    let params = json!({"name": tool, "arguments": arguments});
-    let m = message(stateless(url, None, "tools/call", Some(tool), params).await).await;
-    assert!(m["result"]["isError"] != true, "{tool}: {m}");
-    m["result"]["structuredContent"].clone()
+    crate::common::call(url, None, tool, arguments).await
 }
 
 /// Activates a turn-prober agent at `url`; returns (transfer, agent).
@@ -221,13 +216,8 @@ async fn open(url: &str, agent: &str) -> String {
 }
 
 async fn post(url: &str, cv: &str, body: &str) -> String {
-    let m = call(
-        &format!("{url}/conversations"),
-        "post_message",
-        json!({"conversationId": cv, "body": body, "idempotencyKey": body.replace(' ', "-")}),
-    )
-    .await;
-    m["messageId"].as_str().unwrap().to_owned()
+    let key = body.replace(' ', "-");
+    crate::common::post(&format!("{url}/conversations"), None, cv, body, &key).await
 }
 
 /// The replies to `question`, read straight from the database.

@@ -6,6 +6,7 @@ mod agents;
 mod authors;
 mod browser;
 mod cli;
+mod common;
 mod console;
 mod console_conversations;
 mod console_delegation;
