@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ahp_store::{
-    ActivationEnd, ActivationWrites, Bind, DEFAULT_TOKEN_TTL, Store, Tier, TokenKey, TokenScope, WriteTurns,
+    ActivationEnd, ActivationWrites, DEFAULT_TOKEN_TTL, Store, Tier, TokenKey, TokenScope, WriteTurns,
     issue_transfer_token,
 };
 
@@ -61,12 +61,7 @@ fn main() {
         a.begin_activation(&t, &tok).unwrap();
         a.end_activation(
             &t,
-            &ActivationEnd::Completed {
-                bind: Some(Bind {
-                    lease: ENDPOINT_LEASE,
-                    wake_carrier: true,
-                }),
-            },
+            &ActivationEnd::bound(ENDPOINT_LEASE, true),
             &ActivationWrites::default(),
         )
         .unwrap();

@@ -87,6 +87,16 @@ pub enum ActivationEnd {
     },
 }
 
+impl ActivationEnd {
+    /// Completed, and the agent bound with a host-held endpoint of `lease`, wake-capable when
+    /// `wake_carrier`.
+    pub fn bound(lease: Duration, wake_carrier: bool) -> Self {
+        Self::Completed {
+            bind: Some(Bind { lease, wake_carrier }),
+        }
+    }
+}
+
 /// The binding an activation completes with: the host-held endpoint's lease, and whether the
 /// guest takes turns (its endpoint is then registered as this host's wake carrier).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,7 @@
 
 use crate::conversation::ConversationError;
 use crate::state::{Operation, Phase};
-use crate::token::TokenRefusal;
+use crate::token_refusal::TokenRefusal;
 
 /// The store's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

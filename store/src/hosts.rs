@@ -29,7 +29,7 @@ use serde::Serialize;
 use crate::clock::Timestamp;
 use crate::db::Store;
 use crate::error::{Error, Result};
-use crate::transfer::MAX_LIST_LIMIT;
+use crate::input::{MAX_LIST_LIMIT, check_transfer_id};
 
 pub mod claim;
 
@@ -410,7 +410,7 @@ impl Store {
             return Err(Error::invalid("limit", format!("must be 1 to {MAX_LIST_LIMIT}")));
         }
         if let Some(a) = after {
-            crate::transfer::check_id(a)?;
+            check_transfer_id(a)?;
         }
         let me = self.host_id.clone();
         let tx = self.autocommit();
@@ -439,7 +439,7 @@ impl Store {
             return Err(Error::invalid("transfers", format!("at most {MAX_LIST_LIMIT} at once")));
         }
         for t in transfers {
-            crate::transfer::check_id(t)?;
+            check_transfer_id(t)?;
         }
         let placeholders: Vec<String> = (1..=ACTIVE_AMONG_BATCH).map(|i| format!("?{i}")).collect();
         // By primary key only: a `status` condition would let a planner scan every active

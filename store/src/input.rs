@@ -1,5 +1,5 @@
-//! The transfer side's input rules: the form of a transfer id, of a component reference, and
-//! the budget ceiling.
+//! The transfer side's input rules: the form of a transfer id, of a component reference, the
+//! budget ceiling, and how many transfers one call lists or names.
 //!
 //! They live here, below every module that applies them, because two layers apply them: a
 //! transfer token binds a budget cap and a component when it is issued (`token`), and the
@@ -17,6 +17,10 @@ pub const TRANSFER_ID_PREFIX: &str = "tr_";
 /// The largest budget `provision_runtime` accepts: 10,000 USD. Larger sums are not an agent
 /// session; they are a typo.
 pub const MAX_BUDGET_MICRO_USD: u64 = 10_000 * 1_000_000;
+
+/// Most transfers one call lists ([`Store::list_transfers`](crate::Store::list_transfers)) or
+/// names (a host's carried transfers, a binding's examination).
+pub const MAX_LIST_LIMIT: usize = 1000;
 
 /// Longest component *name* (a digest is always `sha256:` and 64 hex digits).
 pub const MAX_COMPONENT_NAME_BYTES: usize = 64;

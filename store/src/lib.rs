@@ -92,6 +92,7 @@ pub(crate) mod testing;
 mod tests;
 pub mod tier;
 pub mod token;
+mod token_refusal;
 pub mod transfer;
 pub mod write_turns;
 

@@ -43,6 +43,7 @@ use crate::clock::Timestamp;
 use crate::error::{Error, Result};
 use crate::id::{self, random_bytes};
 use crate::tier::Tier;
+pub use crate::token_refusal::{Bound, TokenRefusal};
 
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
@@ -105,56 +106,6 @@ impl FromStr for TokenScope {
                 format!("{s:?} is not provision_runtime or activate"),
             )),
         }
-    }
-}
-
-/// Why a token was refused. The token is never consumed when refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum TokenRefusal {
-    /// Not a token: wrong shape, length or version.
-    #[error("malformed token")]
-    Malformed,
-    /// The MAC does not match: forged, altered, truncated or minted with another key.
-    #[error("bad signature")]
-    BadSignature,
-    /// Past its expiry time.
-    #[error("token expired")]
-    Expired,
-    /// Minted for another transfer.
-    #[error("token was issued for another transfer")]
-    WrongTransfer,
-    /// Minted for another operation.
-    #[error("token was issued for another operation")]
-    WrongScope,
-    /// Already consumed; a retry needs a new token.
-    #[error("token was already used")]
-    Replayed,
-    /// The request differs from a parameter the token fixes.
-    #[error("the token does not allow this {0}")]
-    Binding(Bound),
-}
-
-/// A parameter a token can fix ([`TokenBindings`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Bound {
-    /// `provision_runtime`'s tier.
-    Tier,
-    /// `provision_runtime`'s budget (the token caps it).
-    Budget,
-    /// `provision_runtime`'s component.
-    Component,
-    /// The snapshot checksum an `activate` token was issued for.
-    Checksum,
-}
-
-impl fmt::Display for Bound {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Tier => "tier",
-            Self::Budget => "budget (over the token's cap)",
-            Self::Component => "component",
-            Self::Checksum => "snapshot (its checksum changed since the token was issued)",
-        })
     }
 }
 

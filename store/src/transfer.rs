@@ -21,9 +21,7 @@ use crate::snapshot::{McpServer, Message, SnapshotInput};
 use crate::state::{Operation, Phase, Refusal, TransferStatus};
 use crate::tier::Tier;
 
-pub use crate::input::TRANSFER_ID_PREFIX;
-/// Most transfers one [`Store::list_transfers`] call returns.
-pub const MAX_LIST_LIMIT: usize = 1000;
+pub use crate::input::{MAX_LIST_LIMIT, TRANSFER_ID_PREFIX};
 
 /// A transfer, without its snapshot content (see [`Store::snapshot`] for that).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

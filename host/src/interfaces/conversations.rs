@@ -35,7 +35,7 @@ impl Host for AgentCtx {
             id: t.wake.id.clone(),
             agent_id: t.actor.agent.clone(),
             queued: t.queued,
-            origin: origin(&t.wake.origin),
+            origin: (&t.wake.origin).into(),
         })
     }
 
@@ -70,7 +70,7 @@ impl Host for AgentCtx {
                 page.push(Delivery {
                     order: d.delivery_order,
                     consumed: held || d.consumed_at.is_some(),
-                    message: message(d.message),
+                    message: d.message.into(),
                 });
                 if page.len() == limit {
                     return Ok(page);
@@ -88,7 +88,7 @@ impl Host for AgentCtx {
         let messages = self
             .db(|db| db.read_transcript(&turn.caller, &acting, &conversation_id, after, limit as usize))
             .map_err(refusal)?;
-        Ok(messages.into_iter().map(message).collect())
+        Ok(messages.into_iter().map(Into::into).collect())
     }
 
     fn reply(&mut self, conversation_id: String, reply_to: Option<String>, body: String) -> Result<Message, Error> {
@@ -128,7 +128,7 @@ impl Host for AgentCtx {
         if posted.state_changed {
             self.consumed.clear();
         }
-        Ok(message(posted.value))
+        Ok(posted.value.into())
     }
 
     fn tries(&mut self, message_id: String) -> Result<u32, Error> {
@@ -190,29 +190,33 @@ impl AgentCtx {
     }
 }
 
-fn message(m: TranscriptMessage) -> Message {
-    Message {
-        id: m.id,
-        conversation_id: m.conversation_id,
-        seq: m.seq,
-        author: match m.author {
-            StoreAuthor::Human => Author::Human,
-            StoreAuthor::Agent { agent_id, .. } => Author::Agent(agent_id),
-        },
-        body: m.body,
-        reply_to: m.reply_to,
-        created_at_micros: u64::try_from(m.created_at.as_micros()).unwrap_or(0),
+impl From<TranscriptMessage> for Message {
+    fn from(m: TranscriptMessage) -> Self {
+        Self {
+            id: m.id,
+            conversation_id: m.conversation_id,
+            seq: m.seq,
+            author: match m.author {
+                StoreAuthor::Human => Author::Human,
+                StoreAuthor::Agent { agent_id, .. } => Author::Agent(agent_id),
+            },
+            body: m.body,
+            reply_to: m.reply_to,
+            created_at_micros: u64::try_from(m.created_at.as_micros()).unwrap_or(0),
+        }
     }
 }
 
-/// The WIT form of the wake's first cause.
-fn origin(o: &ahp_store::conversation::WakeOrigin) -> WakeOrigin {
-    use ahp_store::conversation::WakeOrigin as W;
-    match o {
-        W::Message => WakeOrigin::Message,
-        W::AgentTaskAttempt(task) => WakeOrigin::AgentTaskAttempt(task.clone()),
-        W::AttentionEvent(event) => WakeOrigin::AttentionEvent(event.clone()),
-        W::Wait(wait) => WakeOrigin::Wait(wait.clone()),
+/// The WIT form of a wake's first cause.
+impl From<&ahp_store::conversation::WakeOrigin> for WakeOrigin {
+    fn from(o: &ahp_store::conversation::WakeOrigin) -> Self {
+        use ahp_store::conversation::WakeOrigin as W;
+        match o {
+            W::Message => Self::Message,
+            W::AgentTaskAttempt(task) => Self::AgentTaskAttempt(task.clone()),
+            W::AttentionEvent(event) => Self::AttentionEvent(event.clone()),
+            W::Wait(wait) => Self::Wait(wait.clone()),
+        }
     }
 }
 

@@ -372,12 +372,7 @@ impl Two {
                     .a
                     .end_activation(
                         &t,
-                        &ActivationEnd::Completed {
-                            bind: Some(Bind {
-                                lease: ENDPOINT_LEASE,
-                                wake_carrier: true,
-                            }),
-                        },
+                        &ActivationEnd::bound(ENDPOINT_LEASE, true),
                         &ActivationWrites::default(),
                     )
                     .unwrap();

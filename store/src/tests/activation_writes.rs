@@ -249,32 +249,14 @@ fn completion_and_bind_are_one_commit_and_leave_a_wake_capable_endpoint() {
         MAX_ENDPOINT_LEASE + std::time::Duration::from_secs(1),
     ] {
         let e = store
-            .end_activation(
-                &t,
-                &ActivationEnd::Completed {
-                    bind: Some(Bind {
-                        lease: bad,
-                        wake_carrier: true,
-                    }),
-                },
-                &resume_writes(),
-            )
+            .end_activation(&t, &ActivationEnd::bound(bad, true), &resume_writes())
             .unwrap_err();
         assert!(matches!(e, Error::InvalidInput { .. }), "{e:?}");
     }
     assert_eq!(testing::dump(&mut store), before);
 
     let (done, binding) = store
-        .end_activation(
-            &t,
-            &ActivationEnd::Completed {
-                bind: Some(Bind {
-                    lease,
-                    wake_carrier: true,
-                }),
-            },
-            &resume_writes(),
-        )
+        .end_activation(&t, &ActivationEnd::bound(lease, true), &resume_writes())
         .unwrap();
     assert_eq!(done.status, TransferStatus::Active);
     let binding = binding.expect("an active transfer is bound");
@@ -300,16 +282,7 @@ fn an_activation_that_ends_insolvent_is_not_bound_and_one_without_turns_not_regi
     let mut spent = ActivationWrites::default();
     spent.add_spend("compute", BUDGET);
     let (done, binding) = store
-        .end_activation(
-            &t,
-            &ActivationEnd::Completed {
-                bind: Some(Bind {
-                    lease,
-                    wake_carrier: true,
-                }),
-            },
-            &spent,
-        )
+        .end_activation(&t, &ActivationEnd::bound(lease, true), &spent)
         .unwrap();
     assert_eq!(done.status, TransferStatus::Insolvent);
     assert!(binding.is_none(), "an insolvent transfer takes no turns");
@@ -317,16 +290,7 @@ fn an_activation_that_ends_insolvent_is_not_bound_and_one_without_turns_not_regi
 
     let (mut store, t) = activating();
     let (_, binding) = store
-        .end_activation(
-            &t,
-            &ActivationEnd::Completed {
-                bind: Some(Bind {
-                    lease,
-                    wake_carrier: false,
-                }),
-            },
-            &ActivationWrites::default(),
-        )
+        .end_activation(&t, &ActivationEnd::bound(lease, false), &ActivationWrites::default())
         .unwrap();
     assert!(!binding.unwrap().endpoint.wake_capable);
 }
