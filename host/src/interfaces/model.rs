@@ -37,7 +37,7 @@ pub(crate) fn add_to_linker<T: Metered>(linker: &mut Linker<T>) -> wasmtime::Res
     let mut inst = linker.instance("ahp:agent/model@0.3.0")?;
     inst.func_wrap("models", |mut cx: StoreContextMut<'_, T>, (): ()| {
         let models = gateway_of(cx.data_mut().agent()).models();
-        Ok((models.into_iter().map(model_info).collect::<Vec<_>>(),))
+        Ok((models.into_iter().map(wit::ModelInfo::from).collect::<Vec<_>>(),))
     })?;
     inst.func_wrap(
         "estimate",
@@ -51,7 +51,7 @@ pub(crate) fn add_to_linker<T: Metered>(linker: &mut Linker<T>) -> wasmtime::Res
             }
             let request = match model_request::read(&mut cx, &request)? {
                 Ok(request) => request,
-                Err(refused) => return Ok((Err(error(refused)),)),
+                Err(refused) => return Ok((Err(refused.into()),)),
             };
             T::settle(&mut cx)?;
             let st = cx.data_mut().agent();
@@ -62,7 +62,7 @@ pub(crate) fn add_to_linker<T: Metered>(linker: &mut Linker<T>) -> wasmtime::Res
                     max_output_tokens: p.max_output_tokens,
                     reserved_micro_usd: p.reserved_micro_usd,
                 })
-                .map_err(error),))
+                .map_err(Into::into),))
         },
     )?;
     inst.func_wrap_async(
@@ -78,7 +78,7 @@ pub(crate) fn add_to_linker<T: Metered>(linker: &mut Linker<T>) -> wasmtime::Res
                 }
                 let request = match model_request::read(&mut cx, &request)? {
                     Ok(request) => request,
-                    Err(refused) => return Ok((Err(error(refused)),)),
+                    Err(refused) => return Ok((Err(refused.into()),)),
                 };
                 T::settle(&mut cx)?;
                 let st = cx.data_mut().agent();
@@ -108,14 +108,8 @@ pub(crate) fn add_to_linker<T: Metered>(linker: &mut Linker<T>) -> wasmtime::Res
                 let fuel_left = cx.get_fuel().unwrap_or(0);
                 Ok((result
                     .map(|c| wit::Completion {
-                        parts: c.parts.into_iter().map(part_to_wit).collect(),
-                        stop_reason: match c.stop_reason {
-                            gateway::StopReason::EndTurn => wit::StopReason::EndTurn,
-                            gateway::StopReason::MaxTokens => wit::StopReason::MaxTokens,
-                            gateway::StopReason::ToolUse => wit::StopReason::ToolUse,
-                            gateway::StopReason::ContentFilter => wit::StopReason::ContentFilter,
-                            gateway::StopReason::Other => wit::StopReason::Other,
-                        },
+                        parts: c.parts.into_iter().map(Into::into).collect(),
+                        stop_reason: c.stop_reason.into(),
                         usage: wit::Usage {
                             input_tokens: c.usage.input_tokens,
                             cache_read_tokens: c.usage.cache_read_tokens,
@@ -130,7 +124,7 @@ pub(crate) fn add_to_linker<T: Metered>(linker: &mut Linker<T>) -> wasmtime::Res
                             fuel_left_this_turn: fuel_left,
                         },
                     })
-                    .map_err(error),))
+                    .map_err(Into::into),))
             })
         },
     )?;
@@ -147,52 +141,72 @@ fn gateway_of(st: &AgentCtx) -> Gateway {
     )
 }
 
-fn model_info(m: gateway::ModelInfo) -> wit::ModelInfo {
-    wit::ModelInfo {
-        id: m.id,
-        context_tokens: m.context_tokens,
-        max_output_tokens: m.max_output_tokens,
-        prices: wit::Prices {
-            input: m.prices.input,
-            output: m.prices.output,
-            cache_read: m.prices.cache_read,
-            cache_write: m.prices.cache_write,
-        },
+impl From<gateway::ModelInfo> for wit::ModelInfo {
+    fn from(m: gateway::ModelInfo) -> Self {
+        Self {
+            id: m.id,
+            context_tokens: m.context_tokens,
+            max_output_tokens: m.max_output_tokens,
+            prices: wit::Prices {
+                input: m.prices.input,
+                output: m.prices.output,
+                cache_read: m.prices.cache_read,
+                cache_write: m.prices.cache_write,
+            },
+        }
     }
 }
 
-fn part_to_wit(p: gateway::Part) -> wit::Part {
-    match p {
-        gateway::Part::Text(t) => wit::Part::Text(t),
-        gateway::Part::ToolCall(c) => wit::Part::ToolCall(wit::ToolCall {
-            id: c.id,
-            name: c.name,
-            arguments_json: c.arguments_json,
-        }),
-        gateway::Part::ToolResult(r) => wit::Part::ToolResult(wit::ToolResult {
-            call_id: r.call_id,
-            content: r.content,
-            is_error: r.is_error,
-        }),
+impl From<gateway::Part> for wit::Part {
+    fn from(p: gateway::Part) -> Self {
+        match p {
+            gateway::Part::Text(t) => wit::Part::Text(t),
+            gateway::Part::ToolCall(c) => wit::Part::ToolCall(wit::ToolCall {
+                id: c.id,
+                name: c.name,
+                arguments_json: c.arguments_json,
+            }),
+            gateway::Part::ToolResult(r) => wit::Part::ToolResult(wit::ToolResult {
+                call_id: r.call_id,
+                content: r.content,
+                is_error: r.is_error,
+            }),
+        }
     }
 }
 
-fn failure(f: gateway::Failure) -> wit::Failure {
-    wit::Failure {
-        message: f.message,
-        charged_micro_usd: f.charged_micro_usd,
+impl From<gateway::Failure> for wit::Failure {
+    fn from(f: gateway::Failure) -> Self {
+        Self {
+            message: f.message,
+            charged_micro_usd: f.charged_micro_usd,
+        }
     }
 }
 
-fn error(e: gateway::Error) -> wit::Error {
-    match e {
-        gateway::Error::UnknownModel(m) => wit::Error::UnknownModel(m),
-        gateway::Error::InvalidRequest(m) => wit::Error::InvalidRequest(m),
-        gateway::Error::TooLarge(m) => wit::Error::TooLarge(m),
-        gateway::Error::InsufficientBudget(n) => wit::Error::InsufficientBudget(n),
-        gateway::Error::RateLimited(f) => wit::Error::RateLimited(failure(f)),
-        gateway::Error::ProviderError(f) => wit::Error::ProviderError(failure(f)),
-        gateway::Error::Unavailable(f) => wit::Error::Unavailable(failure(f)),
-        gateway::Error::Insolvent => wit::Error::Insolvent,
+impl From<gateway::StopReason> for wit::StopReason {
+    fn from(r: gateway::StopReason) -> Self {
+        match r {
+            gateway::StopReason::EndTurn => Self::EndTurn,
+            gateway::StopReason::MaxTokens => Self::MaxTokens,
+            gateway::StopReason::ToolUse => Self::ToolUse,
+            gateway::StopReason::ContentFilter => Self::ContentFilter,
+            gateway::StopReason::Other => Self::Other,
+        }
+    }
+}
+
+impl From<gateway::Error> for wit::Error {
+    fn from(e: gateway::Error) -> Self {
+        match e {
+            gateway::Error::UnknownModel(m) => wit::Error::UnknownModel(m),
+            gateway::Error::InvalidRequest(m) => wit::Error::InvalidRequest(m),
+            gateway::Error::TooLarge(m) => wit::Error::TooLarge(m),
+            gateway::Error::InsufficientBudget(n) => wit::Error::InsufficientBudget(n),
+            gateway::Error::RateLimited(f) => wit::Error::RateLimited(f.into()),
+            gateway::Error::ProviderError(f) => wit::Error::ProviderError(f.into()),
+            gateway::Error::Unavailable(f) => wit::Error::Unavailable(f.into()),
+            gateway::Error::Insolvent => wit::Error::Insolvent,
+        }
     }
 }

@@ -22,8 +22,8 @@ pub(crate) fn add_to_linker<T: Metered>(linker: &mut Linker<T>) -> wasmtime::Res
         Box::new(async move {
             let listed = cx.data_mut().agent().tools.list().await;
             Ok((listed
-                .map(|tools| tools.into_iter().map(tool).collect::<Vec<_>>())
-                .map_err(error),))
+                .map(|tools| tools.into_iter().map(Tool::from).collect::<Vec<_>>())
+                .map_err(Error::from),))
         })
     })?;
     inst.func_wrap_async(
@@ -46,59 +46,67 @@ pub(crate) fn add_to_linker<T: Metered>(linker: &mut Linker<T>) -> wasmtime::Res
                     let budget = st.db(|db| db.budget(&st.transfer)).ok().flatten();
                     T::external_spend(&mut cx, budget.map_or(0, |b| b.remaining_micro_usd()))?;
                 }
-                Ok((called.map(result).map_err(error),))
+                Ok((called.map(CallResult::from).map_err(Error::from),))
             })
         },
     )?;
     Ok(())
 }
 
-fn tool(t: tools::Tool) -> Tool {
-    Tool {
-        name: t.name,
-        description: t.description,
-        input_schema_json: t.input_schema_json,
-        server: t.server,
+impl From<tools::Tool> for Tool {
+    fn from(t: tools::Tool) -> Self {
+        Self {
+            name: t.name,
+            description: t.description,
+            input_schema_json: t.input_schema_json,
+            server: t.server,
+        }
     }
 }
 
-fn result(r: tools::CallResult) -> CallResult {
-    CallResult {
-        content: r.content.into_iter().map(content).collect(),
-        structured_json: r.structured_json,
-        is_error: r.is_error,
-        charged_micro_usd: r.charged_micro_usd,
+impl From<tools::CallResult> for CallResult {
+    fn from(r: tools::CallResult) -> Self {
+        Self {
+            content: r.content.into_iter().map(Into::into).collect(),
+            structured_json: r.structured_json,
+            is_error: r.is_error,
+            charged_micro_usd: r.charged_micro_usd,
+        }
     }
 }
 
-fn content(c: tools::Content) -> Content {
-    match c {
-        tools::Content::Text(t) => Content::Text(t),
-        tools::Content::Image(mime_type, data) => Content::Image(Media { mime_type, data }),
-        tools::Content::Audio(mime_type, data) => Content::Audio(Media { mime_type, data }),
-        tools::Content::Resource {
-            uri,
-            mime_type,
-            text,
-            blob,
-        } => Content::EmbeddedResource(EmbeddedResource {
-            uri,
-            mime_type,
-            text,
-            blob,
-        }),
-        tools::Content::ResourceLink(uri) => Content::ResourceLink(uri),
+impl From<tools::Content> for Content {
+    fn from(c: tools::Content) -> Self {
+        match c {
+            tools::Content::Text(t) => Content::Text(t),
+            tools::Content::Image(mime_type, data) => Content::Image(Media { mime_type, data }),
+            tools::Content::Audio(mime_type, data) => Content::Audio(Media { mime_type, data }),
+            tools::Content::Resource {
+                uri,
+                mime_type,
+                text,
+                blob,
+            } => Content::EmbeddedResource(EmbeddedResource {
+                uri,
+                mime_type,
+                text,
+                blob,
+            }),
+            tools::Content::ResourceLink(uri) => Content::ResourceLink(uri),
+        }
     }
 }
 
-fn error(e: tools::Error) -> Error {
-    match e {
-        tools::Error::UnknownTool(m) => Error::UnknownTool(m),
-        tools::Error::InvalidArguments(m) => Error::InvalidArguments(m),
-        tools::Error::TooLarge(m) => Error::TooLarge(m),
-        tools::Error::ServerError(m) => Error::ServerError(m),
-        tools::Error::Unavailable(m) => Error::Unavailable(m),
-        tools::Error::Refused(m) => Error::Refused(m),
-        tools::Error::Insolvent => Error::Insolvent,
+impl From<tools::Error> for Error {
+    fn from(e: tools::Error) -> Self {
+        match e {
+            tools::Error::UnknownTool(m) => Error::UnknownTool(m),
+            tools::Error::InvalidArguments(m) => Error::InvalidArguments(m),
+            tools::Error::TooLarge(m) => Error::TooLarge(m),
+            tools::Error::ServerError(m) => Error::ServerError(m),
+            tools::Error::Unavailable(m) => Error::Unavailable(m),
+            tools::Error::Refused(m) => Error::Refused(m),
+            tools::Error::Insolvent => Error::Insolvent,
+        }
     }
 }

@@ -19,7 +19,8 @@
 //!   and agent participants;
 //! - [`delegation`]: agent tasks and their fenced attempts, waits, goals and attention;
 //! - [`attempt`]: wake delivery attempts and the dispatch fence (a wake whose delivery became
-//!   unknown ends the task attempt it carried, in its transaction); [`attachment`]: an
+//!   unknown ends the task attempt it carried, in its transaction); [`dispatch`]: the
+//!   carrier's operations over them (claim, prepare, finish, consume); [`attachment`]: an
 //!   endpoint's life (attach, renew, detach, retire: a retirement reconciles the wake and task
 //!   attempts fenced to it, in its transaction);
 //! - [`message`]: the append-only transcript and `post_message`; [`delivery`]: the
@@ -129,6 +130,7 @@ pub mod carrier;
 pub mod conversation;
 pub mod delegation;
 pub mod delivery;
+pub mod dispatch;
 pub mod endpoint;
 pub mod error;
 pub mod idempotency;

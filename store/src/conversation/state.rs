@@ -243,3 +243,130 @@ closed_enum!(
         Abandoned = "abandoned",
     }
 );
+
+#[cfg(test)]
+mod tests {
+    use std::fmt::Debug;
+
+    use super::*;
+
+    /// Checks `after` against a machine's whole table: every (state, event) pair leads where
+    /// `edges` says, and nowhere (`None`) when `edges` has no such edge.
+    fn follows<S, E>(all: &[S], events: &[E], edges: &[(S, E, S)], after: fn(S, E) -> Option<S>)
+    where
+        S: Copy + PartialEq + Debug,
+        E: Copy + PartialEq + Debug,
+    {
+        for &state in all {
+            for &event in events {
+                let expect = edges
+                    .iter()
+                    .find(|(f, e, _)| *f == state && *e == event)
+                    .map(|(_, _, t)| *t);
+                assert_eq!(after(state, event), expect, "{state:?} on {event:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn wake_edges_over_every_state_and_event() {
+        use WakeEvent as E;
+        use WakeState as S;
+        let events = [E::Claim, E::Release, E::Dispatch, E::Activate, E::Consume];
+        let edges = [
+            (S::Pending, E::Claim, S::Claimed),
+            (S::Claimed, E::Release, S::Pending),
+            (S::Claimed, E::Dispatch, S::Dispatched),
+            (S::Pending, E::Activate, S::Dispatched),
+            (S::Dispatched, E::Consume, S::Consumed),
+        ];
+        follows(S::ALL, &events, &edges, S::after);
+        // Nothing leads back to pending once the fence is crossed.
+        for event in events {
+            assert_ne!(S::Dispatched.after(event), Some(S::Pending));
+            assert_ne!(S::Consumed.after(event), Some(S::Pending));
+        }
+    }
+
+    #[test]
+    fn wake_attempt_edges_over_every_state_and_event() {
+        use AttemptEvent as E;
+        use AttemptState as S;
+        let events = [E::Dispatch, E::Release, E::Accept, E::Unknown, E::Consume];
+        let edges = [
+            (S::Claimed, E::Dispatch, S::Dispatched),
+            (S::Claimed, E::Release, S::Released),
+            (S::Dispatched, E::Accept, S::Accepted),
+            (S::Dispatched, E::Unknown, S::DeliveryUnknown),
+            (S::Accepted, E::Unknown, S::DeliveryUnknown),
+            (S::Dispatched, E::Consume, S::Consumed),
+            (S::Accepted, E::Consume, S::Consumed),
+            (S::DeliveryUnknown, E::Consume, S::Consumed),
+        ];
+        follows(S::ALL, &events, &edges, S::after);
+    }
+
+    #[test]
+    fn task_edges_over_every_state_and_event() {
+        use TaskEvent as E;
+        use TaskState as S;
+        let events = [E::Start, E::Revoke, E::Succeed, E::Fail, E::Cancel];
+        let edges = [
+            (S::Open, E::Start, S::Running),
+            (S::Running, E::Revoke, S::Open),
+            (S::Running, E::Succeed, S::Succeeded),
+            (S::Running, E::Fail, S::Failed),
+            (S::Open, E::Cancel, S::Cancelled),
+            (S::Running, E::Cancel, S::Cancelled),
+        ];
+        follows(S::ALL, &events, &edges, S::after);
+        // Nothing leaves a terminal state.
+        for &state in S::ALL.iter().filter(|s| s.is_terminal()) {
+            for event in events {
+                assert_eq!(state.after(event), None);
+            }
+        }
+    }
+
+    #[test]
+    fn task_attempt_edges_over_every_state_and_event() {
+        use TaskAttemptEvent as E;
+        use TaskAttemptState as S;
+        let events = [E::Succeed, E::Fail, E::Cancel, E::Revoke, E::Unknown];
+        let edges = [
+            (S::Active, E::Succeed, S::Succeeded),
+            (S::Active, E::Fail, S::Failed),
+            (S::Active, E::Cancel, S::Cancelled),
+            (S::Active, E::Revoke, S::Revoked),
+            (S::Active, E::Unknown, S::DeliveryUnknown),
+        ];
+        follows(S::ALL, &events, &edges, S::after);
+        // In particular, delivery_unknown never leads back to active or to a result.
+        for event in events {
+            assert_eq!(S::DeliveryUnknown.after(event), None);
+        }
+    }
+
+    /// Every state's stored name parses back to it; another spelling is refused.
+    fn round_trips<S>(all: &[S], foreign: &str)
+    where
+        S: Copy + PartialEq + Debug + FromStr + fmt::Display,
+        <S as FromStr>::Err: Debug,
+    {
+        for &s in all {
+            assert_eq!(s.to_string().parse::<S>().unwrap(), s);
+        }
+        assert!(foreign.parse::<S>().is_err(), "{foreign:?}");
+        assert!("".parse::<S>().is_err());
+    }
+
+    #[test]
+    fn stored_names_round_trip_and_unknown_names_are_refused() {
+        round_trips(EndpointState::ALL, "Attached");
+        round_trips(WakeState::ALL, "Pending");
+        round_trips(AttemptState::ALL, "claimed ");
+        round_trips(TaskState::ALL, "Open");
+        round_trips(TaskAttemptState::ALL, "ACTIVE");
+        round_trips(GoalState::ALL, "done");
+    }
+}
