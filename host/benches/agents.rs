@@ -306,7 +306,7 @@ fn thousand() {
     let workers = runtime.spawn(agents.clone().run_workers());
     let started = Instant::now();
     for (i, cv) in conversations.iter().enumerate() {
-        ahp_host::posting::post(
+        ahp_host::ops::posting::post(
             &mut host.store().locked(),
             agents.as_ref(),
             &operator,

@@ -162,7 +162,7 @@ impl Bench {
             reply_to: None,
             idempotency: IdempotencyKey::Key(format!("{cv}-{}", body.len())),
         };
-        ahp_host::posting::post(&mut self.host.store().locked(), agents, caller, &new).unwrap();
+        ahp_host::ops::posting::post(&mut self.host.store().locked(), agents, caller, &new).unwrap();
     }
 
     /// Waits until `cv` (or, with `None`, every conversation) has `n` agent replies; returns

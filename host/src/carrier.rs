@@ -6,7 +6,7 @@
 //! only a process knows whether it still holds the sandbox — this one for its own carriers,
 //! and, for another host's, that host's live lease vouches for it. Every surface that shows an agent's readiness
 //! (`productionAutoResumeAvailable` in `list_agent_identities`, the console's agent cards)
-//! asks a [`Carriers`]; every surface that posts ([`crate::posting`]) hands it the agents the
+//! asks a [`Carriers`]; every surface that posts ([`crate::ops::posting`]) hands it the agents the
 //! post woke.
 
 use ahp_store::conversation::Endpoint;

@@ -9,7 +9,9 @@
 //!   the budget.
 //! - [`interfaces`]: the host side of each `ahp:agent` WIT interface, through [`interfaces::AgentCtx`].
 //! - [`carrier`]: the readiness flag (which wake carriers this process holds) and the scheduler.
-//! - [`posting`]: the one post path every surface takes, which schedules the agents a post woke.
+//! - [`ops`]: the operations every surface shares (transfers, conversations, delegation, who the
+//!   caller is), among them [`ops::posting`], the one post path, which schedules the agents a post
+//!   woke.
 //! - [`shared_store`]: the one database handle and its lock policy.
 //! - [`vault`]: credential references to secrets.
 //! - [`policy`]: the operator's credential and egress policy, which snapshots can only narrow.
@@ -32,7 +34,6 @@ pub mod interfaces;
 pub mod mcp;
 pub mod ops;
 pub mod policy;
-pub mod posting;
 pub mod sandbox;
 pub mod scrub;
 pub mod shared_store;

@@ -10,7 +10,7 @@
 //! read from the store when a wake comes for it ([`ahp_store::Store::carried_agent`]).
 //!
 //! **The controller** (the conversation protocol's semantics). A message commit (by any surface,
-//! through [`crate::posting`], for the agents it woke), a wake consume, a carrier registration
+//! through [`crate::ops::posting`], for the agents it woke), a wake consume, a carrier registration
 //! and an activation each *schedule* a dispatch opportunity for an agent ([`Agents::schedule`]):
 //! a bounded, deduplicated queue (`queue`), no polling loop. The controller takes the agent
 //! and [`drives`](Agents::drive_async) it as a task of its own on the runtime: a turn holds no

@@ -6,7 +6,7 @@
 //! admission, participation checks and bounds apply as they do to any other caller. A reply's
 //! identity is the turn's wake id and its index among the turn's replies
 //! ([`IdempotencyKey::WakeReply`]): the same wake's turn, run again, resolves to the messages
-//! already posted. A reply is posted through [`crate::posting`], which schedules the agents it
+//! already posted. A reply is posted through [`crate::ops::posting`], which schedules the agents it
 //! woke at once; the store consumes the delivery it answers in the reply's own commit. A consume
 //! is checked at once but held ([`AgentCtx::consumed`]) and recorded with the turn's next reply
 //! or its end, whichever commits first; the turn's own inbox reads see it consumed. So once a
@@ -25,6 +25,7 @@ use ahp_store::conversation::{
 use super::bindings::v0_3::ahp::agent::conversations::{Author, Delivery, Error, Host, Message, Wake, WakeOrigin};
 use super::context::{AgentCtx, MAX_CONSUMES_PER_TURN, MAX_READS_PER_TURN, TurnCtx};
 use crate::carrier::{Carriers, NoCarriers};
+use crate::ops::Ops;
 
 /// Largest page one `inbox` or `transcript` call returns.
 pub const MAX_PAGE: u32 = 64;
@@ -123,7 +124,11 @@ impl Host for AgentCtx {
         // what this one handled before it. A replay recorded nothing: they stay held.
         let held = &self.consumed;
         let posted = self
-            .db(|db| crate::posting::post_consuming(db, carriers, &caller, &new, held))
+            .db(|db| {
+                Ops::new(db, carriers)
+                    .conversations()
+                    .post_consuming(&caller, &new, held)
+            })
             .map_err(refusal)?;
         if posted.state_changed {
             self.consumed.clear();

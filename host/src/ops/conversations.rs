@@ -49,7 +49,7 @@ impl<'a> Conversations<'a> {
         Ok((c, Page::of(messages, limit, |m| m.seq)))
     }
 
-    /// Posts `new` through [the one post path](crate::posting), after renewing the endpoint of
+    /// Posts `new` through [the one post path](super::posting), after renewing the endpoint of
     /// the agent it acts as.
     ///
     /// # Errors
@@ -57,7 +57,19 @@ impl<'a> Conversations<'a> {
     /// As `post_message`, or the renewal's.
     pub fn post(&mut self, caller: &Caller, new: &NewMessage) -> Result<Posted> {
         self.0.renew(caller, &new.acting)?;
-        crate::posting::post(self.0.store, self.0.carriers, caller, new)
+        super::posting::post(self.0.store, self.0.carriers, caller, new)
+    }
+
+    /// [`post`](Self::post) for an agent in its turn: the deliveries the turn consumed and the
+    /// host held (`consumes`) are consumed in the post's commit (the store's
+    /// `post_message_consuming`).
+    ///
+    /// # Errors
+    ///
+    /// As `post_message_consuming`, or the renewal's.
+    pub fn post_consuming(&mut self, caller: &Caller, new: &NewMessage, consumes: &[String]) -> Result<Posted> {
+        self.0.renew(caller, &new.acting)?;
+        super::posting::post_consuming(self.0.store, self.0.carriers, caller, new, consumes)
     }
 
     /// The agent's inbox after the exclusive `after_order`, at most `limit` deliveries (queued

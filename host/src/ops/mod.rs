@@ -10,7 +10,7 @@
 //! before it; never for the host's own caller, whose carried endpoints the host keeps), makes
 //! the store call, and schedules exactly the agents the store reports the call woke
 //! ([`Mutation::woken`], as a post reports [`Posted::woken`]). It returns the store's
-//! [`Mutation`] for a write and a [`Page`] for a list. Like [`crate::posting`], it runs where
+//! [`Mutation`] for a write and a [`Page`] for a list. Like [`posting`] (the one post path), it runs where
 //! the store is already locked: a blocking thread or a turn's store call, never a tokio worker
 //! waiting on it.
 //!
@@ -21,6 +21,7 @@
 pub mod conversations;
 pub mod delegation;
 pub mod identity;
+pub mod posting;
 pub mod transfers;
 
 pub use conversations::Conversations;

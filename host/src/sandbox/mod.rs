@@ -226,7 +226,7 @@ impl Sandboxes {
 
     /// Makes `carriers` (the host's controller) the scheduler of every sandbox set up from now
     /// on: an agent's `reply` schedules the agents it woke through it, as every other post does
-    /// ([`crate::posting`]). Set once; a later call is ignored. Without it replies schedule
+    /// ([`crate::ops::posting`]). Set once; a later call is ignored. Without it replies schedule
     /// nobody (a host without a controller).
     pub fn schedule_through(&self, carriers: Weak<dyn Carriers>) {
         let _ = self.carriers.set(carriers);
