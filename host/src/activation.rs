@@ -3,7 +3,7 @@
 //! ceilings, and the store completes the activation only if the guest resumed — otherwise it
 //! fails it with the reason, the transfer is back in `pushed` and a retry needs a fresh token.
 //!
-//! A resumed sandbox is kept live for the agent's later turns, and the caller ([`Host`]) then
+//! A resumed sandbox is kept live for the agent's later turns, and [`Host::activate`] then
 //! binds the transfer to its agent (see `agents`); if that bind fails, the host drops the
 //! sandbox and the reaper tick's repair binds the transfer later (nothing here is undone: the
 //! transfer stays `active`). The sandbox itself ([`Sandboxes::run`]) knows nothing of this
@@ -14,12 +14,16 @@
 //! by the sandbox and recorded in the end's commit (see [`Journal`](crate::interfaces::Journal)),
 //! and [`activate_and_bind`] binds the agent in that same commit.
 //!
-//! [`Host`]: crate::host::Host
 
 use std::time::Duration;
 
 use ahp_store::{ActivationEnd, ActivationWrites, AgentBinding, Bind, Transfer};
 
+use crate::Error;
+use crate::agents;
+#[cfg(doc)]
+use crate::agents::Agents;
+use crate::host::Host;
 use crate::interfaces::journal;
 use crate::sandbox::{self, Call, RunReport, Sandboxes, bounded};
 use crate::shared_store::{SharedStore, StoreLock};
@@ -151,4 +155,54 @@ fn end(
     store
         .locked()
         .end_activation(transfer, &end, &ActivationWrites::default())
+}
+
+impl Host {
+    /// [`activate`], then, once the transfer is `active`, binds it to its agent and registers this process as its carrier ([`Agents::bind`]). A binding that
+    /// fails is logged, not fatal: the transfer is active (what the caller must see before it
+    /// stops its source loop), its sandbox is dropped rather than kept without a carrier, and
+    /// the repair of the next reaper tick (or takeover, [`Agents::repair_bindings`]) binds it;
+    /// its first turn then sets up a fresh sandbox, as after a restart. Until the bind, the
+    /// repair leaves the transfer to this activation ([`Agents::activating`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`activate`].
+    pub fn activate(&self, transfer: &str, token: &str) -> Result<RunReport, sandbox::Error> {
+        let _activating = self.agents().activating(transfer);
+        let (mut report, bound) =
+            activate_and_bind(self.store(), self.sandboxes(), transfer, token, agents::CARRIER_LEASE)?;
+        if report.outcome.failure_reason().is_none() {
+            // Bound in the completing commit, or (that refused, or the transfer not active) now.
+            let bound = match bound {
+                Some(b) if b.endpoint.wake_capable => self.agents().carry(&report.transfer, &b.endpoint).map(|()| b),
+                Some(b) => Ok(b),
+                None => self.agents().bind(&report.transfer),
+            };
+            match bound {
+                Ok(b) => report.transfer.agent_id = Some(b.agent.id),
+                Err(e) => {
+                    tracing::error!(%transfer, error = %e, "activated, but binding its agent failed; the next tick binds it");
+                    self.sandboxes().drop_sandbox(transfer);
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// [`activate`](Self::activate), with a guest that did not resume turned into an error.
+    ///
+    /// # Errors
+    ///
+    /// As [`activate`](Self::activate), and [`Error::ResumeFailed`] when the guest did not resume.
+    pub fn activate_checked(&self, transfer: &str, token: &str) -> Result<Transfer, Error> {
+        let report = self.activate(transfer, token)?;
+        match report.outcome.failure_reason() {
+            None => Ok(report.transfer),
+            Some(reason) => Err(Error::ResumeFailed {
+                transfer: transfer.to_owned(),
+                reason,
+            }),
+        }
+    }
 }

@@ -5,14 +5,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ahp_store::{StorePool, Transfer};
+use ahp_store::StorePool;
 
-use crate::Error;
-use crate::activation;
-use crate::agents::{self, Agents, AgentsConfig};
+use crate::agents::{Agents, AgentsConfig};
 use crate::policy::Policy;
 use crate::sandbox::engine::EngineConfig;
-use crate::sandbox::{self, CeilingCap, RunReport, SandboxConfig, Sandboxes};
+use crate::sandbox::{self, CeilingCap, SandboxConfig, Sandboxes};
 use crate::shared_store::{SharedStore, share};
 use crate::vault::{DirVault, Vault};
 
@@ -133,54 +131,5 @@ impl Host {
     /// The agents this process carries, and its controller.
     pub fn agents(&self) -> &Arc<Agents> {
         &self.agents
-    }
-
-    /// `activate` ([`activation::activate`]), then, once the transfer is `active`, binds it to
-    /// its agent and registers this process as its carrier ([`Agents::bind`]). A binding that
-    /// fails is logged, not fatal: the transfer is active (what the caller must see before it
-    /// stops its source loop), its sandbox is dropped rather than kept without a carrier, and
-    /// the repair of the next reaper tick (or takeover, [`Agents::repair_bindings`]) binds it;
-    /// its first turn then sets up a fresh sandbox, as after a restart. Until the bind, the
-    /// repair leaves the transfer to this activation ([`Agents::activating`]).
-    ///
-    /// # Errors
-    ///
-    /// As [`activation::activate`].
-    pub fn activate(&self, transfer: &str, token: &str) -> Result<RunReport, sandbox::Error> {
-        let _activating = self.agents.activating(transfer);
-        let (mut report, bound) =
-            activation::activate_and_bind(&self.store, &self.sandboxes, transfer, token, agents::CARRIER_LEASE)?;
-        if report.outcome.failure_reason().is_none() {
-            // Bound in the completing commit, or (that refused, or the transfer not active) now.
-            let bound = match bound {
-                Some(b) if b.endpoint.wake_capable => self.agents.carry(&report.transfer, &b.endpoint).map(|()| b),
-                Some(b) => Ok(b),
-                None => self.agents.bind(&report.transfer),
-            };
-            match bound {
-                Ok(b) => report.transfer.agent_id = Some(b.agent.id),
-                Err(e) => {
-                    tracing::error!(%transfer, error = %e, "activated, but binding its agent failed; the next tick binds it");
-                    self.sandboxes.drop_sandbox(transfer);
-                }
-            }
-        }
-        Ok(report)
-    }
-
-    /// [`activate`](Self::activate), with a guest that did not resume turned into an error.
-    ///
-    /// # Errors
-    ///
-    /// As [`activate`](Self::activate), and [`Error::ResumeFailed`] when the guest did not resume.
-    pub fn activate_checked(&self, transfer: &str, token: &str) -> Result<Transfer, Error> {
-        let report = self.activate(transfer, token)?;
-        match report.outcome.failure_reason() {
-            None => Ok(report.transfer),
-            Some(reason) => Err(Error::ResumeFailed {
-                transfer: transfer.to_owned(),
-                reason,
-            }),
-        }
     }
 }
