@@ -39,8 +39,8 @@ use crate::clock::Timestamp;
 use crate::db::Store;
 use crate::id::new_id;
 
-/// Moves `endpoint` out of `attached` into `to` and reconciles its wake attempts. Returns
-/// whether it was attached.
+/// Moves `endpoint` out of `attached` into `to` and, in the same transaction, reconciles the wake
+/// attempts and ends the task attempts fenced to it. Returns whether it was attached.
 pub(crate) fn retire(tx: &Tx<'_>, endpoint: &str, to: EndpointState, now: Timestamp) -> Result<bool> {
     let ep = load(tx, endpoint)?;
     if ep.state != EndpointState::Attached {
