@@ -636,3 +636,74 @@ fn agent_inbox_shows_what_waits_and_skip_clears_a_stuck_message() {
     let out = stdout(&ahp(dir.path(), &["agent", "inbox", &agent]));
     assert!(out.contains(&next), "the refusals changed nothing: {out}");
 }
+
+/// `ahp auth issuer add|list|remove`: what is added is listed and accepted over HTTP (the
+/// metadata names it); bad input is refused clearly and changes nothing; `serve` refuses a
+/// public URL that is not an origin before it opens anything.
+#[test]
+fn auth_issuers_are_added_listed_and_removed_and_bad_ones_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let added = stdout(&ahp(
+        dir.path(),
+        &[
+            "auth",
+            "issuer",
+            "add",
+            "https://login.example.com/t",
+            "--algorithm",
+            "ES256",
+            "--scope",
+            "communication:read",
+        ],
+    ));
+    assert_eq!(added.trim(), "https://login.example.com/t added");
+    let refused: [(&[&str], &str); 5] = [
+        (&["add", "http://login.example.com"], "https"),
+        (&["add", "https://login.example.com/t"], "already"),
+        (
+            &["add", "https://b.example", "--algorithm", "HS256"],
+            "the algorithms are",
+        ),
+        (
+            &["add", "https://b.example", "--scope", "transfer:admin"],
+            "not a scope",
+        ),
+        (&["remove", "https://nobody.example"], "no issuer"),
+    ];
+    for (args, needle) in refused {
+        let o = ahp(dir.path(), &[&["auth", "issuer"][..], args].concat());
+        assert!(!o.status.success(), "{args:?} succeeded");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    let list = stdout(&ahp(dir.path(), &["auth", "issuer", "list"]));
+    assert_eq!(list.lines().count(), 2, "{list}");
+    assert!(
+        list.contains("https://login.example.com/t") && list.contains("ES256") && list.contains("(from its metadata)"),
+        "{list}"
+    );
+    assert_eq!(
+        stdout(&ahp(
+            dir.path(),
+            &["auth", "issuer", "remove", "https://login.example.com/t"]
+        ))
+        .trim(),
+        "https://login.example.com/t removed"
+    );
+    assert_eq!(stdout(&ahp(dir.path(), &["auth", "issuer", "list"])).lines().count(), 1);
+
+    let fresh = tempfile::tempdir().unwrap();
+    for bad in [
+        "https://ahp.example/prefix",
+        "ftp://ahp.example",
+        "https://u:p@ahp.example",
+    ] {
+        let o = ahp(fresh.path(), &["serve", "--http", "127.0.0.1:0", "--public-url", bad]);
+        assert!(!o.status.success(), "{bad} accepted");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("origin"), "{bad}");
+    }
+    assert!(
+        !fresh.path().join("ahp.db").exists(),
+        "a refused serve opened no database"
+    );
+}

@@ -170,7 +170,7 @@ async fn an_idle_kept_alive_connection_is_closed_after_the_idle_timeout() {
         .unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 1024];
-    while !String::from_utf8_lossy(&got).contains("API key is required") {
+    while !String::from_utf8_lossy(&got).contains("access token is required") {
         let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
             .await
             .unwrap()

@@ -21,4 +21,5 @@ migrations![
     15 "0015_agent_counts.sql",
     16 "0016_delivery_tries.sql",
     17 "0017_turn_spend.sql",
+    18 "0018_token_issuers.sql",
 ]

@@ -72,6 +72,7 @@ pub mod group_commit;
 pub mod hosts;
 pub mod id;
 pub mod input;
+pub mod issuer;
 pub mod lifecycle;
 mod migrations;
 pub mod model_call;
@@ -112,6 +113,7 @@ pub use error::{Error, Result};
 pub use event::{DEFAULT_EVENT_PAGE_LIMIT, Event, EventKind, EventPage, EventsPage, MAX_EVENT_PAGE_LIMIT};
 pub use group_commit::{GroupCommit, GroupCommitStats};
 pub use hosts::{Host, HostClaim, HostLease, HostState};
+pub use issuer::TokenIssuer;
 pub use model_call::{
     CallOutcome, MIN_OUTPUT_TOKENS, ModelCall, ModelPrices, ModelReservation, ModelUsage, Reservation, ReservationPlan,
     ReservationRequest, Settlement, plan_reservation,

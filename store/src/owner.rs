@@ -1,6 +1,7 @@
 //! Who a transfer belongs to: the principal that created it.
 //!
-//! A transfer created over HTTP belongs to the API key's principal; one created by the operator
+//! A transfer created over HTTP belongs to the principal of the API key (or of the OAuth token
+//! subject, [`crate::issuer`]: a principal too, and spelled the same) that created it; one created by the operator
 //! (the CLI, `ahp serve --stdio`) to the operator. The owner is stored as its subject
 //! (`transfers.owner_subject`), and the Agent identity the transfer becomes when it is activated
 //! is owned by that subject's communication principal — so only the owner sees the agent through

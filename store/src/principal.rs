@@ -1,4 +1,5 @@
-//! Principals of the HTTP transport: named API keys, each with a set of [`ApiScope`]s.
+//! Principals of the HTTP transport: named API keys, each with a set of [`ApiScope`]s — and
+//! the principals OAuth token subjects become ([`crate::issuer`]), which hold no key.
 //!
 //! `ahp principal add` creates one and prints its key once; only a SHA-256 of the key is stored
 //! (a key is 256 random bits, so a plain hash is enough: there is nothing to brute-force).
@@ -27,6 +28,9 @@ pub const MAX_PRINCIPAL_NAME_BYTES: usize = 64;
 pub const MAX_API_KEY_LEN: usize = 128;
 /// Most principals the store keeps (revoked ones included): a bound on what `list` returns.
 pub const MAX_PRINCIPALS: usize = 1000;
+/// How the name of a token subject's principal starts ([`crate::issuer`]); the operator's own
+/// principals may not take it.
+pub const TOKEN_PRINCIPAL_NAME_PREFIX: &str = "oauth-";
 
 /// What a principal may do over the HTTP transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -115,7 +119,7 @@ fn hash_key(key: &str) -> String {
     hex::encode(Sha256::digest(key.as_bytes()))
 }
 
-fn from_row(r: &Row) -> ahp_store_sql::SqlResult<Result<Principal>> {
+pub(crate) fn from_row(r: &Row) -> ahp_store_sql::SqlResult<Result<Principal>> {
     let (id, name, scopes, created_at, revoked_at): (String, String, String, i64, Option<i64>) =
         (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
     let scopes = scopes
@@ -138,6 +142,8 @@ fn from_row(r: &Row) -> ahp_store_sql::SqlResult<Result<Principal>> {
 }
 
 const COLUMNS: &str = "id, name, scopes, created_at, revoked_at";
+/// [`COLUMNS`] of a query whose `principals` table is aliased `p`.
+pub(crate) const COLUMNS_OF_P: &str = "p.id, p.name, p.scopes, p.created_at, p.revoked_at";
 
 impl Store {
     /// Creates a principal named `name` with `scopes` and returns it with its API key — the only
@@ -160,6 +166,12 @@ impl Store {
                 format!(
                     "must be 1 to {MAX_PRINCIPAL_NAME_BYTES} of a-z, 0-9, '.', '_', '-', starting with a letter or digit"
                 ),
+            ));
+        }
+        if name.starts_with(TOKEN_PRINCIPAL_NAME_PREFIX) {
+            return Err(Error::invalid(
+                "name",
+                format!("names starting {TOKEN_PRINCIPAL_NAME_PREFIX:?} are those of token subjects"),
             ));
         }
         if scopes.is_empty() {
@@ -322,7 +334,13 @@ mod tests {
     #[test]
     fn bad_names_scopes_and_duplicates_are_refused() {
         let mut s = crate::testing::store().unwrap();
-        for bad in ["", "Has Space", "-lead", &"n".repeat(MAX_PRINCIPAL_NAME_BYTES + 1)] {
+        for bad in [
+            "",
+            "Has Space",
+            "-lead",
+            "oauth-1",
+            &"n".repeat(MAX_PRINCIPAL_NAME_BYTES + 1),
+        ] {
             assert!(
                 matches!(
                     s.add_principal(bad, &[ApiScope::TransferRead]),

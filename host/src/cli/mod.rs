@@ -2,6 +2,7 @@
 
 mod agent;
 mod agent_new;
+mod auth;
 mod component;
 mod conversation;
 mod data_dir;
@@ -64,6 +65,9 @@ enum Command {
     /// Manage the API keys of the HTTP transport.
     #[command(subcommand)]
     Principal(principal::PrincipalCommand),
+    /// The OAuth issuers whose access tokens the HTTP transport accepts.
+    #[command(subcommand)]
+    Auth(auth::AuthCommand),
     /// The operator's credential and egress policy.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
@@ -114,6 +118,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<()> {
                 Command::Token(c) => token::run(&dir, c),
                 Command::Component(c) => component::run(&dir, c),
                 Command::Principal(c) => principal::run(&dir, c),
+                Command::Auth(c) => auth::run(&dir, c),
                 Command::Transfer(c) => transfer::run(&dir, c),
                 Command::Policy(c) => policy::run(&dir, c),
                 Command::Agent(c) => agent::run(&dir, c),

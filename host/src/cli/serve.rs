@@ -43,9 +43,15 @@ pub(crate) struct ServeArgs {
     /// Serve MCP over Streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:7070).
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
-    /// HTTP authorization: bearer API keys of principals, or none (loopback addresses only).
+    /// HTTP authorization: bearer API keys of principals and access tokens of the issuers `ahp
+    /// auth issuer add` names, or none (loopback addresses only).
     #[arg(long, value_enum, default_value = "keys")]
     auth: AuthArg,
+    /// The origin clients reach the HTTP server at (e.g. `https://ahp.example.com`, behind a
+    /// proxy): access tokens must name its /mcp or /mcp/conversations as their audience
+    /// [default: `http://ADDR`].
+    #[arg(long, value_name = "URL", requires = "http")]
+    public_url: Option<url::Url>,
     /// How often the reapers sweep.
     #[arg(long, default_value = "1m", value_parser = super::parse_duration)]
     reap_every: Duration,
@@ -190,7 +196,8 @@ enum Surface {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum AuthArg {
-    /// `Authorization: Bearer <api key>` of a principal (`ahp principal add`).
+    /// `Authorization: Bearer <api key>` of a principal (`ahp principal add`), or of an access
+    /// token of an issuer (`ahp auth issuer add`).
     Keys,
     /// No authorization: accepted only on a loopback address.
     None,
@@ -209,6 +216,9 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
         _ => Auth::Keys,
     };
     let limits = args.http_limits.limits()?;
+    if let Some(public) = &args.public_url {
+        ahp_host::mcp::oauth::check_origin(public)?;
+    }
     anyhow::ensure!(!args.poll_every.is_zero(), "--poll-every must be longer than zero");
     // One serving process per data directory on SQLite: only the holder may decide that an
     // activation in progress was interrupted, since an activation belongs to the process
@@ -271,7 +281,16 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
                 let _ = writeln!(std::io::stderr(), "ahp: MCP over HTTP at http://{local}/mcp");
                 let _ = writeln!(std::io::stderr(), "ahp: console at http://{local}/console");
                 let console = ahp_host::console::router(store.clone(), local, agents.clone());
-                let router = http::router(tools.clone(), agents.clone(), store.clone(), auth, local).merge(console);
+                let site = http::Site {
+                    local,
+                    public: args
+                        .public_url
+                        .clone()
+                        .unwrap_or_else(|| http::Site::local(local).public),
+                };
+                let router = http::router(tools.clone(), agents.clone(), store.clone(), auth, &site)
+                    .map_err(std::io::Error::other)?
+                    .merge(console);
                 Some(tokio::spawn(listener::serve(
                     listener,
                     router,

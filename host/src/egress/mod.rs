@@ -17,6 +17,9 @@
 //! total past the ceiling is cut with an error at that point, and the meter remembers the breach
 //! so the host audits it (`ceiling_exceeded`, `egress_bytes`). Timeouts are capped by the
 //! tier's wall clock so a slow server cannot hold a turn past its ceiling.
+//!
+//! The host's own requests to the operator's endpoints (a model provider, a token issuer's
+//! keys) go through `direct` instead: never a guest's choice, bounded in time and bytes.
 
 use std::collections::BTreeSet;
 use std::pin::Pin;
@@ -37,6 +40,7 @@ use crate::policy::{CredentialRule, Grants, Origin};
 use crate::shared_store::{SharedStore, StoreLock};
 use crate::vault::Vault;
 
+pub(crate) mod direct;
 pub(crate) mod pinned;
 
 /// Largest write into an outgoing body's stream; the body buffers at most two such chunks

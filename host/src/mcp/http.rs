@@ -1,9 +1,12 @@
-//! The MCP transfer server over Streamable HTTP at `/mcp`, behind bearer-key authorization.
+//! The MCP transfer server over Streamable HTTP at `/mcp`, behind bearer authorization.
 //!
-//! Every request must carry `Authorization: Bearer <api key>` of an unrevoked principal
-//! (`ahp principal add`). No or unknown key → `401` with `WWW-Authenticate: Bearer`; a
+//! Every request must carry `Authorization: Bearer …`: the API key of an unrevoked principal
+//! (`ahp principal add`), or an OAuth access token of an issuer the operator added (`ahp auth
+//! issuer add`; verified by [`oauth`](super::oauth), which also serves each surface's
+//! protected-resource metadata). No or refused credential → `401` with `WWW-Authenticate:
+//! Bearer resource_metadata="…", scope="…"` (and `error="invalid_token"` for a refused one); a
 //! `tools/call` whose tool needs a scope the principal lacks → `403` with
-//! `error="insufficient_scope"`. `get_status` needs `transfer:read`; `report_usage` needs
+//! `error="insufficient_scope"` and the scope. `get_status` needs `transfer:read`; `report_usage` needs
 //! `transfer:meter` (spend drains a budget, so a key that may move transfers does not thereby
 //! get to end them); the other tools `transfer:write` (and still their provision/activate
 //! token; see [`transfer_tools::required_scope`]). The conversation tools are at
@@ -46,6 +49,9 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tower::{Layer, Service};
 
 use super::conversation_tools::{self, ConversationTools};
+use super::oauth::claims::has_jwt_shape;
+use super::oauth::metadata::{self, Surface};
+use super::oauth::{Refusal, ResourceServer};
 use super::transfer_tools::{self, TransferTools};
 
 /// Largest request body accepted, in bytes: a maximal snapshot (~10 MiB) plus JSON overhead.
@@ -78,6 +84,20 @@ enum ToolSet {
 }
 
 impl ToolSet {
+    /// The set's path and the scopes its tools need, as its metadata names them.
+    fn surface(self) -> Surface {
+        match self {
+            Self::Transfers => Surface {
+                path: TRANSFERS_PATH,
+                scopes: &[ApiScope::TransferRead, ApiScope::TransferWrite, ApiScope::TransferMeter],
+            },
+            Self::Conversations => Surface {
+                path: CONVERSATIONS_PATH,
+                scopes: &[ApiScope::CommunicationRead, ApiScope::CommunicationManage],
+            },
+        }
+    }
+
     /// The scope a call of `tool` in this set needs.
     fn scope_of(self, tool: &str) -> ApiScope {
         match self {
@@ -92,36 +112,81 @@ struct Gate {
     store: SharedStore,
     auth: Auth,
     tools: ToolSet,
+    oauth: Arc<ResourceServer>,
 }
 
-/// The `/mcp` router, ready for `axum::serve`.
+/// Where the HTTP server listens and where clients reach it.
+#[derive(Debug, Clone)]
+pub struct Site {
+    /// The address it listens on.
+    pub local: SocketAddr,
+    /// The origin clients reach it at (`ahp serve --public-url`; else `http://` and `local`):
+    /// the canonical resource URIs tokens must name, and a Host and Origin it accepts.
+    pub public: url::Url,
+}
+
+impl Site {
+    /// A site reached at its listening address.
+    ///
+    /// # Panics
+    ///
+    /// Never: an `http://` URL of a socket address parses.
+    pub fn local(local: SocketAddr) -> Self {
+        let public = url::Url::parse(&format!("http://{local}")).expect("a socket address is a URL's authority");
+        Self { local, public }
+    }
+}
+
+/// The `/mcp` router, ready for `axum::serve`: both surfaces and, unless `auth` is
+/// [`Auth::None`], their protected-resource metadata.
+///
+/// # Errors
+///
+/// If the site's public URL is not an origin.
 pub fn router(
     tools: TransferTools,
     carriers: Arc<dyn crate::carrier::Carriers>,
     store: SharedStore,
     auth: Auth,
-    local: SocketAddr,
-) -> axum::Router {
+    site: &Site,
+) -> anyhow::Result<axum::Router> {
+    let oauth = Arc::new(ResourceServer::new(&site.public, store.clone())?);
     let conversations = ConversationTools::new(store.clone(), auth == Auth::None).with_carriers(carriers);
-    routes(service(tools, local), service(conversations, local), store, auth)
+    let surfaces = routes(
+        service(tools, site),
+        service(conversations, site),
+        store,
+        auth,
+        oauth.clone(),
+    );
+    Ok(match auth {
+        Auth::None => surfaces,
+        Auth::Keys => surfaces.merge(metadata::routes(
+            oauth,
+            [ToolSet::Transfers.surface(), ToolSet::Conversations.surface()],
+        )),
+    })
 }
 
 /// The Streamable HTTP service of one tool set (either surface) on a server listening on
 /// `local`: the Host/Origin rules and body limit of [`service_config`]. Bearer keys and scopes
 /// are checked by the gate in front of it ([`routes`]).
-fn service<S: rmcp::ServerHandler + Clone>(
-    tools: S,
-    local: SocketAddr,
-) -> StreamableHttpService<S, LocalSessionManager> {
+fn service<S: rmcp::ServerHandler + Clone>(tools: S, site: &Site) -> StreamableHttpService<S, LocalSessionManager> {
     StreamableHttpService::new(
         move || Ok(tools.clone()),
         Arc::new(LocalSessionManager::default()),
-        service_config(local),
+        service_config(site),
     )
 }
 
 /// The two surfaces, each at exactly its path and behind a gate of its own tool set.
-fn routes<T, C>(transfers: T, conversations: C, store: SharedStore, auth: Auth) -> axum::Router
+fn routes<T, C>(
+    transfers: T,
+    conversations: C,
+    store: SharedStore,
+    auth: Auth,
+    oauth: Arc<ResourceServer>,
+) -> axum::Router
 where
     T: Service<Request, Error = Infallible> + Clone + Send + Sync + 'static,
     T::Response: IntoResponse,
@@ -136,6 +201,7 @@ where
                 store: store.clone(),
                 auth,
                 tools,
+                oauth: oauth.clone(),
             }),
             authorize,
         )
@@ -145,17 +211,42 @@ where
         .route_service(CONVERSATIONS_PATH, gate(ToolSet::Conversations).layer(conversations))
 }
 
-/// The Streamable HTTP settings both MCP surfaces share: the Host names and Origins of a server
-/// listening on `local` (DNS-rebinding protection), and the body limit.
-fn service_config(local: SocketAddr) -> StreamableHttpServerConfig {
-    let origins = [format!("http://{local}"), format!("http://localhost:{}", local.port())];
+/// Both surfaces' gates and metadata in front of stubs that answer `transfers` and
+/// `conversations`: the authorization of [`router`] without the tools.
+#[cfg(test)]
+pub(crate) fn stub_router(store: SharedStore, oauth: Arc<ResourceServer>) -> axum::Router {
+    let stub = |body: &'static str| axum::routing::any(move || async move { body });
+    routes(
+        stub("transfers"),
+        stub("conversations"),
+        store,
+        Auth::Keys,
+        oauth.clone(),
+    )
+    .merge(metadata::routes(
+        oauth,
+        [ToolSet::Transfers.surface(), ToolSet::Conversations.surface()],
+    ))
+}
+
+/// The Streamable HTTP settings both MCP surfaces share: the Host names and Origins of the site
+/// (its listening address and its public origin; DNS-rebinding protection), and the body limit.
+fn service_config(site: &Site) -> StreamableHttpServerConfig {
+    let local = site.local;
+    let origins = [
+        format!("http://{local}"),
+        format!("http://localhost:{}", local.port()),
+        site.public.origin().ascii_serialization(),
+    ];
+    let mut hosts = vec![
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "::1".to_owned(),
+        local.ip().to_string(),
+    ];
+    hosts.extend(site.public.host_str().map(str::to_owned));
     StreamableHttpServerConfig::default()
-        .with_allowed_hosts([
-            "localhost".to_owned(),
-            "127.0.0.1".to_owned(),
-            "::1".to_owned(),
-            local.ip().to_string(),
-        ])
+        .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
         .with_max_request_body_bytes(MAX_REQUEST_BYTES)
 }
@@ -169,12 +260,12 @@ fn challenge(status: StatusCode, value: &str, message: &str) -> Response {
     r
 }
 
-fn invalid_key() -> Response {
-    challenge(
-        StatusCode::UNAUTHORIZED,
-        r#"Bearer realm="ahp", error="invalid_token""#,
-        "unknown or revoked API key",
-    )
+impl Gate {
+    /// `401`: a credential is needed (`refused`: the one presented was refused, and why).
+    fn unauthorized(&self, refused: Option<&str>, message: &str) -> Response {
+        let value = metadata::unauthorized(&self.oauth, &self.tools.surface(), refused);
+        challenge(StatusCode::UNAUTHORIZED, &value, message)
+    }
 }
 
 /// Whether `key` has the shape of an API key: [`API_KEY_PREFIX`], then lowercase hex, at most
@@ -198,23 +289,30 @@ async fn authorize(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
         .map(str::trim)
         .map(str::to_owned);
     let Some(key) = key else {
-        return challenge(
-            StatusCode::UNAUTHORIZED,
-            r#"Bearer realm="ahp""#,
-            "an API key is required (Authorization: Bearer …)",
-        );
+        return gate.unauthorized(None, "an API key or access token is required (Authorization: Bearer …)");
     };
-    // The cheap check first: a string that cannot be a key costs no blocking thread, no store
-    // lock and no hash, however many of them arrive.
-    if !has_key_shape(&key) {
-        return invalid_key();
-    }
-    let store = gate.store.clone();
-    let principal = tokio::task::spawn_blocking(move || Some(store.locked().authenticate(&key))).await;
-    let principal = match principal {
-        Ok(Some(Ok(Some(p)))) => p,
-        Ok(Some(Ok(None))) => return invalid_key(),
-        _ => return (StatusCode::INTERNAL_SERVER_ERROR, "the store is unavailable").into_response(),
+    // The cheap checks first: a string that can be neither a key nor a token costs no blocking
+    // thread, no store lock and no hash, however many of them arrive.
+    let principal = if has_key_shape(&key) {
+        let store = gate.store.clone();
+        let principal = tokio::task::spawn_blocking(move || Some(store.locked().authenticate(&key))).await;
+        match principal {
+            Ok(Some(Ok(Some(p)))) => p,
+            Ok(Some(Ok(None))) => {
+                return gate.unauthorized(Some("unknown or revoked API key"), "unknown or revoked API key");
+            }
+            _ => return (StatusCode::INTERNAL_SERVER_ERROR, "the store is unavailable").into_response(),
+        }
+    } else if has_jwt_shape(&key) {
+        match gate.oauth.authenticate(&key, gate.tools.surface().path).await {
+            Ok(p) => p,
+            Err(Refusal::Invalid(why)) => {
+                return gate.unauthorized(Some(&why), &format!("access token refused: {why}"));
+            }
+            Err(Refusal::Unavailable(why)) => return (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
+        }
+    } else {
+        return gate.unauthorized(Some("neither an API key nor a JWT"), "unknown or revoked API key");
     };
     let (parts, body) = req.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_REQUEST_BYTES).await {
@@ -229,7 +327,7 @@ async fn authorize(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
     };
     for scope in required_scopes(gate.tools, &bytes) {
         if !principal.has(scope) {
-            let value = format!(r#"Bearer realm="ahp", error="insufficient_scope", scope="{scope}""#);
+            let value = metadata::insufficient_scope(&gate.oauth, &gate.tools.surface(), &[scope]);
             return challenge(
                 StatusCode::FORBIDDEN,
                 &value,
@@ -238,9 +336,10 @@ async fn authorize(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
         }
     }
     if principal.scopes.is_empty() {
+        let surface = gate.tools.surface();
         return challenge(
             StatusCode::FORBIDDEN,
-            r#"Bearer realm="ahp", error="insufficient_scope""#,
+            &metadata::insufficient_scope(&gate.oauth, &surface, surface.scopes),
             "no scopes",
         );
     }
@@ -311,12 +410,19 @@ mod shape_tests {
             .route("/mcp", post(|| async { "reached" }))
             .layer(middleware::from_fn_with_state(
                 Arc::new(Gate {
+                    oauth: test_oauth(&store),
                     store,
                     auth: Auth::Keys,
                     tools: ToolSet::Transfers,
                 }),
                 authorize,
             ))
+    }
+
+    /// The resource server of a test site.
+    pub(super) fn test_oauth(store: &SharedStore) -> Arc<ResourceServer> {
+        let public = url::Url::parse("http://127.0.0.1:7070").unwrap();
+        Arc::new(ResourceServer::new(&public, store.clone()).unwrap())
     }
 
     fn request(key: &str) -> Request {
@@ -402,8 +508,9 @@ mod route_tests {
         routes(
             any(|| async { "transfers" }),
             any(|| async { "conversations" }),
-            store,
+            store.clone(),
             Auth::Keys,
+            super::shape_tests::test_oauth(&store),
         )
     }
 

@@ -1,4 +1,5 @@
-//! Who is calling an MCP surface: the API key the router's gate authenticated, read off the
+//! Who is calling an MCP surface: the principal the router's gate authenticated (an API key's, or
+//! an OAuth token subject's: [`super::oauth`]), read off the
 //! request ([`principal_of`]), mapped by [`crate::ops::identity`] (the one mapping, shared with
 //! the console and the CLI). Over HTTP the gate puts the key's [`Principal`] in the request's
 //! extensions; a request without one (stdio, or HTTP with `--auth none`, loopback only) is the

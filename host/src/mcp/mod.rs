@@ -17,6 +17,7 @@ pub mod delegation_tools;
 pub mod http;
 pub mod identity;
 pub mod listener;
+pub mod oauth;
 pub mod schema;
 pub mod scopes;
 pub mod tool_error;

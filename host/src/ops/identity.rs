@@ -1,9 +1,10 @@
-//! Who is calling, as the store knows them: the one mapping from an authenticated API key (or
+//! Who is calling, as the store knows them: the one mapping from an authenticated principal — an
+//! API key's, or an OAuth token subject's (`mcp::oauth`), treated alike — (or
 //! its absence: the local operator) to the transfer owner and the communication caller, for
 //! every surface — the MCP tools (`mcp/identity.rs` reads the key off the request), the
 //! console and the CLI.
 //!
-//! An API key's principal is:
+//! A principal (an API key's or a token subject's; "API key" below stands for both) is:
 //!
 //! - for the transfer tools, the owner [`TransferOwner::ApiKey`] ([`api_key_owner`]);
 //! - for the conversation and delegation operations and the console, the communication
