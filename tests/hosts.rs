@@ -698,3 +698,77 @@ fn a_host_cut_off_from_the_database_mid_turn_calls_nothing_after_the_survivor_cl
     assert_answered_once(&mut db);
     drop((a, b));
 }
+
+/// An `ask_agent` task across hosts: asked at one host, its agent's host frozen and then
+/// killed (`kill -9`) before the reply; the survivor takes the agent over and its reply
+/// completes the task — read at either host, the same, once. Then a second question asked
+/// while the agent moves live to the other host: again one reply, one completion, readable
+/// at both.
+#[test]
+fn an_ask_agent_task_survives_a_kill_and_a_live_move_and_ends_once() {
+    let Some(c) = cluster(2) else { return };
+    let rt = runtime();
+    let (a, b) = (c.start(0, "host-a"), c.start(1, "host-b"));
+    let (ta, xa) = rt.block_on(activate(&a.url()));
+    rt.block_on(activate(&b.url()));
+    let cv = rt.block_on(open(&a.url(), &xa));
+    let ask = |url: &str, body: &str, key: &str| {
+        let args = json!({"conversationId": cv, "body": body, "idempotencyKey": key});
+        let r = rt.block_on(crate::common::call_declaring_tasks(
+            &format!("{url}/conversations"),
+            None,
+            "ask_agent",
+            args,
+        ));
+        assert_eq!(r["result"]["resultType"], "task", "{r}");
+        r["result"]["taskId"].as_str().unwrap().to_owned()
+    };
+    let get = |url: &str, id: &str| {
+        rt.block_on(crate::common::task_ended(
+            &format!("{url}/conversations"),
+            None,
+            id,
+            LEASE + TAKEOVER_MARGIN + Duration::from_secs(20),
+        ))["result"]
+            .clone()
+    };
+
+    // Host A (the agent's) stops answering, the question is asked at B, then A dies.
+    a.signal("-STOP");
+    let first = ask(&b.url(), "while its host is frozen", "q1");
+    a.signal("-KILL");
+    let at_b = get(&b.url(), &first);
+    assert_eq!(at_b["status"], "completed", "{at_b}");
+    assert_eq!(
+        at_b["result"]["structuredContent"]["reply"]["body"],
+        "echo: while its host is frozen"
+    );
+    let mut db = c.sql();
+    assert_eq!(carrier(&mut db, &ta).as_deref(), Some("host-b"));
+    drop(a);
+    // A comes back (a new process, taking its id over): the same task, the same answer.
+    let a = c.start_with(0, "host-a", &c.database, &["--take-over"]);
+    assert_eq!(get(&a.url(), &first), at_b);
+
+    // A question asked while the agent moves live from B to A.
+    let second = ask(&b.url(), "during the move", "q2");
+    let moved = c.ahp(1, &["agent", "move", &xa, "--to", "host-a"]);
+    assert!(moved.contains("host-a"), "{moved}");
+    let at_a = get(&a.url(), &second);
+    assert_eq!(
+        at_a["result"]["structuredContent"]["reply"]["body"],
+        "echo: during the move"
+    );
+    assert_eq!(get(&b.url(), &second), at_a);
+
+    // Each task ended exactly once; each question has one reply.
+    let ends: Vec<i64> = db
+        .query("SELECT ends FROM mcp_tasks ORDER BY created_at", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ends, [1, 1]);
+    assert_answered_once(&mut db);
+    drop((a, b));
+}

@@ -20,3 +20,4 @@ mod mcp_delegation;
 mod mcp_http;
 mod mcp_routes;
 mod mcp_stdio;
+mod mcp_tasks;

@@ -183,7 +183,7 @@ async fn every_delegation_tool_over_http_matches_its_output_schema() {
     let server = serve(dir.path());
     let url = format!("{}/conversations", server.url);
     let s = Checked::new(&url, &alice).await;
-    assert_eq!(s.schemas.len(), 26, "{:?}", s.schemas.keys());
+    assert_eq!(s.schemas.len(), 27, "{:?}", s.schemas.keys());
     for t in TOOLS {
         assert!(s.schemas.contains_key(t), "{t} is not listed");
     }

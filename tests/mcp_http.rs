@@ -79,11 +79,11 @@ pub(crate) fn principal(dir: &Path, name: &str, scopes: &[&str]) -> String {
 
 const STATELESS: &str = "2026-07-28";
 
-fn meta() -> Value {
+fn meta(capabilities: Value) -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": STATELESS,
         "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {}
+        "io.modelcontextprotocol/clientCapabilities": capabilities
     })
 }
 
@@ -95,8 +95,21 @@ pub(crate) async fn stateless(
     name: Option<&str>,
     params: Value,
 ) -> reqwest::Response {
+    stateless_with(url, key, method, name, params, json!({})).await
+}
+
+/// [`stateless`] from a client declaring `capabilities` (e.g. the tasks extension); `name` is
+/// the tool of a `tools/call` or the task of a `tasks/*` (the `Mcp-Name` header).
+pub(crate) async fn stateless_with(
+    url: &str,
+    key: Option<&str>,
+    method: &str,
+    name: Option<&str>,
+    params: Value,
+    capabilities: Value,
+) -> reqwest::Response {
     let mut params = params;
-    params["_meta"] = meta();
+    params["_meta"] = meta(capabilities);
     let mut req = reqwest::Client::new()
         .post(url)
         .header("Content-Type", "application/json")

@@ -17,6 +17,8 @@
 
 use std::time::Duration;
 
+use ahp_store::conversation::CommunicationPrincipal;
+use ahp_store::conversation::mcp_task::McpTask;
 use ahp_store::{ActivationEnd, ActivationWrites, AgentBinding, Bind, Transfer};
 
 use crate::Error;
@@ -76,6 +78,18 @@ fn run(
     lease: Option<Duration>,
 ) -> Result<(RunReport, Option<AgentBinding>), sandbox::Error> {
     let t = store.locked().begin_activation(transfer, token)?;
+    resume(store, sandboxes, t, lease)
+}
+
+/// The rest of an activation whose `begin_activation` committed (`t`): resume the guest in a
+/// fresh sandbox, then complete (and bind, with `lease`) or fail it.
+fn resume(
+    store: &SharedStore,
+    sandboxes: &Sandboxes,
+    t: Transfer,
+    lease: Option<Duration>,
+) -> Result<(RunReport, Option<AgentBinding>), sandbox::Error> {
+    let transfer = t.id.as_str();
     let mut sandbox = match sandboxes.prepare(&t) {
         Ok(s) => s,
         Err(e) => {
@@ -170,8 +184,53 @@ impl Host {
     /// As [`activate`].
     pub fn activate(&self, transfer: &str, token: &str) -> Result<RunReport, sandbox::Error> {
         let _activating = self.agents().activating(transfer);
-        let (mut report, bound) =
-            activate_and_bind(self.store(), self.sandboxes(), transfer, token, agents::CARRIER_LEASE)?;
+        let t = self.store().locked().begin_activation(transfer, token)?;
+        self.resume_begun(t)
+    }
+
+    /// [`activate`](Self::activate) answered with an MCP task of `owner` (the tasks extension):
+    /// the activation begins — the token consumed, the task created, in one commit — and the
+    /// guest resumes on a thread of its own while the caller returns the task. The activation's
+    /// end (or, should this process die first, the next start's sweep of interrupted
+    /// activations) ends the task in its commit.
+    ///
+    /// # Errors
+    ///
+    /// What `begin_activation` refuses (token, state; nothing changed), and the owner's task
+    /// bound.
+    pub fn activate_as_task(
+        &self,
+        transfer: &str,
+        token: &str,
+        owner: &CommunicationPrincipal,
+    ) -> Result<McpTask, Error> {
+        let (t, task) = self.store().locked().begin_activation_tracked(transfer, token, owner)?;
+        let host = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("ahp-activation".into())
+            .spawn(move || {
+                let _activating = host.agents().activating(&t.id);
+                let id = t.id.clone();
+                if let Err(e) = host.resume_begun(t) {
+                    tracing::warn!(transfer = %id, error = %e, "the activation a task stands for failed");
+                }
+            });
+        if let Err(e) = spawned {
+            let failed = ActivationEnd::Failed {
+                reason: format!("the activation could not start: {e}"),
+            };
+            self.store()
+                .locked()
+                .end_activation(transfer, &failed, &ActivationWrites::default())?;
+        }
+        Ok(task)
+    }
+
+    /// The rest of [`activate`](Self::activate) once its `begin_activation` committed.
+    fn resume_begun(&self, t: Transfer) -> Result<RunReport, sandbox::Error> {
+        let transfer = t.id.clone();
+        let transfer = transfer.as_str();
+        let (mut report, bound) = resume(self.store(), self.sandboxes(), t, Some(agents::CARRIER_LEASE))?;
         if report.outcome.failure_reason().is_none() {
             // Bound in the completing commit, or (that refused, or the transfer not active) now.
             let bound = match bound {

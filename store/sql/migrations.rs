@@ -22,4 +22,5 @@ migrations![
     16 "0016_delivery_tries.sql",
     17 "0017_turn_spend.sql",
     18 "0018_token_issuers.sql",
+    19 "0019_mcp_tasks.sql",
 ]

@@ -23,6 +23,8 @@ use serde_json::json;
 use crate::binding;
 use crate::budget::{self, Budget, MAX_BUDGET_MICRO_USD};
 use crate::clock::Timestamp;
+use crate::conversation::CommunicationPrincipal;
+use crate::conversation::mcp_task::{self, Awaited, McpTask, McpTaskStatus};
 use crate::db::Store;
 use crate::error::{Error, Result};
 use crate::event::{self, EventKind};
@@ -210,8 +212,44 @@ impl Store {
     /// (a checksum binding that does not match is
     /// [`TokenRefusal::Binding`](crate::TokenRefusal::Binding)).
     pub fn begin_activation(&mut self, transfer: &str, token: &str) -> Result<Transfer> {
+        Ok(self.begin_activation_as(transfer, token, None)?.0)
+    }
+
+    /// [`begin_activation`](Self::begin_activation), and the MCP task of `owner` that waits for
+    /// the activation's end ([`mcp_task`]), created in the same commit:
+    /// however the activation ends (completed, failed, interrupted by a crash, the transfer
+    /// terminated or expired), the commit that ends it ends the task.
+    ///
+    /// # Errors
+    ///
+    /// As `begin_activation`; [`Error::Conversation`]-wrapped `LimitReached` at the principal's
+    /// MCP task bound.
+    pub fn begin_activation_tracked(
+        &mut self,
+        transfer: &str,
+        token: &str,
+        owner: &CommunicationPrincipal,
+    ) -> Result<(Transfer, McpTask)> {
+        let (t, task) = self.begin_activation_as(transfer, token, Some(owner))?;
+        Ok((t, task.expect("a tracked begin creates its task")))
+    }
+
+    /// `begin_activation`, creating the MCP task of `track` when given.
+    fn begin_activation_as(
+        &mut self,
+        transfer: &str,
+        token: &str,
+        track: Option<&CommunicationPrincipal>,
+    ) -> Result<(Transfer, Option<McpTask>)> {
         let host = self.host_id.clone();
-        self.step(transfer, Operation::BeginActivation, |key, tx, t, to, now| {
+        let mut tracked = None;
+        let t = self.step(transfer, Operation::BeginActivation, |key, tx, t, to, now| {
+            if let Some(owner) = track {
+                let awaited = Awaited::Activation {
+                    transfer: transfer.to_owned(),
+                };
+                tracked = Some(mcp_task::create_in(tx, owner, "activate", &awaited, now)?);
+            }
             let requested = Requested::Activate { checksum: &t.checksum };
             token::verify_and_consume(tx, key, token, transfer, requested, now)?;
             move_to(tx, t, to, now)?;
@@ -225,7 +263,8 @@ impl Store {
                 now,
                 json!({ "component": t.component }),
             )
-        })
+        })?;
+        Ok((t, tracked))
     }
 
     /// Fails every activation left in progress by a host that stopped mid-activation (a crash,
@@ -381,6 +420,13 @@ pub(crate) fn move_to(tx: &Tx<'_>, t: &Transfer, to: Phase, now: Timestamp) -> R
     }
     if to.status != t.status {
         binding::unbind(tx, t, to.status, now)?;
+    }
+    if t.activating && !to.activating {
+        // However the activation ends — completed, failed, interrupted, expired, terminated —
+        // the MCP tasks waiting for it end in this commit.
+        let awaited = Awaited::Activation { transfer: t.id.clone() };
+        let said = format!("the activation ended: the transfer is {}", to.status.as_str());
+        mcp_task::end_awaiting(tx, &awaited, McpTaskStatus::Completed, Some(&said), now)?;
     }
     Ok(())
 }

@@ -25,6 +25,10 @@ pub(crate) fn run(dir: &DataDir, args: ReapArgs) -> anyhow::Result<()> {
     for id in store.reap_expired(now, args.ttl)? {
         println!("{id} expired (not activated within the TTL)");
     }
+    let tasks = store.reap_mcp_tasks()?;
+    if tasks > 0 {
+        println!("{tasks} MCP tasks deleted (past their TTL)");
+    }
     Ok(())
 }
 

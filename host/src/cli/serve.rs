@@ -455,10 +455,11 @@ async fn reap_forever(store: SharedStore, agents: Arc<Agents>, every: Duration, 
     loop {
         tick.tick().await;
         let store = store.clone();
-        let swept = tokio::task::spawn_blocking(move || -> ahp_store::Result<(Vec<String>, Vec<String>)> {
+        let swept = tokio::task::spawn_blocking(move || -> ahp_store::Result<(Vec<String>, Vec<String>, usize)> {
             let mut s = store.locked();
             let now = s.now();
-            Ok((s.reap_insolvent(now, grace)?, s.reap_expired(now, ttl)?))
+            let (terminated, expired) = (s.reap_insolvent(now, grace)?, s.reap_expired(now, ttl)?);
+            Ok((terminated, expired, s.reap_mcp_tasks()?))
         })
         .await;
         let a = agents.clone();
@@ -502,12 +503,15 @@ async fn reap_forever(store: SharedStore, agents: Arc<Agents>, every: Duration, 
             tracing::info!(parked = parked.len(), "parked idle agents' sandboxes");
         }
         match swept {
-            Ok(Ok((terminated, expired))) => {
+            Ok(Ok((terminated, expired, tasks))) => {
                 for id in terminated {
                     tracing::info!(transfer = %id, "terminated: insolvent past the grace period");
                 }
                 for id in expired {
                     tracing::info!(transfer = %id, "expired: not activated within the TTL");
+                }
+                if tasks > 0 {
+                    tracing::info!(tasks, "deleted MCP tasks past their TTL");
                 }
             }
             Ok(Err(e)) => tracing::error!("reaper sweep failed: {e}"),

@@ -35,9 +35,12 @@ pub enum ClientError {
         /// Whether the connection was up when the deadline passed.
         sent: bool,
     },
-    /// The response passed the byte bound.
-    #[error("the server's response is larger than the bound")]
-    TooLarge,
+    /// The response passed the byte bound (`limit` bytes).
+    #[error("the server's response is larger than {limit} bytes")]
+    TooLarge {
+        /// The bound.
+        limit: usize,
+    },
     /// The connection failed after the request was sent (a cut response).
     #[error("the server's response was cut: {0}")]
     Cut(String),
@@ -49,7 +52,7 @@ impl ClientError {
         match self {
             Self::NotSent(_) => false,
             Self::Timeout { sent } => *sent,
-            Self::TooLarge | Self::Cut(_) => true,
+            Self::TooLarge { .. } | Self::Cut(_) => true,
         }
     }
 }
@@ -182,7 +185,7 @@ async fn run(exchange: Exchange<'_>, sent: &AtomicBool) -> Result<(u16, Vec<u8>)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
         .is_some_and(|n| n > max as u64)
     {
-        return Err(ClientError::TooLarge);
+        return Err(ClientError::TooLarge { limit: max });
     }
     let mut body = response.into_body();
     let mut read = Vec::new();
@@ -190,7 +193,7 @@ async fn run(exchange: Exchange<'_>, sent: &AtomicBool) -> Result<(u16, Vec<u8>)
         let frame = frame.map_err(|e| ClientError::Cut(e.to_string()))?;
         if let Some(data) = frame.data_ref() {
             if read.len() + data.len() > max {
-                return Err(ClientError::TooLarge);
+                return Err(ClientError::TooLarge { limit: max });
             }
             read.extend_from_slice(data);
         }

@@ -342,7 +342,7 @@ impl Gateway {
             }
         };
         match result {
-            Err(e @ (ClientError::TooLarge | ClientError::Cut(_))) => Err(Error::ProviderError(Failure {
+            Err(e @ (ClientError::TooLarge { .. } | ClientError::Cut(_))) => Err(Error::ProviderError(Failure {
                 message: e.to_string(),
                 charged_micro_usd: charged,
             })),

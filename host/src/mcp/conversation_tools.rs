@@ -24,16 +24,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ahp_store::Store;
-use ahp_store::conversation::{Caller, IdempotencyKey, NewConversation, NewMessage};
+use ahp_store::conversation::{Acting, Caller, IdempotencyKey, NewConversation, NewMessage};
+use rmcp::ErrorData as McpError;
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::IntoCallToolResult;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{Extensions, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolResponse, CancelTaskParams, Extensions, GetTaskParams, GetTaskResult, Implementation, ServerCapabilities,
+    ServerConfig, UpdateTaskParams,
+};
+use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
 
 use super::arguments::{acting, actor, page};
 use super::changed::Changed;
 use super::conversation_schema::*;
 use super::identity::{api_key_caller, operator_caller, principal_of};
+use super::tasks::{self, Asker};
 pub use super::tool_error::ToolError;
 use crate::carrier::{Carriers, NoCarriers};
 use crate::ops::Page;
@@ -124,6 +131,21 @@ impl ConversationTools {
             .await
             .map_err(|e| ToolError::new("internal", format!("internal error: {e}")))?
     }
+}
+
+/// How long a synchronous `ask_agent` waits for the reply.
+pub const ASK_WAIT: Duration = Duration::from_secs(60);
+/// How often it looks (one indexed read of the task's row on a blocking thread): the reply is
+/// seen within this of its commit, on whichever host the agent answered.
+const ASK_POLL: Duration = Duration::from_millis(25);
+
+/// A structured result as a complete tool answer.
+pub(super) fn complete<T: serde::Serialize + schemars::JsonSchema + 'static>(value: T) -> CallToolResponse {
+    Json(value).into_call_tool_result().unwrap_or_else(|e| {
+        CallToolResponse::Complete(rmcp::model::CallToolResult::error(vec![
+            rmcp::model::ContentBlock::text(e.message.to_string()),
+        ]))
+    })
 }
 
 #[tool_router]
@@ -360,6 +382,67 @@ impl ConversationTools {
         .await
     }
 
+    /// Ask the conversation's agents a question, as the human participant, and answer with an
+    /// agent's reply: the first agent message after it that replies to it or to nothing. A
+    /// client that declares the tasks extension (2026-07-28) gets a task at once, which that
+    /// reply's commit completes; any other waits up to 60 s for the reply (`reply` absent if it
+    /// has not come; the task still ends with it). Retry with the same `idempotencyKey` to ask
+    /// nothing new.
+    #[tool(
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
+        output_schema = rmcp::handler::server::common::schema_for_output::<AskAgentResult>()
+    )]
+    async fn ask_agent(
+        &self,
+        ctx: RequestContext<RoleServer>,
+        Parameters(a): Parameters<AskAgentArgs>,
+    ) -> Result<CallToolResponse, ToolError> {
+        let as_task = tasks::answers_with_task(&ctx);
+        let (question, task) = self
+            .ops(&ctx.extensions, move |ops, c| {
+                let new = NewMessage {
+                    conversation: a.conversation_id,
+                    acting: Acting::Human,
+                    body: a.body,
+                    reply_to: None,
+                    idempotency: IdempotencyKey::Key(a.idempotency_key),
+                };
+                let (posted, task) = ops.conversations().ask(c, &new)?;
+                Ok((posted.value, task))
+            })
+            .await?;
+        if as_task {
+            return Ok(tasks::created(&task));
+        }
+        let deadline = tokio::time::Instant::now() + ASK_WAIT;
+        loop {
+            let id = task.id.clone();
+            let now = self
+                .run(&ctx.extensions, move |s, c| Ok(s.mcp_task(c.principal(), &id)?))
+                .await?;
+            if let Some(ended) = now.filter(|t| t.status.is_terminal())
+                && let Some(reply) = ended.answer
+            {
+                let (conversation, reply_id) = (question.conversation_id.clone(), reply);
+                let r = self
+                    .ops(&ctx.extensions, move |ops, c| {
+                        Ok(ops.conversations().message(c, &conversation, &reply_id)?)
+                    })
+                    .await?;
+                return Ok(complete(AskAgentResult::answered(&question, &r, &task.id)));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(complete(AskAgentResult::waiting(&question, &task.id)));
+            }
+            tokio::time::sleep(ASK_POLL).await;
+        }
+    }
+
     /// Post a message as the human participant or, with `agentId`, `endpointId` and
     /// `controllerGeneration`, as an agent through its exact endpoint. Identity: `idempotencyKey`,
     /// or `wakeId` + `operationIndex` for a reply from a woken turn. Every other agent
@@ -491,7 +574,7 @@ impl ConversationTools {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for ConversationTools {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
             .with_server_info(Implementation::new("ahp-conversations", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Durable conversations between people and agents: create_agent_identity → attach_agent_endpoint → \
@@ -502,6 +585,38 @@ impl ServerHandler for ConversationTools {
                  complete_agent_task_attempt and the wait wakes you once. Goals (create_goal, checkpoint_goal) \
                  hold a plan across turns. Every mutation that creates something takes an idempotencyKey.",
             )
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let asker = Asker::of(&ctx.extensions);
+        tasks::get(
+            self.store.clone(),
+            tasks::Surface::Conversations,
+            asker,
+            request.task_id,
+        )
+        .await
+    }
+
+    async fn cancel_task(&self, request: CancelTaskParams, ctx: RequestContext<RoleServer>) -> Result<(), McpError> {
+        let asker = Asker::of(&ctx.extensions);
+        let surface = tasks::Surface::Conversations;
+        tasks::cancel(self.store.clone(), self.carriers(), surface, asker, request.task_id).await
+    }
+
+    async fn update_task(&self, request: UpdateTaskParams, ctx: RequestContext<RoleServer>) -> Result<(), McpError> {
+        let asker = Asker::of(&ctx.extensions);
+        tasks::update(
+            self.store.clone(),
+            tasks::Surface::Conversations,
+            asker,
+            request.task_id,
+        )
+        .await
     }
 }
 
@@ -518,7 +633,7 @@ mod tests {
             .into_iter()
             .map(|t| t.name.to_string())
             .collect();
-        assert_eq!(names.len(), 26, "{names:?}");
+        assert_eq!(names.len(), 27, "{names:?}");
         let schemaless: Vec<_> = tools
             .tool_router
             .list_all()

@@ -19,7 +19,8 @@
 use ahp_store::conversation::Acting;
 use ahp_store::delegation::{GoalCheckpoint, NewGoal, NewTask, NewWait, TaskCompletion, TaskQuery};
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::Extensions;
+use rmcp::model::{CallToolResponse, Extensions};
+use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{Json, tool, tool_router};
 
 use super::arguments::{acting, actor, page};
@@ -27,6 +28,7 @@ use super::changed::Changed;
 use super::conversation_tools::ConversationTools;
 use super::delegation_schema::*;
 pub use super::scopes::DELEGATION_READ_TOOLS as READ_TOOLS;
+use super::tasks;
 use super::tool_error::ToolError;
 
 /// The [`Acting`] of optional agent arguments (all three or none).
@@ -39,18 +41,26 @@ impl ConversationTools {
     /// Create an Agent Task (`tsk_…`) for an agent of the caller, as the owner or as one of its
     /// agents (the creator). With `start` (default) its first attempt starts at once and the
     /// assignee gets an `agent_task_attempt` wake. At most 64 unfinished tasks per assignee.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = true,
-        open_world_hint = false
-    ))]
+    ///
+    /// A client that declares the tasks extension (2026-07-28) gets an MCP task that the agent
+    /// task's terminal state completes (with the agent task as it then is); `tasks/cancel`
+    /// cancels an agent task no attempt has started.
+    #[tool(
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        ),
+        output_schema = rmcp::handler::server::common::schema_for_output::<Changed<TaskResult>>()
+    )]
     async fn create_agent_task(
         &self,
-        ext: Extensions,
+        ctx: RequestContext<RoleServer>,
         Parameters(a): Parameters<CreateTaskArgs>,
-    ) -> Result<Json<Changed<TaskResult>>, ToolError> {
-        self.ops(&ext, move |ops, c| {
+    ) -> Result<CallToolResponse, ToolError> {
+        let track = tasks::answers_with_task(&ctx);
+        self.ops(&ctx.extensions, move |ops, c| {
             let who = who(a.acting)?;
             let new = NewTask {
                 assignee: a.assignee_agent_id,
@@ -59,8 +69,18 @@ impl ConversationTools {
                 goal: a.goal_id,
                 start: a.start.unwrap_or(true),
             };
-            let m = ops.delegation().create_task(c, &who, &new, &a.idempotency_key)?;
-            Ok(Json(Changed::of(&m)))
+            let m = ops
+                .delegation()
+                .create_task_tracked(c, &who, &new, &a.idempotency_key, track)?;
+            if let (true, Some(task)) = (track, &m.value.1) {
+                return Ok(tasks::created(task));
+            }
+            let changed = Changed::<TaskResult> {
+                resource: (&m.value.0).into(),
+                replayed: m.replayed,
+                state_changed: m.state_changed,
+            };
+            Ok(super::conversation_tools::complete(changed))
         })
         .await
     }

@@ -348,8 +348,10 @@ async fn authorize(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> R
     next.run(req).await
 }
 
-/// The scopes a JSON-RPC message (or batch) needs: one per `tools/call`, by tool name. Other
-/// methods (initialize, tools/list, ping, …) need only an authenticated principal. A body that
+/// The scopes a JSON-RPC message (or batch) needs: one per `tools/call`, by tool name; the
+/// surface's read scope for `tasks/get`, its write scope for `tasks/cancel` and `tasks/update`
+/// (`transfer:write`, `communication:manage`). Other methods (initialize, tools/list, ping, …)
+/// need only an authenticated principal. A body that
 /// is not JSON needs nothing here; rmcp rejects it.
 fn required_scopes(tools: ToolSet, body: &[u8]) -> Vec<ApiScope> {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
@@ -361,8 +363,14 @@ fn required_scopes(tools: ToolSet, body: &[u8]) -> Vec<ApiScope> {
     };
     messages
         .iter()
-        .filter(|m| m["method"] == "tools/call")
-        .map(|m| tools.scope_of(m["params"]["name"].as_str().unwrap_or_default()))
+        .filter_map(|m| match m["method"].as_str()? {
+            "tools/call" => Some(tools.scope_of(m["params"]["name"].as_str().unwrap_or_default())),
+            // A task's result is what its tool returned: reading it needs the surface's read
+            // scope, cancelling it its write scope.
+            "tasks/get" => Some(tools.surface().scopes[0]),
+            "tasks/cancel" | "tasks/update" => Some(tools.surface().scopes[1]),
+            _ => None,
+        })
         .collect()
 }
 
@@ -388,10 +396,17 @@ mod tests {
             [ApiScope::TransferRead, ApiScope::TransferWrite, ApiScope::TransferMeter]
         );
         assert!(required_scopes(ToolSet::Transfers, b"not json").is_empty());
+        let method = |m: &str| json!({"jsonrpc": "2.0", "id": 1, "method": m, "params": {"taskId": "mtk_x"}});
+        assert_eq!(scopes(method("tasks/get")), [ApiScope::TransferRead]);
+        assert_eq!(scopes(method("tasks/cancel")), [ApiScope::TransferWrite]);
+        assert_eq!(scopes(method("tasks/update")), [ApiScope::TransferWrite]);
         let conv = |v: serde_json::Value| required_scopes(ToolSet::Conversations, v.to_string().as_bytes());
         assert_eq!(conv(call("read_conversation")), [ApiScope::CommunicationRead]);
         assert_eq!(conv(call("post_message")), [ApiScope::CommunicationManage]);
         assert_eq!(conv(call("get_status")), [ApiScope::CommunicationManage]);
+        assert_eq!(conv(call("ask_agent")), [ApiScope::CommunicationManage]);
+        assert_eq!(conv(method("tasks/get")), [ApiScope::CommunicationRead]);
+        assert_eq!(conv(method("tasks/cancel")), [ApiScope::CommunicationManage]);
     }
 }
 

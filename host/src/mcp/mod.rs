@@ -20,6 +20,7 @@ pub mod listener;
 pub mod oauth;
 pub mod schema;
 pub mod scopes;
+pub mod tasks;
 pub mod tool_error;
 pub mod transfer_tools;
 

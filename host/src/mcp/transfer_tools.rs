@@ -17,16 +17,24 @@
 //! `activate` are authorized by the operator's token for the transfer instead.
 
 use crate::shared_store::{SharedStore, StoreLock};
+use std::sync::Arc;
 
 use ahp_store::{ApiScope, Transfer};
+use rmcp::ErrorData as McpError;
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::IntoCallToolResult;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{Extensions, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolResponse, CancelTaskParams, Extensions, GetTaskParams, GetTaskResult, Implementation, ServerCapabilities,
+    ServerConfig, UpdateTaskParams,
+};
+use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
 
 use super::identity::transfer_owner;
 use super::schema::*;
-use crate::carrier::NoCarriers;
+use super::tasks::{self, Asker};
+use crate::carrier::{Carriers, NoCarriers};
 use crate::host::Host;
 use crate::ops::{Ops, Transfers};
 
@@ -169,21 +177,44 @@ impl TransferTools {
     /// Resume the guest at the destination; returns status `active` only after the guest's
     /// resume succeeded — the irreversible step: stop the source loop only after seeing it.
     /// Requires a single-use `activate` token for the transfer.
-    #[tool(annotations(
-        read_only_hint = false,
-        destructive_hint = false,
-        idempotent_hint = false,
-        open_world_hint = false
-    ))]
-    async fn activate(&self, Parameters(a): Parameters<ActivateArgs>) -> Result<Json<TransferResult>, String> {
+    ///
+    /// A client that declares the tasks extension (2026-07-28) gets a task at once: the token is
+    /// consumed and the task created in one commit, the guest resumes meanwhile, and the
+    /// activation's end (or the next start's sweep, should this host die first) completes it.
+    #[tool(
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        ),
+        output_schema = rmcp::handler::server::common::schema_for_output::<TransferResult>()
+    )]
+    async fn activate(
+        &self,
+        ctx: RequestContext<RoleServer>,
+        Parameters(a): Parameters<ActivateArgs>,
+    ) -> Result<CallToolResponse, String> {
         // The sandbox takes the store lock itself, around each commit, and never while the guest
         // runs: activation must not hold it.
         let host = self.host.clone();
+        if tasks::answers_with_task(&ctx) {
+            let asker = Asker::of(&ctx.extensions);
+            let task = tokio::task::spawn_blocking(move || {
+                host.activate_as_task(&a.transfer_id, &a.token, asker.caller.principal())
+                    .map_err(|e| e.to_string())
+            })
+            .await
+            .map_err(|e| format!("internal error: {e}"))??;
+            return Ok(tasks::created(&task));
+        }
         tokio::task::spawn_blocking(move || {
             let t = host
                 .activate_checked(&a.transfer_id, &a.token)
                 .map_err(|e| e.to_string())?;
-            Ok(Json(TransferResult::from(&t)))
+            Json(TransferResult::from(&t))
+                .into_call_tool_result()
+                .map_err(|e| e.message.to_string())
         })
         .await
         .map_err(|e| format!("internal error: {e}"))?
@@ -241,12 +272,45 @@ impl TransferTools {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for TransferTools {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
             .with_server_info(Implementation::new("ahp", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Moves a running agent session to a metered, sandboxed destination: snapshot_state → \
                  provision_runtime (token) → push_state → activate (token) → report_usage; get_status reads. \
                  Tokens are minted by the operator (`ahp token issue`), never by a tool.",
             )
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let asker = Asker::of(&ctx.extensions);
+        tasks::get(
+            self.host.store().clone(),
+            tasks::Surface::Transfers,
+            asker,
+            request.task_id,
+        )
+        .await
+    }
+
+    async fn cancel_task(&self, request: CancelTaskParams, ctx: RequestContext<RoleServer>) -> Result<(), McpError> {
+        let asker = Asker::of(&ctx.extensions);
+        let carriers: Arc<dyn Carriers> = self.host.agents().clone();
+        let store = self.host.store().clone();
+        tasks::cancel(store, carriers, tasks::Surface::Transfers, asker, request.task_id).await
+    }
+
+    async fn update_task(&self, request: UpdateTaskParams, ctx: RequestContext<RoleServer>) -> Result<(), McpError> {
+        let asker = Asker::of(&ctx.extensions);
+        tasks::update(
+            self.host.store().clone(),
+            tasks::Surface::Transfers,
+            asker,
+            request.task_id,
+        )
+        .await
     }
 }

@@ -6,6 +6,7 @@
 //! the surface itself.
 
 use ahp_store::Store;
+use ahp_store::conversation::mcp_task::McpTask;
 use ahp_store::conversation::{
     Acting, AgentActor, Bootstrap, Caller, Conversation, ConversationResult as Result, Delivery, DispatchTicket,
     Mutation, NewMessage, Posted, TranscriptMessage, Wake,
@@ -58,6 +59,27 @@ impl<'a> Conversations<'a> {
     pub fn post(&mut self, caller: &Caller, new: &NewMessage) -> Result<Posted> {
         self.0.renew(caller, &new.acting)?;
         super::posting::post(self.0.store, self.0.carriers, caller, new)
+    }
+
+    /// Asks the conversation's agents a question as the human: the post, and the caller's MCP
+    /// task that an agent's reply ends, in one commit (the store's `ask_agent`).
+    ///
+    /// # Errors
+    ///
+    /// As `ask_agent`.
+    pub fn ask(&mut self, caller: &Caller, new: &NewMessage) -> Result<(Posted, McpTask)> {
+        let (posted, task) = self.0.store.ask_agent(caller, new)?;
+        self.0.carriers.schedule_woken(&posted.woken);
+        Ok((posted, task))
+    }
+
+    /// One message of a conversation the caller may read, as the human.
+    ///
+    /// # Errors
+    ///
+    /// As `read_message`.
+    pub fn message(&mut self, caller: &Caller, conversation: &str, id: &str) -> Result<TranscriptMessage> {
+        self.0.store.read_message(caller, conversation, id)
     }
 
     /// [`post`](Self::post) for an agent in its turn: the deliveries the turn consumed and the

@@ -4,6 +4,7 @@
 //! (`interfaces/delegation.rs`).
 
 use ahp_store::Store;
+use ahp_store::conversation::mcp_task::McpTask;
 use ahp_store::conversation::{AgentActor, Caller, ConversationResult as Result, Mutation};
 use ahp_store::delegation::{
     Acting, AgentTask, AgentWait, AttentionEvent, Goal, GoalCheckpoint, NewGoal, NewTask, NewWait, TaskAttempt,
@@ -54,6 +55,27 @@ impl<'a> Delegation<'a> {
         key: &str,
     ) -> Result<Mutation<AgentTask>> {
         let m = self.0.store.create_agent_task(caller, acting, new, key)?;
+        self.keyed(caller, acting, m)
+    }
+
+    /// [`create_task`](Self::create_task), answered with the caller's MCP task that ends with
+    /// the agent task (`track`; the store's `create_agent_task_tracked`).
+    ///
+    /// # Errors
+    ///
+    /// As `create_task`, and the caller's MCP task bound.
+    pub fn create_task_tracked(
+        &mut self,
+        caller: &Caller,
+        acting: &Acting,
+        new: &NewTask,
+        key: &str,
+        track: bool,
+    ) -> Result<Mutation<(AgentTask, Option<McpTask>)>> {
+        let m = self
+            .0
+            .store
+            .create_agent_task_tracked(caller, acting, new, key, track)?;
         self.keyed(caller, acting, m)
     }
 

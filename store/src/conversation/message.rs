@@ -20,6 +20,7 @@ use super::delivery;
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::{Check, IdempotencyKey, Mutation, Operation};
 use super::ids::MESSAGE_ID_PREFIX;
+use super::mcp_task::{self, Awaited, McpTask};
 use super::principal::Caller;
 use super::scope::Scope;
 use super::wake;
@@ -255,6 +256,42 @@ impl Store {
     /// id; [`Error::MessageNotFound`] for a consume of a message not delivered to the agent —
     /// each changing nothing.
     pub fn post_message_consuming(&mut self, caller: &Caller, new: &NewMessage, consumes: &[String]) -> Result<Posted> {
+        Ok(self.post(caller, new, consumes, false)?.0)
+    }
+
+    /// Posts `new` as the human (as [`post_message`](Self::post_message)) and, in the same
+    /// commit, creates the caller's MCP task that waits for an agent's reply to it
+    /// ([`mcp_task`]): the next agent message of the conversation that replies to it or to
+    /// nothing ends the task, in that message's commit. A replay returns the original message
+    /// and its task.
+    ///
+    /// # Errors
+    ///
+    /// As `post_message`; [`Error::InvalidInput`] (field `acting`) for an agent author;
+    /// [`Error::LimitReached`] at the caller's MCP task bound.
+    pub fn ask_agent(&mut self, caller: &Caller, new: &NewMessage) -> Result<(Posted, McpTask)> {
+        if new.acting != Acting::Human {
+            return Err(Error::invalid("acting", "a question is asked as the human participant"));
+        }
+        let (posted, task) = self.post(caller, new, &[], true)?;
+        let task = task.ok_or_else(|| {
+            Error::invalid(
+                "idempotencyKey",
+                "this key was used by a post_message, not an ask_agent: use a new key",
+            )
+        })?;
+        Ok((posted, task))
+    }
+
+    /// The post path of [`post_message_consuming`](Self::post_message_consuming) and
+    /// [`ask_agent`](Self::ask_agent) (`ask`: with its MCP task).
+    fn post(
+        &mut self,
+        caller: &Caller,
+        new: &NewMessage,
+        consumes: &[String],
+        ask: bool,
+    ) -> Result<(Posted, Option<McpTask>)> {
         caller.require(Scope::Manage)?;
         new.validate()?;
         delivery::check_consumes(consumes)?;
@@ -269,9 +306,25 @@ impl Store {
             }
             if let Some(id) = check.replay(&tx, caller.principal(), now)? {
                 let original = load_in(&tx, &new.conversation, &id)?;
-                return Ok(Mutation::replayed(original));
+                let asked = if ask {
+                    mcp_task::created_for(&tx, caller.principal(), &question(&original))?
+                } else {
+                    None
+                };
+                return Ok((Mutation::replayed(original), asked));
             }
             let (message, woken) = append(&tx, caller, new, now)?;
+            let asked = if ask {
+                Some(mcp_task::create_in(
+                    &tx,
+                    caller.principal(),
+                    "ask_agent",
+                    &question(&message),
+                    now,
+                )?)
+            } else {
+                None
+            };
             if let Acting::Agent(actor) = &new.acting {
                 delivery::consume_all_in(&tx, actor, consumes, now)?;
                 if let (Some(answered), IdempotencyKey::WakeReply { .. }) = (&new.reply_to, &new.idempotency) {
@@ -280,10 +333,30 @@ impl Store {
             }
             check.record(&tx, caller.principal(), &message.id, now)?;
             tx.commit()?;
-            Ok(Mutation {
+            let posted = Mutation {
                 woken,
                 ..Mutation::changed(message)
-            })
+            };
+            Ok((posted, asked))
+        })
+    }
+
+    /// One message of `conversation`, read as its human participant (what an `ask_agent` task
+    /// reports: the question and the reply).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ConversationNotFound`] outside the caller's reach; [`Error::MessageNotFound`]
+    /// for a message not in it; [`Error::InvalidInput`] for a malformed id;
+    /// [`Error::MissingScope`] without `communication:read`.
+    pub fn read_message(&mut self, caller: &Caller, conversation: &str, id: &str) -> Result<TranscriptMessage> {
+        caller.require(Scope::Read)?;
+        conversation::check_id(conversation)?;
+        check_id(id)?;
+        self.admitted(|s| {
+            let (tx, now) = s.begin_read()?;
+            conversation::authorize(&tx, caller, &Acting::Human, conversation, now)?;
+            load_in(&tx, conversation, id)
         })
     }
 
@@ -320,6 +393,15 @@ impl Store {
             )?;
             rows.map(|r| r?).collect()
         })
+    }
+}
+
+/// What a question `message` waits for: an agent's reply to it.
+fn question(message: &TranscriptMessage) -> Awaited {
+    Awaited::Reply {
+        conversation: message.conversation_id.clone(),
+        question: message.id.clone(),
+        seq: message.seq,
     }
 }
 
@@ -387,6 +469,10 @@ fn append(tx: &Tx<'_>, caller: &Caller, new: &NewMessage, now: Timestamp) -> Res
         &new.reply_to,
         now.as_micros(),
     ))?;
+    if agent.is_some() {
+        // An agent's message answers the questions asked before it (`ask_agent`), in its commit.
+        mcp_task::answer_replies(tx, &conv.id, seq, &id, new.reply_to.as_deref(), now)?;
+    }
     let mut woken = Vec::new();
     for recipient in conversation::agent_ids(tx, &conv.id)? {
         if Some(recipient.as_str()) == agent {

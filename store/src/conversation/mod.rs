@@ -11,7 +11,8 @@
 //!   [`bounds`] (every limit, documented);
 //! - [`principal`]: communication principals (hashed subjects) and [`Caller`]; [`audit`]: the
 //!   domain's audit log, which never holds content, keys or tokens; [`idempotency`]:
-//!   principal-scoped replay of create and post operations;
+//!   principal-scoped replay of create and post operations; [`mcp_task`]: the MCP tasks a tool
+//!   call was answered with, created with their work and ended in the commit that ends it;
 //! - [`agent`]: `agt_…` identities with a revision-checked Agent Card; [`endpoint`]:
 //!   principal-bound attachments with controller generations and leases (the record), and
 //!   `admission`: what may act through one;
@@ -136,6 +137,7 @@ pub mod error;
 pub mod idempotency;
 pub mod ids;
 pub mod listing;
+pub mod mcp_task;
 pub mod message;
 pub mod operator;
 pub mod principal;

@@ -988,3 +988,54 @@ fn an_activate_token_bound_to_a_checksum_activates_only_that_snapshot() {
     let right = bound_to(&f, &checksum);
     assert!(f.store.begin_activation(&t, &right).unwrap().activating);
 }
+
+/// An activation's MCP task is created with its start and ended by whatever ends it: a
+/// completion, a failure, an interruption at restart, a termination.
+#[test]
+fn an_activations_mcp_task_ends_however_the_activation_ends() {
+    use crate::conversation::CommunicationPrincipal;
+    use crate::conversation::mcp_task::McpTaskStatus;
+    let mut f = Fixture::new();
+    let owner = CommunicationPrincipal::from_subject("operator:local").unwrap();
+    let pushed = Phase::settled(TransferStatus::Pushed);
+    let begin = |f: &mut Fixture| {
+        let t = f.transfer_in(pushed);
+        let token = f.token(&t, TokenScope::Activate);
+        let (_, task) = f.store.begin_activation_tracked(&t, &token, &owner).unwrap();
+        assert_eq!((task.status, task.tool.as_str()), (McpTaskStatus::Working, "activate"));
+        (t, task.id)
+    };
+    let read = |f: &mut Fixture, id: &str| f.store.mcp_task(&owner, id).unwrap().unwrap();
+    let (completed, c) = begin(&mut f);
+    let (failed, x) = begin(&mut f);
+    let (stuck, i) = begin(&mut f);
+    let (killed, k) = begin(&mut f);
+    for id in [&c, &x, &i, &k] {
+        assert_eq!(read(&mut f, id).status, McpTaskStatus::Working);
+    }
+    f.store.complete_activation(&completed).unwrap();
+    f.store.fail_activation(&failed, "the guest trapped").unwrap();
+    f.store.fail_interrupted_activations("interrupted").unwrap();
+    assert_eq!(f.store.transfer(&stuck).unwrap().status, TransferStatus::Pushed);
+    for (id, transfer, said) in [
+        (&c, &completed, "active"),
+        (&x, &failed, "pushed"),
+        (&i, &stuck, "pushed"),
+    ] {
+        let task = read(&mut f, id);
+        assert_eq!(
+            (task.status, task.answer.as_deref()),
+            (McpTaskStatus::Completed, Some(transfer.as_str()))
+        );
+        assert!(task.status_message.unwrap().ends_with(said), "{id}");
+    }
+    // The interrupted sweep ended the fourth too (it was in progress); it ends once.
+    assert_eq!(read(&mut f, &k).status, McpTaskStatus::Completed);
+    f.store.terminate(&killed, "gone").unwrap();
+    let ends: i64 = f
+        .store
+        .autocommit()
+        .query_row("SELECT max(ends) FROM mcp_tasks", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ends, 1);
+}

@@ -193,6 +193,19 @@ pub struct PostMessageArgs {
     pub controller_generation: Option<u64>,
 }
 
+/// Arguments of `ask_agent`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AskAgentArgs {
+    /// The conversation (`cv_…`) whose agents are asked.
+    pub conversation_id: String,
+    /// The question, 1 to 65,536 bytes.
+    pub body: String,
+    /// Caller-generated, 1 to 128 printable ASCII characters: a retry with the same key asks
+    /// nothing new and answers with the same question (and its task).
+    pub idempotency_key: String,
+}
+
 /// Arguments of `list_agent_inbox`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -336,6 +336,44 @@ impl From<&TranscriptMessage> for PostMessageResult {
     }
 }
 
+/// What `ask_agent` returns: the question and the agent's reply (absent when the synchronous
+/// call stopped waiting; the task then still ends with it).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AskAgentResult {
+    /// `cv_…`.
+    pub conversation_id: String,
+    /// The question as posted.
+    pub question: MessageView,
+    /// The agent's reply: the first agent message after the question that replies to it or to
+    /// nothing.
+    pub reply: Option<MessageView>,
+    /// The MCP task (`mtk_…`) the question waits in: `tasks/get` reads it.
+    pub task_id: String,
+}
+
+impl AskAgentResult {
+    /// `question` answered by `reply`, in task `task_id`.
+    pub fn answered(question: &TranscriptMessage, reply: &TranscriptMessage, task_id: &str) -> Self {
+        Self {
+            conversation_id: question.conversation_id.clone(),
+            question: question.into(),
+            reply: Some(reply.into()),
+            task_id: task_id.to_owned(),
+        }
+    }
+
+    /// `question`, not answered yet, in task `task_id`.
+    pub fn waiting(question: &TranscriptMessage, task_id: &str) -> Self {
+        Self {
+            conversation_id: question.conversation_id.clone(),
+            question: question.into(),
+            reply: None,
+            task_id: task_id.to_owned(),
+        }
+    }
+}
+
 /// One inbox entry.
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -11,7 +11,9 @@
 //!   target has exactly one wake cause;
 //! - no attention was recorded for a task while a Goal-scoped wait over it routed its facts
 //!   (registered before the event and not cancelled before it);
-//! - at most one active attempt per task.
+//! - at most one active attempt per task;
+//! - no MCP task ended twice (`mcp_tasks.ends`), every ended one exactly once, and an
+//!   `ask_agent` task answered only by a later agent message of its conversation.
 
 use std::path::Path;
 
@@ -72,6 +74,17 @@ const RULES: &[(&str, &str)] = &[
     (
         "two_active_attempts",
         "SELECT task_id FROM agent_task_attempts WHERE state = 'active' GROUP BY task_id HAVING count(*) > 1",
+    ),
+    ("mcp_task_ended_twice", "SELECT id FROM mcp_tasks WHERE ends > 1"),
+    (
+        "mcp_task_end_uncounted",
+        "SELECT id FROM mcp_tasks WHERE (status = 'working' AND ends <> 0) OR (status <> 'working' AND ends <> 1)",
+    ),
+    (
+        "mcp_task_answered_by_an_earlier_message",
+        "SELECT t.id FROM mcp_tasks t JOIN messages m ON m.id = t.answer_id
+         WHERE t.awaits_kind = 'reply' AND (m.seq <= t.asked_seq OR m.conversation_id <> t.conversation_id
+                                            OR m.author_kind <> 'agent')",
     ),
 ];
 

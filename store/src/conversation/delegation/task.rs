@@ -33,6 +33,7 @@ use crate::conversation::audit::{self, AuditKind};
 use crate::conversation::bounds;
 use crate::conversation::idempotency::{Check, IdempotencyKey, Mutation, Operation, validate_key};
 use crate::conversation::ids::TASK_ID_PREFIX;
+use crate::conversation::mcp_task::{self, Awaited, McpTask, McpTaskStatus};
 use crate::conversation::state::{TaskEvent, TaskState};
 use crate::conversation::{Caller, ConversationError as Error, ConversationResult as Result, Scope, agent};
 use crate::db::Store;
@@ -228,6 +229,22 @@ pub(crate) fn transition(
             format!("{task} moved under its own write transaction"),
         ));
     }
+    if to.is_terminal() {
+        // The MCP tasks waiting for this agent task end in the commit that ends it.
+        let status = if to == TaskState::Cancelled {
+            McpTaskStatus::Cancelled
+        } else {
+            McpTaskStatus::Completed
+        };
+        let awaited = Awaited::AgentTask { task: task.to_owned() };
+        mcp_task::end_awaiting(
+            tx,
+            &awaited,
+            status,
+            Some(&format!("the agent task {}", to.as_str())),
+            now,
+        )?;
+    }
     Ok(to)
 }
 
@@ -267,6 +284,31 @@ impl Store {
         new: &NewTask,
         idempotency_key: &str,
     ) -> Result<Mutation<AgentTask>> {
+        let m = self.create_agent_task_tracked(caller, acting, new, idempotency_key, false)?;
+        Ok(Mutation {
+            value: m.value.0,
+            replayed: m.replayed,
+            state_changed: m.state_changed,
+            woken: m.woken,
+        })
+    }
+
+    /// [`create_agent_task`](Self::create_agent_task), and with `track` the MCP task that waits
+    /// for the agent task's terminal state ([`mcp_task`]), created in the same commit and owned
+    /// by the caller; a replay returns the MCP task the original call created (none if it
+    /// tracked nothing).
+    ///
+    /// # Errors
+    ///
+    /// As `create_agent_task`; [`Error::LimitReached`] at the caller's MCP task bound.
+    pub fn create_agent_task_tracked(
+        &mut self,
+        caller: &Caller,
+        acting: &Acting,
+        new: &NewTask,
+        idempotency_key: &str,
+        track: bool,
+    ) -> Result<Mutation<(AgentTask, Option<McpTask>)>> {
         caller.require(Scope::Manage)?;
         validate_acting(acting)?;
         new.validate()?;
@@ -283,7 +325,8 @@ impl Store {
             }
             if let Some(id) = check.replay(&tx, caller.principal(), now)? {
                 let row = load(&tx, &id)?;
-                return Ok(Mutation::replayed(full(&tx, row)?));
+                let tracked = mcp_task::created_for(&tx, caller.principal(), &Awaited::AgentTask { task: id })?;
+                return Ok(Mutation::replayed((full(&tx, row)?, tracked)));
             }
             let actor = resolve(&tx, caller, acting, now)?;
             agent::load_owned(&tx, caller.principal(), &new.assignee)?;
@@ -329,9 +372,15 @@ impl Store {
                 attempt::start(&tx, &load(&tx, &id)?, now)?;
             }
             check.record(&tx, caller.principal(), &id, now)?;
+            let tracked = if track {
+                let awaited = Awaited::AgentTask { task: id.clone() };
+                Some(mcp_task::create_in(&tx, caller.principal(), "create_agent_task", &awaited, now)?)
+            } else {
+                None
+            };
             let task = full(&tx, load(&tx, &id)?)?;
             tx.commit()?;
-            Ok(Mutation::changed(task))
+            Ok(Mutation::changed((task, tracked)))
         })
     }
 

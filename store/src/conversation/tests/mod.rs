@@ -18,7 +18,8 @@
 //! - `carrier`: a turn's end in one transaction, claims given back, unconfirmed attempts
 //!   settled, the endpoints with a wake to claim;
 //! - `woken`: the agents a post reports it woke, for the host to schedule;
-//! - `cursors`: a delivery or an event that commits late is never behind a reader's cursor.
+//! - `cursors`: a delivery or an event that commits late is never behind a reader's cursor;
+//! - `mcp_tasks`: MCP tasks created with their work and ended once with it.
 
 mod activation;
 mod agents;
@@ -32,6 +33,7 @@ mod fail_closed;
 mod fixes;
 mod hiding;
 mod limits;
+mod mcp_tasks;
 mod model;
 mod posting;
 mod turn_spend;
