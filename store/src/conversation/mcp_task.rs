@@ -6,9 +6,9 @@
 //! `ask_agent` posts, the agent task `create_agent_task` creates, the activation `activate`
 //! starts), so a task exists exactly when its work does, whatever crashes after. It is ended —
 //! exactly once, by a compare-and-set on `working` — in the same transaction as the event that
-//! ends the work: the agent's reply's commit ([`answer_replies`], from `post_message`), the agent
-//! task's terminal transition ([`end_awaiting`] from the task's `transition`), the activation's
-//! end ([`end_awaiting`] from `end_activation`). Nothing polls, no timer runs: a task ended on
+//! ends the work: the agent's reply's commit (`answer_replies`, from `post_message`), the agent
+//! task's terminal transition (`end_awaiting` from the task's `transition`), the activation's
+//! end (`end_awaiting` from `end_activation`). Nothing polls, no timer runs: a task ended on
 //! one host reads ended on every host of the cluster, and a host killed between the question
 //! and the answer loses nothing (the answer's commit ends the task whoever makes it).
 //!
