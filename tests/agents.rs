@@ -14,7 +14,7 @@ use crate::mcp_http::{Server, principal, serve, stateless};
 
 /// A data directory with `component` registered, the operator's policy and the vault
 /// credential the forecaster needs.
-fn data_dir(component: &str, name: &str) -> tempfile::TempDir {
+pub(crate) fn data_dir(component: &str, name: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     ahp_host::testing::policy().save(dir.path()).unwrap();
     std::fs::create_dir_all(dir.path().join("vault")).unwrap();

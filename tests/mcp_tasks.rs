@@ -5,7 +5,6 @@
 //! missing; and a task survives a `kill -9` of the host between the question and the reply.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use ahp_store::TokenScope;
@@ -16,18 +15,7 @@ use crate::mcp_http::{Server, principal, serve};
 
 /// A data directory with the turn-prober registered and the operator's policy.
 fn data_dir() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    ahp_host::testing::policy().save(dir.path()).unwrap();
-    std::fs::create_dir_all(dir.path().join("vault")).unwrap();
-    std::fs::write(dir.path().join("vault/inventory-api"), "sk-e2e").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ahp"))
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["component", "add", ahp_guests::TURN_PROBER, "--name", "turn-prober"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    dir
+    crate::agents::data_dir(ahp_guests::TURN_PROBER, "turn-prober")
 }
 
 /// A pushed turn-prober transfer at `url`; its id.

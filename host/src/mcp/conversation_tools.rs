@@ -135,9 +135,10 @@ impl ConversationTools {
 
 /// How long a synchronous `ask_agent` waits for the reply.
 pub const ASK_WAIT: Duration = Duration::from_secs(60);
-/// How often it looks (one indexed read of the task's row on a blocking thread): the reply is
-/// seen within this of its commit, on whichever host the agent answered.
-const ASK_POLL: Duration = Duration::from_millis(25);
+/// How often it looks at least (one indexed read of the task's row on a blocking thread): a
+/// reply made on another host is seen within this of its commit; one made in this process at
+/// its commit (every agent post here wakes the waiters, `ops::posting::AGENT_POSTED`).
+const ASK_POLL: Duration = Duration::from_millis(100);
 
 /// A structured result as a complete tool answer.
 pub(super) fn complete<T: serde::Serialize + schemars::JsonSchema + 'static>(value: T) -> CallToolResponse {
@@ -421,6 +422,11 @@ impl ConversationTools {
         }
         let deadline = tokio::time::Instant::now() + ASK_WAIT;
         loop {
+            // Armed before the read, so a reply committed here between the read and the wait
+            // still wakes it.
+            let posted = crate::ops::posting::AGENT_POSTED.notified();
+            tokio::pin!(posted);
+            posted.as_mut().enable();
             let id = task.id.clone();
             let now = self
                 .run(&ctx.extensions, move |s, c| Ok(s.mcp_task(c.principal(), &id)?))
@@ -439,7 +445,8 @@ impl ConversationTools {
             if tokio::time::Instant::now() >= deadline {
                 return Ok(complete(AskAgentResult::waiting(&question, &task.id)));
             }
-            tokio::time::sleep(ASK_POLL).await;
+            // An agent post here, or the next look (for a reply made on another host).
+            let _ = tokio::time::timeout(ASK_POLL, posted).await;
         }
     }
 

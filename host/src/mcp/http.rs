@@ -486,7 +486,6 @@ mod shape_tests {
 #[cfg(test)]
 mod route_tests {
     use ahp_store::Store;
-    use axum::routing::any;
     use tower::ServiceExt;
 
     use super::*;
@@ -518,17 +517,6 @@ mod route_tests {
         "/mcp/conversations;x",
     ];
 
-    /// Which stub answered, by its body.
-    fn stubs(store: SharedStore) -> axum::Router {
-        routes(
-            any(|| async { "transfers" }),
-            any(|| async { "conversations" }),
-            store.clone(),
-            Auth::Keys,
-            super::shape_tests::test_oauth(&store),
-        )
-    }
-
     fn call(path: &str, key: &str, tool: &str) -> Request {
         let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool}});
         axum::http::Request::post(path)
@@ -547,7 +535,8 @@ mod route_tests {
                 (scope, store.add_principal(&name, &[scope]).unwrap().1)
             })
             .collect();
-        let app = stubs(crate::shared_store::share(store));
+        let store = crate::shared_store::share(store);
+        let app = stub_router(store.clone(), super::shape_tests::test_oauth(&store));
         let tools = [
             "get_status",
             "snapshot_state",

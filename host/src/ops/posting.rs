@@ -7,9 +7,18 @@
 //! controller's in-memory queue. [`post`] takes the already-locked store, so a caller runs it
 //! where it already holds the lock — a blocking thread (`spawn_blocking`, or a turn's thread),
 //! never a tokio worker. A replay woke nobody (its original post did) and schedules nobody.
+//!
+//! An agent's post also wakes whoever in this process waits for an agent's reply ([`AGENT_POSTED`]:
+//! a synchronous `ask_agent`), so a reply made here is seen at its commit, not at the waiter's
+//! next look; a reply made on another host is seen at that look.
 
 use ahp_store::Store;
-use ahp_store::conversation::{Caller, ConversationResult, NewMessage, Posted};
+use ahp_store::conversation::{Acting, Caller, ConversationResult, NewMessage, Posted};
+use tokio::sync::Notify;
+
+/// Notified after every agent post this process commits: what a waiter for a reply awaits
+/// between its reads of the store.
+pub static AGENT_POSTED: Notify = Notify::const_new();
 
 use crate::carrier::Carriers;
 
@@ -43,6 +52,9 @@ pub fn post_consuming(
 ) -> ConversationResult<Posted> {
     let posted = store.post_message_consuming(caller, new, consumes)?;
     carriers.schedule_woken(&posted.woken);
+    if matches!(new.acting, Acting::Agent(_)) && !posted.replayed {
+        AGENT_POSTED.notify_waiters();
+    }
     Ok(posted)
 }
 
