@@ -12,7 +12,8 @@
 //! `admitted` wrapper): one transaction begun by `Store::begin` that, when SQLite reports the database busy or locked (another
 //! process holds the write lock past [`BUSY_TIMEOUT`], or a lock could not be taken at all),
 //! is rolled back and run again from the start, at most [`MAX_WRITE_ATTEMPTS`] times with
-//! growing pauses. A rolled-back attempt changed nothing — no token consumed, no transfer
+//! growing pauses ([`MAX_SERIALIZABLE_WRITE_ATTEMPTS`] on PostgreSQL, whose serialization
+//! failures come at once). A rolled-back attempt changed nothing — no token consumed, no transfer
 //! moved — so retrying is always safe; when every attempt finds the database busy the caller
 //! gets [`Error::Busy`], which [`Error::is_transient`] tells apart from a refusal.
 //!
@@ -46,10 +47,19 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// lock (a checkpoint, a second process's short write) is ridden out.
 pub const MAX_WRITE_ATTEMPTS: u32 = 4;
 
-/// Pause before the second attempt; each later pause is four times the one before
-/// (10, 40, 160 ms): long enough for a competing writer's commit (one fsync), short next to
-/// the busy timeout.
+/// Most attempts on PostgreSQL, where a busy database is a serialization failure (`40001`)
+/// reported at once rather than after a busy wait: a run of them — two hosts handing an agent
+/// over while posts arrive — is ridden out (four attempts, 210 ms of pauses, were once not enough
+/// on a loaded 2-core machine; a post then failed as busy).
+pub const MAX_SERIALIZABLE_WRITE_ATTEMPTS: u32 = 8;
+
+/// Pause before the second attempt; each later pause is four times the one before, up to
+/// [`MAX_WRITE_BACKOFF`] (10, 40, 160 ms on SQLite; then 640 ms each on PostgreSQL): long enough
+/// for a competing writer's commit (one fsync), short next to the busy timeout.
 pub const FIRST_WRITE_BACKOFF: Duration = Duration::from_millis(10);
+
+/// Longest pause between two attempts.
+pub const MAX_WRITE_BACKOFF: Duration = Duration::from_millis(640);
 
 /// Prepared statements kept per connection. The store has about 80 distinct statements and a
 /// turn of a sandbox cycles through a dozen of them; rusqlite's default of 16 evicted hot ones,
@@ -289,10 +299,20 @@ impl Store {
         Ok((tx, self.clock.now()))
     }
 
+    /// Most attempts the write path makes at one transaction on this store's database:
+    /// [`MAX_WRITE_ATTEMPTS`] on SQLite, [`MAX_SERIALIZABLE_WRITE_ATTEMPTS`] on PostgreSQL.
+    pub fn max_write_attempts(&self) -> u32 {
+        match self.dialect() {
+            Dialect::Postgres => MAX_SERIALIZABLE_WRITE_ATTEMPTS,
+            _ => MAX_WRITE_ATTEMPTS,
+        }
+    }
+
     /// The store's one write path: runs `op` — which begins, writes and commits one transaction
     /// through [`Store::begin`] — and when the database reports itself busy (at `BEGIN`, inside
     /// the transaction, or at `COMMIT`) runs it again from the start, up to
-    /// [`MAX_WRITE_ATTEMPTS`] times with growing pauses (see the module docs). A busy attempt
+    /// [`max_write_attempts`](Self::max_write_attempts) times with growing pauses (see the
+    /// module docs). A busy attempt
     /// was rolled back and changed nothing, so running it again is always safe.
     ///
     /// # Errors
@@ -304,11 +324,12 @@ impl Store {
     ) -> std::result::Result<T, E> {
         let mut backoff = FIRST_WRITE_BACKOFF;
         let mut attempt = 1;
+        let max = self.max_write_attempts();
         loop {
             match op(self) {
-                Err(e) if e.is_transient() && attempt < MAX_WRITE_ATTEMPTS => {
+                Err(e) if e.is_transient() && attempt < max => {
                     std::thread::sleep(backoff);
-                    backoff *= 4;
+                    backoff = (backoff * 4).min(MAX_WRITE_BACKOFF);
                     attempt += 1;
                 }
                 Err(e) if e.is_transient() => return Err(e.exhausted(attempt)),
@@ -596,5 +617,44 @@ mod tests {
             })
             .unwrap();
         assert_eq!(tables, 0);
+    }
+
+    /// The write path runs a transaction again while the database is busy, up to the store's
+    /// budget — eight attempts on PostgreSQL (serialization failures come at once), four on
+    /// SQLite — and then reports how many it made; the pauses stay bounded.
+    #[test]
+    fn busy_attempts_are_bounded_by_the_backend_s_budget() {
+        let mut s = crate::testing::store().unwrap();
+        let max = s.max_write_attempts();
+        let expected = match s.dialect() {
+            Dialect::Postgres => MAX_SERIALIZABLE_WRITE_ATTEMPTS,
+            _ => MAX_WRITE_ATTEMPTS,
+        };
+        assert_eq!(max, expected);
+        let busy = || Err(Error::Busy { attempts: 0 });
+        // Busy on all but the last attempt: it succeeds.
+        let mut made = 0;
+        let started = std::time::Instant::now();
+        let r: Result<u32> = s.retrying(|_| {
+            made += 1;
+            if made < max { busy() } else { Ok(made) }
+        });
+        assert_eq!(r.unwrap(), max);
+        // Busy on every attempt: reported with the count, after at most the capped pauses.
+        made = 0;
+        let r: Result<u32> = s.retrying(|_| {
+            made += 1;
+            busy()
+        });
+        assert!(matches!(r, Err(Error::Busy { attempts }) if attempts == max), "{r:?}");
+        assert_eq!(made, max);
+        let pauses: Duration = (0..max - 1)
+            .map(|i| (FIRST_WRITE_BACKOFF * 4u32.pow(i)).min(MAX_WRITE_BACKOFF))
+            .sum();
+        assert!(
+            started.elapsed() < pauses * 2 + Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }

@@ -108,7 +108,7 @@ pub use checkpoint::Checkpoint;
 pub use clock::{Clock, ManualClock, OffsetClock, SystemClock, Timestamp};
 pub use component::{ComponentRecord, MAX_COMPONENT_BYTES, digest_of};
 pub use conversation::OPERATOR_SUBJECT;
-pub use db::{MAX_WRITE_ATTEMPTS, Store};
+pub use db::{MAX_SERIALIZABLE_WRITE_ATTEMPTS, MAX_WRITE_ATTEMPTS, Store};
 pub use error::{Error, Result};
 pub use event::{DEFAULT_EVENT_PAGE_LIMIT, Event, EventKind, EventPage, EventsPage, MAX_EVENT_PAGE_LIMIT};
 pub use group_commit::{GroupCommit, GroupCommitStats};
