@@ -27,7 +27,6 @@ use ahp_store::Store;
 use ahp_store::conversation::{Acting, Caller, IdempotencyKey, NewConversation, NewMessage};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::tool::IntoCallToolResult;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolResponse, CancelTaskParams, Extensions, GetTaskParams, GetTaskResult, Implementation, ServerCapabilities,
@@ -142,11 +141,7 @@ const ASK_POLL: Duration = Duration::from_millis(100);
 
 /// A structured result as a complete tool answer.
 pub(super) fn complete<T: serde::Serialize + schemars::JsonSchema + 'static>(value: T) -> CallToolResponse {
-    Json(value).into_call_tool_result().unwrap_or_else(|e| {
-        CallToolResponse::Complete(rmcp::model::CallToolResult::error(vec![
-            rmcp::model::ContentBlock::text(e.message.to_string()),
-        ]))
-    })
+    CallToolResponse::Complete(tasks::structured(value))
 }
 
 #[tool_router]

@@ -236,7 +236,9 @@ fn as_object(result: CallToolResult) -> Result<JsonObject, McpError> {
     }
 }
 
-fn structured<T: serde::Serialize + schemars::JsonSchema + 'static>(value: T) -> CallToolResult {
+/// A structured result, as a tool returns one (the one conversion both the tools and a
+/// completed task's result use).
+pub(super) fn structured<T: serde::Serialize + schemars::JsonSchema + 'static>(value: T) -> CallToolResult {
     match Json(value).into_call_tool_result() {
         Ok(CallToolResponse::Complete(r)) => r,
         _ => CallToolResult::error(vec![ContentBlock::text("the result could not be serialized")]),
