@@ -17,7 +17,8 @@ use clap::Parser;
 /// Log lines buffered while stderr is slow or blocked; past this, new lines are dropped.
 const LOG_QUEUE_LINES: usize = 16 * 1024;
 
-fn main() -> std::process::ExitCode {
+/// The `ahp` command (also run by `ahp-conformance`).
+pub(crate) fn main() -> std::process::ExitCode {
     let args = cli::Cli::parse();
     let (log, _flush_on_exit) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .buffered_lines_limit(LOG_QUEUE_LINES)

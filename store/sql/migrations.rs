@@ -23,4 +23,5 @@ migrations![
     17 "0017_turn_spend.sql",
     18 "0018_token_issuers.sql",
     19 "0019_mcp_tasks.sql",
+    20 "0020_mcp_call_tasks.sql",
 ]

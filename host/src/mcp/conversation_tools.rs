@@ -75,8 +75,16 @@ impl ConversationTools {
             store,
             operator_fallback,
             carriers: Arc::new(NoCarriers),
-            tool_router: Self::tool_router() + Self::delegation_router(),
+            tool_router: Self::tool_router() + Self::delegation_router() + Self::fixture_router(),
         }
+    }
+
+    /// The conformance suite's fixture tools, in a `conformance` build only.
+    pub(super) fn fixture_router() -> ToolRouter<Self> {
+        #[cfg(feature = "conformance")]
+        return super::conformance::fixtures();
+        #[cfg(not(feature = "conformance"))]
+        ToolRouter::new()
     }
 
     /// These tools, in a process holding `carriers` (`ahp serve`'s controller).
@@ -573,6 +581,12 @@ impl ConversationTools {
     }
 }
 
+impl super::conformance::FixtureHost for ConversationTools {
+    fn fixture_store(&self) -> SharedStore {
+        self.store.clone()
+    }
+}
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for ConversationTools {
     fn get_info(&self) -> ServerConfig {
@@ -617,6 +631,7 @@ impl ServerHandler for ConversationTools {
             tasks::Surface::Conversations,
             asker,
             request.task_id,
+            request.input_responses,
         )
         .await
     }

@@ -5,6 +5,7 @@
 //! extensions; a request without one (stdio, or HTTP with `--auth none`, loopback only) is the
 //! local operator.
 
+use ahp_store::conversation::Caller;
 use ahp_store::{Principal, TransferOwner};
 use rmcp::model::Extensions;
 
@@ -23,6 +24,33 @@ pub fn principal_of(ext: &Extensions) -> Option<&Principal> {
 /// operator.
 pub fn transfer_owner(ext: &Extensions) -> TransferOwner {
     principal_of(ext).map_or(TransferOwner::Operator, api_key_owner)
+}
+
+/// Who asks, in both domains: the request's principal (its communication caller and its
+/// transfer owner), or the local operator without one (stdio, `--auth none`). What a task's
+/// owner is, whichever surface serves it.
+#[derive(Debug, Clone)]
+pub struct Asker {
+    /// As the conversation domain knows it; its principal owns the tasks.
+    pub caller: Caller,
+    /// As the transfers know it.
+    pub owner: TransferOwner,
+}
+
+impl Asker {
+    /// The asker of a request.
+    pub fn of(ext: &Extensions) -> Self {
+        match principal_of(ext) {
+            Some(p) => Self {
+                caller: api_key_caller(p),
+                owner: api_key_owner(p),
+            },
+            None => Self {
+                caller: operator_caller(),
+                owner: TransferOwner::Operator,
+            },
+        }
+    }
 }
 
 #[cfg(test)]

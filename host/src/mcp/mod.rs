@@ -10,6 +10,8 @@
 
 pub mod arguments;
 pub mod changed;
+#[cfg_attr(not(feature = "conformance"), allow(dead_code))]
+pub(crate) mod conformance;
 pub mod conversation_schema;
 pub mod conversation_tools;
 pub mod delegation_schema;

@@ -17,21 +17,24 @@
 //!   otherwise says why not in the task's `statusMessage` (a question cannot be withdrawn; an
 //!   activation, once begun, runs to its end); it always acknowledges, as the extension requires.
 //! - `tasks/update` acknowledges: ahp's tools never ask for input, so every response answers
-//!   a request never made and is ignored, as the extension says.
+//!   a request never made and is ignored, as the extension says. A call task (the host's own
+//!   run of a tool, [`ahp_store::conversation::mcp_call`]: only the conformance suite's fixture
+//!   tools make them) takes each answer to a request it made; its `tasks/get` reports the
+//!   requests while it waits (`input_required`) and the outcome its run recorded.
 //!
 //! No task notifications are sent (rmcp 3.11 cannot route `notifications/tasks`); clients
 //! poll at `pollIntervalMs`.
 
 use std::sync::Arc;
 
+use ahp_store::conversation::Acting;
 use ahp_store::conversation::mcp_task::{Awaited, MCP_TASK_POLL_INTERVAL_MS, MCP_TASK_TTL_MS, McpTask, McpTaskStatus};
-use ahp_store::conversation::{Acting, Caller};
 use ahp_store::{EventKind, EventPage, Store, TransferOwner, TransferStatus};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::tool::IntoCallToolResult;
 use rmcp::handler::server::wrapper::Json;
 use rmcp::model::{
-    CallToolResponse, CallToolResult, ContentBlock, CreateTaskResult, DetailedTask, Extensions, GetTaskResult,
+    CallToolResponse, CallToolResult, ContentBlock, CreateTaskResult, DetailedTask, GetTaskResult, InputResponses,
     JsonObject, Task, TaskPayload, TaskStatus,
 };
 use rmcp::service::{RequestContext, RoleServer};
@@ -39,7 +42,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use super::changed::Changed;
 use super::conversation_schema::AskAgentResult;
 use super::delegation_schema::TaskResult;
-use super::identity::{api_key_caller, api_key_owner, operator_caller, principal_of};
+pub use super::identity::Asker;
 use super::schema::TransferResult;
 use crate::carrier::Carriers;
 use crate::shared_store::{SharedStore, StoreLock};
@@ -58,35 +61,11 @@ pub enum Surface {
 
 impl Surface {
     fn serves(self, task: &McpTask) -> bool {
-        match self {
-            Self::Transfers => matches!(task.awaited, Awaited::Activation { .. }),
-            Self::Conversations => !matches!(task.awaited, Awaited::Activation { .. }),
-        }
-    }
-}
-
-/// Who asks: the request's principal (its communication caller and its transfer owner), or
-/// the local operator without one (stdio, `--auth none`).
-#[derive(Debug, Clone)]
-pub struct Asker {
-    /// As the conversation domain knows it; its principal owns the tasks.
-    pub caller: Caller,
-    /// As the transfers know it.
-    pub owner: TransferOwner,
-}
-
-impl Asker {
-    /// The asker of a request.
-    pub fn of(ext: &Extensions) -> Self {
-        match principal_of(ext) {
-            Some(p) => Self {
-                caller: api_key_caller(p),
-                owner: api_key_owner(p),
-            },
-            None => Self {
-                caller: operator_caller(),
-                owner: TransferOwner::Operator,
-            },
+        match (self, &task.awaited) {
+            // The fixture tools that make call tasks are on both surfaces.
+            (_, Awaited::Call) => true,
+            (Self::Transfers, a) => matches!(a, Awaited::Activation { .. }),
+            (Self::Conversations, a) => !matches!(a, Awaited::Activation { .. }),
         }
     }
 }
@@ -103,6 +82,7 @@ pub fn answers_with_task(ctx: &RequestContext<RoleServer>) -> bool {
 pub fn wire(task: &McpTask) -> Task {
     let status = match task.status {
         McpTaskStatus::Working => TaskStatus::Working,
+        McpTaskStatus::InputRequired => TaskStatus::InputRequired,
         McpTaskStatus::Completed => TaskStatus::Completed,
         McpTaskStatus::Failed => TaskStatus::Failed,
         McpTaskStatus::Cancelled => TaskStatus::Cancelled,
@@ -153,10 +133,19 @@ pub async fn get(store: SharedStore, surface: Surface, asker: Asker, id: String)
     blocking(move || {
         let mut s = store.locked();
         let task = load(&mut s, surface, &asker, &id)?;
-        let payload = match task.status {
-            McpTaskStatus::Working => TaskPayload::Working,
-            McpTaskStatus::Cancelled => TaskPayload::Cancelled,
-            McpTaskStatus::Failed => {
+        let payload = match (task.status, &task.outcome) {
+            (McpTaskStatus::Working, _) => TaskPayload::Working,
+            (McpTaskStatus::Cancelled, _) => TaskPayload::Cancelled,
+            (McpTaskStatus::InputRequired, _) => {
+                let requests = serde_json::Value::Object(task.input_requests.clone().unwrap_or_default());
+                TaskPayload::InputRequired {
+                    input_requests: serde_json::from_value(requests).map_err(internal)?,
+                }
+            }
+            // A call task's run recorded its outcome: its result, or the error it failed with.
+            (McpTaskStatus::Completed, Some(result)) => TaskPayload::Completed { result: result.clone() },
+            (McpTaskStatus::Failed, Some(error)) => TaskPayload::Failed { error: error.clone() },
+            (McpTaskStatus::Failed, None) => {
                 let mut error = JsonObject::new();
                 error.insert("code".into(), (-32603).into());
                 error.insert(
@@ -165,7 +154,7 @@ pub async fn get(store: SharedStore, surface: Surface, asker: Asker, id: String)
                 );
                 TaskPayload::Failed { error }
             }
-            McpTaskStatus::Completed => TaskPayload::Completed {
+            (McpTaskStatus::Completed, None) => TaskPayload::Completed {
                 result: as_object(outcome(&mut s, &asker, &task))?,
             },
         };
@@ -207,6 +196,10 @@ pub async fn cancel(
             Awaited::Activation { .. } => {
                 "not cancelled: an activation runs to its end once begun; the task ends with it".to_owned()
             }
+            Awaited::Call => {
+                s.cancel_mcp_call(asker.caller.principal(), &id).map_err(internal)?;
+                return Ok(());
+            }
         };
         s.note_mcp_task(asker.caller.principal(), &id, &refusal)
             .map_err(internal)?;
@@ -215,14 +208,36 @@ pub async fn cancel(
     .await
 }
 
-/// `tasks/update`: acknowledged for a task the asker can read (no ahp tool asks for input, so
-/// every response is ignored).
+/// `tasks/update`: acknowledged for a task the asker can read. A call task takes each answer
+/// to a request it made; every other answer is ignored (no other ahp task asks for input).
 ///
 /// # Errors
 ///
-/// `-32602` for a task the asker cannot read there; `-32603` if the store fails.
-pub async fn update(store: SharedStore, surface: Surface, asker: Asker, id: String) -> Result<(), McpError> {
-    blocking(move || load(&mut store.locked(), surface, &asker, &id).map(drop)).await
+/// `-32602` for a task the asker cannot read there, or answers too large to keep; `-32603` if
+/// the store fails.
+pub async fn update(
+    store: SharedStore,
+    surface: Surface,
+    asker: Asker,
+    id: String,
+    answers: InputResponses,
+) -> Result<(), McpError> {
+    blocking(move || {
+        let mut s = store.locked();
+        let task = load(&mut s, surface, &asker, &id)?;
+        if task.awaited != Awaited::Call {
+            return Ok(());
+        }
+        let answers: JsonObject = answers.into_iter().collect();
+        match s.answer_mcp_call_input(asker.caller.principal(), &id, &answers) {
+            Ok(_) => Ok(()),
+            Err(e @ ahp_store::conversation::ConversationError::InvalidInput { .. }) => {
+                Err(McpError::invalid_params(e.to_string(), None))
+            }
+            Err(e) => Err(internal(e)),
+        }
+    })
+    .await
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, McpError> + Send + 'static) -> Result<T, McpError> {
@@ -270,6 +285,7 @@ fn outcome(store: &mut Store, asker: &Asker, task: &McpTask) -> CallToolResult {
             }
         }
         Awaited::Activation { transfer } => activation_outcome(store, &asker.owner, transfer),
+        Awaited::Call => failed("the run recorded no outcome".to_owned()),
     }
 }
 

@@ -69,8 +69,26 @@ impl TransferTools {
         Self {
             store: host.store().clone(),
             host,
-            tool_router: Self::tool_router(),
+            tool_router: Self::tool_router() + Self::fixture_router(),
         }
+    }
+
+    /// The names of the tools this surface routes.
+    #[cfg(test)]
+    pub(super) fn tool_names(&self) -> Vec<String> {
+        self.tool_router
+            .list_all()
+            .into_iter()
+            .map(|t| t.name.into_owned())
+            .collect()
+    }
+
+    /// The conformance suite's fixture tools, in a `conformance` build only.
+    fn fixture_router() -> ToolRouter<Self> {
+        #[cfg(feature = "conformance")]
+        return super::conformance::fixtures();
+        #[cfg(not(feature = "conformance"))]
+        ToolRouter::new()
     }
 
     /// Runs the operation `f` on a blocking thread; its error becomes the tool error message.
@@ -269,6 +287,12 @@ impl TransferTools {
     }
 }
 
+impl super::conformance::FixtureHost for TransferTools {
+    fn fixture_store(&self) -> SharedStore {
+        self.store.clone()
+    }
+}
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for TransferTools {
     fn get_info(&self) -> ServerConfig {
@@ -310,6 +334,7 @@ impl ServerHandler for TransferTools {
             tasks::Surface::Transfers,
             asker,
             request.task_id,
+            request.input_responses,
         )
         .await
     }

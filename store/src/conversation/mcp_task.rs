@@ -12,6 +12,10 @@
 //! one host reads ended on every host of the cluster, and a host killed between the question
 //! and the answer loses nothing (the answer's commit ends the task whoever makes it).
 //!
+//! A task may also stand for the host's own run of a tool ([`Awaited::Call`], the store side in
+//! `mcp_call.rs`): no other row stands for that work, so the run reports through the task's row
+//! — the input it asks the client for (`input_required`), the answers collected, its outcome.
+//!
 //! Each task belongs to the communication principal that created it: another principal's task
 //! reads as missing. At most [`MAX_MCP_TASKS_PER_OWNER`] unexpired tasks per owner; each lives
 //! [`MCP_TASK_TTL_MS`] from its creation (past it, it reads as missing and the reaper deletes
@@ -43,6 +47,8 @@ pub const MAX_MCP_TASK_MESSAGE_BYTES: usize = 1024;
 pub enum McpTaskStatus {
     /// Its work has not ended.
     Working,
+    /// Its work waits for the client's answers to the requests it made (a call task's).
+    InputRequired,
     /// Its work ended with a result (which may itself report a failure of the work).
     Completed,
     /// Its work could not produce a result.
@@ -56,6 +62,7 @@ impl McpTaskStatus {
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Working => "working",
+            Self::InputRequired => "input_required",
             Self::Completed => "completed",
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
@@ -64,13 +71,19 @@ impl McpTaskStatus {
 
     /// Whether it never changes again.
     pub const fn is_terminal(self) -> bool {
-        !matches!(self, Self::Working)
+        !matches!(self, Self::Working | Self::InputRequired)
     }
 
     fn parse(s: &str) -> Option<Self> {
-        [Self::Working, Self::Completed, Self::Failed, Self::Cancelled]
-            .into_iter()
-            .find(|x| x.as_str() == s)
+        [
+            Self::Working,
+            Self::InputRequired,
+            Self::Completed,
+            Self::Failed,
+            Self::Cancelled,
+        ]
+        .into_iter()
+        .find(|x| x.as_str() == s)
     }
 }
 
@@ -97,6 +110,8 @@ pub enum Awaited {
         /// The transfer.
         transfer: String,
     },
+    /// The host's own run of the tool, which reports through the task (`mcp_call.rs`).
+    Call,
 }
 
 impl Awaited {
@@ -105,14 +120,17 @@ impl Awaited {
             Self::Reply { .. } => "reply",
             Self::AgentTask { .. } => "agent_task",
             Self::Activation { .. } => "activation",
+            Self::Call => "call",
         }
     }
 
-    fn id(&self) -> &str {
+    /// The awaited row's id; a call's is the task's own.
+    fn id(&self) -> Option<&str> {
         match self {
-            Self::Reply { question, .. } => question,
-            Self::AgentTask { task } => task,
-            Self::Activation { transfer } => transfer,
+            Self::Reply { question, .. } => Some(question),
+            Self::AgentTask { task } => Some(task),
+            Self::Activation { transfer } => Some(transfer),
+            Self::Call => None,
         }
     }
 }
@@ -139,18 +157,45 @@ pub struct McpTask {
     pub updated_at: Timestamp,
     /// When it stops being readable.
     pub expires_at: Timestamp,
+    /// A call task's requests to the client not answered yet, by key (while `input_required`).
+    pub input_requests: Option<JsonObject>,
+    /// A call task's answers collected since it last asked, by key.
+    pub input_responses: Option<JsonObject>,
+    /// A call task's outcome once ended: the tool's result (`completed`) or the error
+    /// (`failed`).
+    pub outcome: Option<JsonObject>,
 }
 
-const COLUMNS: &str = "id, tool, awaits_kind, awaits_id, conversation_id, asked_seq, status, status_message, \
-                       answer_id, created_at, updated_at, expires_at";
+/// A JSON object, as a call task keeps its requests, answers and outcome.
+pub type JsonObject = serde_json::Map<String, serde_json::Value>;
 
-fn from_row(r: &Row) -> ahp_store_sql::SqlResult<Result<McpTask>> {
+pub(super) const COLUMNS: &str = "id, tool, awaits_kind, awaits_id, conversation_id, asked_seq, status, \
+                                  status_message, answer_id, created_at, updated_at, expires_at, input_requests, \
+                                  input_responses, outcome";
+
+pub(super) fn from_row(r: &Row) -> ahp_store_sql::SqlResult<Result<McpTask>> {
     let id: String = r.get(0)?;
     let (tool, kind, awaits, conversation, seq, status): (String, String, String, Option<String>, Option<i64>, String) =
         (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?);
     let (status_message, answer, created_at, updated_at, expires_at): (Option<String>, Option<String>, i64, i64, i64) =
         (r.get(7)?, r.get(8)?, r.get(9)?, r.get(10)?, r.get(11)?);
+    let (requests, responses, outcome): (Option<String>, Option<String>, Option<String>) =
+        (r.get(12)?, r.get(13)?, r.get(14)?);
     let corrupt = |why: String| Error::corrupt("mcp_tasks", format!("{id}: {why}"));
+    let object = |column: &str, text: Option<String>| match text {
+        None => Ok(None),
+        Some(t) => serde_json::from_str::<JsonObject>(&t)
+            .map(Some)
+            .map_err(|e| corrupt(format!("{column}: {e}"))),
+    };
+    let (input_requests, input_responses, outcome) = match (
+        object("input_requests", requests),
+        object("input_responses", responses),
+        object("outcome", outcome),
+    ) {
+        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return Ok(Err(e)),
+    };
     let awaited = match (kind.as_str(), conversation, seq) {
         ("reply", Some(conversation), Some(seq)) => Awaited::Reply {
             conversation,
@@ -159,6 +204,7 @@ fn from_row(r: &Row) -> ahp_store_sql::SqlResult<Result<McpTask>> {
         },
         ("agent_task", _, _) => Awaited::AgentTask { task: awaits },
         ("activation", _, _) => Awaited::Activation { transfer: awaits },
+        ("call", _, _) => Awaited::Call,
         (other, _, _) => return Ok(Err(corrupt(format!("awaits {other:?}")))),
     };
     let Some(status) = McpTaskStatus::parse(&status) else {
@@ -173,6 +219,9 @@ fn from_row(r: &Row) -> ahp_store_sql::SqlResult<Result<McpTask>> {
         created_at: Timestamp::from_micros(created_at),
         updated_at: Timestamp::from_micros(updated_at),
         expires_at: Timestamp::from_micros(expires_at),
+        input_requests,
+        input_responses,
+        outcome,
         id,
     }))
 }
@@ -215,7 +264,7 @@ pub(crate) fn create_in(
         owner.as_str(),
         tool,
         awaited.kind(),
-        awaited.id(),
+        awaited.id().unwrap_or(&id),
         conversation,
         seq,
         now.as_micros(),
@@ -231,6 +280,9 @@ pub(crate) fn create_in(
         created_at: now,
         updated_at: now,
         expires_at: expires,
+        input_requests: None,
+        input_responses: None,
+        outcome: None,
     })
 }
 
@@ -307,7 +359,7 @@ pub(crate) fn end_awaiting(
         .execute((awaited.kind(), awaited.id(), status.as_str(), message, now.as_micros()))?)
 }
 
-fn truncate(s: &str, max: usize) -> &str {
+pub(super) fn truncate(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }
@@ -318,7 +370,7 @@ fn truncate(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-fn check_id(id: &str) -> bool {
+pub(super) fn check_id(id: &str) -> bool {
     crate::id::is_well_formed(id, MCP_TASK_ID_PREFIX)
 }
 
@@ -358,7 +410,8 @@ impl crate::Store {
             let (tx, now) = s.begin_immediate()?;
             tx.prepare_cached(
                 "UPDATE mcp_tasks SET status_message = ?3, updated_at = ?4
-                 WHERE id = ?1 AND owner_principal = ?2 AND status = 'working' AND expires_at > ?4",
+                 WHERE id = ?1 AND owner_principal = ?2 AND status IN ('working', 'input_required')
+                   AND expires_at > ?4",
             )?
             .execute((id, owner.as_str(), &message, now.as_micros()))?;
             let task = tx

@@ -12,7 +12,8 @@
 //! - [`principal`]: communication principals (hashed subjects) and [`Caller`]; [`audit`]: the
 //!   domain's audit log, which never holds content, keys or tokens; [`idempotency`]:
 //!   principal-scoped replay of create and post operations; [`mcp_task`]: the MCP tasks a tool
-//!   call was answered with, created with their work and ended in the commit that ends it;
+//!   call was answered with, created with their work and ended in the commit that ends it, and
+//!   [`mcp_call`]: those whose work is the host's own run of the tool, reported through the row;
 //! - [`agent`]: `agt_…` identities with a revision-checked Agent Card; [`endpoint`]:
 //!   principal-bound attachments with controller generations and leases (the record), and
 //!   `admission`: what may act through one;
@@ -137,6 +138,7 @@ pub mod error;
 pub mod idempotency;
 pub mod ids;
 pub mod listing;
+pub mod mcp_call;
 pub mod mcp_task;
 pub mod message;
 pub mod operator;

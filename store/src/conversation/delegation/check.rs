@@ -78,7 +78,8 @@ const RULES: &[(&str, &str)] = &[
     ("mcp_task_ended_twice", "SELECT id FROM mcp_tasks WHERE ends > 1"),
     (
         "mcp_task_end_uncounted",
-        "SELECT id FROM mcp_tasks WHERE (status = 'working' AND ends <> 0) OR (status <> 'working' AND ends <> 1)",
+        "SELECT id FROM mcp_tasks WHERE (status IN ('working', 'input_required') AND ends <> 0)
+                            OR (status NOT IN ('working', 'input_required') AND ends <> 1)",
     ),
     (
         "mcp_task_answered_by_an_earlier_message",

@@ -33,6 +33,7 @@ mod fail_closed;
 mod fixes;
 mod hiding;
 mod limits;
+mod mcp_calls;
 mod mcp_tasks;
 mod model;
 mod posting;
