@@ -12,6 +12,7 @@ pub mod arguments;
 pub mod changed;
 pub mod conversation_schema;
 pub mod conversation_tools;
+pub mod cors;
 pub mod delegation_schema;
 pub mod delegation_tools;
 pub mod http;
