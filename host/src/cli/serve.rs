@@ -308,7 +308,10 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
                     browsers: browsers.clone(),
                 };
                 for origin in &site.browsers {
-                    let _ = writeln!(std::io::stderr(), "ahp: web pages of {origin} may call /mcp (CORS)");
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "ahp: web pages of {origin} may call /mcp and /mcp/conversations (CORS)"
+                    );
                 }
                 let router = http::router(tools.clone(), agents.clone(), store.clone(), auth, &site)
                     .map_err(std::io::Error::other)?
