@@ -55,7 +55,7 @@ pub(crate) struct ServeArgs {
     public_url: Option<url::Url>,
     /// Let web pages of this origin call /mcp and /mcp/conversations and read their metadata
     /// from a browser (CORS), e.g. `http://localhost:6274`. Repeatable; exact origins only
-    /// (scheme://host[:port]), no wildcard. Pages of other origins stay refused [default: none].
+    /// (`scheme://host[:port]`), no wildcard. Pages of other origins stay refused [default: none].
     #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
     allow_origins: Vec<BrowserOrigin>,
     /// How often the reapers sweep.

@@ -15,7 +15,7 @@
 //! tools and their scopes, this one the routes, the gate and the HTTP settings; who a request
 //! acts as is [`identity`](super::identity)'s. Host and Origin headers are
 //! validated by rmcp (DNS-rebinding protection); web pages of the origins the operator allowed
-//! ([`Site::browsers`]) pass it and get CORS headers ([`cors`](super::cors)), no other page does.
+//! ([`Site::browsers`]) pass it and get CORS headers ([`cors`]), no other page does.
 //! [`Auth::None`] disables the key check and is meant only for loopback (the CLI refuses it
 //! elsewhere).
 //!
