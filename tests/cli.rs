@@ -702,6 +702,37 @@ fn auth_issuers_are_added_listed_and_removed_and_bad_ones_refused() {
         assert!(!o.status.success(), "{bad} accepted");
         assert!(String::from_utf8_lossy(&o.stderr).contains("origin"), "{bad}");
     }
+    // --allow-origin: exact origins only, and at most MAX_ORIGINS of them.
+    for bad in [
+        "*",
+        "null",
+        "https://*.example.com",
+        "http://localhost:6274/inspector",
+        "localhost:6274",
+    ] {
+        let o = ahp(fresh.path(), &["serve", "--http", "127.0.0.1:0", "--allow-origin", bad]);
+        assert!(!o.status.success(), "{bad} accepted");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("is not an origin"), "{bad}");
+    }
+    let max = ahp_host::mcp::cors::MAX_ORIGINS;
+    let origins: Vec<String> = (0..=max).map(|i| format!("http://localhost:{}", 6000 + i)).collect();
+    // MAX_ORIGINS distinct origins and a repeat pass (the check after it, a zero --poll-every,
+    // is what refuses the start) …
+    let mut args = vec!["serve", "--http", "127.0.0.1:0", "--poll-every", "0s"];
+    for origin in origins[..max].iter().chain(&origins[..1]) {
+        args.extend(["--allow-origin", origin.as_str()]);
+    }
+    let err = String::from_utf8_lossy(&ahp(fresh.path(), &args).stderr).into_owned();
+    assert!(err.contains("--poll-every must be longer than zero"), "{err}");
+    // … one more distinct origin does not, and the repeat is not counted.
+    args.extend(["--allow-origin", origins[max].as_str()]);
+    let o = ahp(fresh.path(), &args);
+    assert!(!o.status.success(), "{} origins accepted", max + 1);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("at most {max} --allow-origin, not {}", max + 1)),
+        "{err}"
+    );
     assert!(
         !fresh.path().join("ahp.db").exists(),
         "a refused serve opened no database"

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use ahp_host::agents::hosting::JoinReport;
 use ahp_host::agents::{Agents, REPAIR_SLICE};
+use ahp_host::mcp::cors::{self, BrowserOrigin};
 use ahp_host::mcp::http::{self, Auth};
 use ahp_host::mcp::listener::{self, Limits};
 use ahp_host::mcp::{ConversationTools, TransferTools, serve_stdio};
@@ -52,6 +53,11 @@ pub(crate) struct ServeArgs {
     /// [default: `http://ADDR`].
     #[arg(long, value_name = "URL", requires = "http")]
     public_url: Option<url::Url>,
+    /// Let web pages of this origin call /mcp and /mcp/conversations and read their metadata
+    /// from a browser (CORS), e.g. `http://localhost:6274`. Repeatable; exact origins only
+    /// (`scheme://host[:port]`), no wildcard. Pages of other origins stay refused [default: none].
+    #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
+    allow_origins: Vec<BrowserOrigin>,
     /// How often the reapers sweep.
     #[arg(long, default_value = "1m", value_parser = super::parse_duration)]
     reap_every: Duration,
@@ -219,6 +225,18 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
     if let Some(public) = &args.public_url {
         ahp_host::mcp::oauth::check_origin(public)?;
     }
+    let mut browsers: Vec<BrowserOrigin> = Vec::new();
+    for origin in &args.allow_origins {
+        if !browsers.contains(origin) {
+            browsers.push(origin.clone());
+        }
+    }
+    anyhow::ensure!(
+        browsers.len() <= cors::MAX_ORIGINS,
+        "at most {} --allow-origin, not {}",
+        cors::MAX_ORIGINS,
+        browsers.len()
+    );
     anyhow::ensure!(!args.poll_every.is_zero(), "--poll-every must be longer than zero");
     // One serving process per data directory on SQLite: only the holder may decide that an
     // activation in progress was interrupted, since an activation belongs to the process
@@ -287,7 +305,14 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
                         .public_url
                         .clone()
                         .unwrap_or_else(|| http::Site::local(local).public),
+                    browsers: browsers.clone(),
                 };
+                for origin in &site.browsers {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "ahp: web pages of {origin} may call /mcp and /mcp/conversations (CORS)"
+                    );
+                }
                 let router = http::router(tools.clone(), agents.clone(), store.clone(), auth, &site)
                     .map_err(std::io::Error::other)?
                     .merge(console);

@@ -14,8 +14,10 @@
 //! their scopes). Both tool sets are served the same way (one private `service` function): each module knows its
 //! tools and their scopes, this one the routes, the gate and the HTTP settings; who a request
 //! acts as is [`identity`](super::identity)'s. Host and Origin headers are
-//! validated by rmcp (DNS-rebinding protection). [`Auth::None`] disables the key check and is
-//! meant only for loopback (the CLI refuses it elsewhere).
+//! validated by rmcp (DNS-rebinding protection); web pages of the origins the operator allowed
+//! ([`Site::browsers`]) pass it and get CORS headers ([`cors`]), no other page does.
+//! [`Auth::None`] disables the key check and is meant only for loopback (the CLI refuses it
+//! elsewhere).
 //!
 //! Each surface is served at exactly one path — [`TRANSFERS_PATH`] and [`CONVERSATIONS_PATH`] —
 //! and each has its own gate, which knows the tool set it fronts and checks every call against
@@ -49,6 +51,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tower::{Layer, Service};
 
 use super::conversation_tools::{self, ConversationTools};
+use super::cors::{self, BrowserOrigin};
 use super::oauth::claims::has_jwt_shape;
 use super::oauth::metadata::{self, Surface};
 use super::oauth::{Refusal, ResourceServer};
@@ -123,6 +126,9 @@ pub struct Site {
     /// The origin clients reach it at (`ahp serve --public-url`; else `http://` and `local`):
     /// the canonical resource URIs tokens must name, and a Host and Origin it accepts.
     pub public: url::Url,
+    /// The origins of the web pages allowed to call the MCP endpoints from a browser (`ahp
+    /// serve --allow-origin`; none by default): Origins it accepts, and CORS for them.
+    pub browsers: Vec<BrowserOrigin>,
 }
 
 impl Site {
@@ -133,12 +139,17 @@ impl Site {
     /// Never: an `http://` URL of a socket address parses.
     pub fn local(local: SocketAddr) -> Self {
         let public = url::Url::parse(&format!("http://{local}")).expect("a socket address is a URL's authority");
-        Self { local, public }
+        Self {
+            local,
+            public,
+            browsers: Vec::new(),
+        }
     }
 }
 
 /// The `/mcp` router, ready for `axum::serve`: both surfaces and, unless `auth` is
-/// [`Auth::None`], their protected-resource metadata.
+/// [`Auth::None`], their protected-resource metadata; CORS on all of them for the site's
+/// [`browsers`](Site::browsers).
 ///
 /// # Errors
 ///
@@ -152,20 +163,43 @@ pub fn router(
 ) -> anyhow::Result<axum::Router> {
     let oauth = Arc::new(ResourceServer::new(&site.public, store.clone())?);
     let conversations = ConversationTools::new(store.clone(), auth == Auth::None).with_carriers(carriers);
-    let surfaces = routes(
+    Ok(site_routes(
         service(tools, site),
         service(conversations, site),
         store,
         auth,
-        oauth.clone(),
-    );
-    Ok(match auth {
+        oauth,
+        site,
+    ))
+}
+
+/// The two surfaces' routes ([`routes`]), their metadata unless `auth` is [`Auth::None`], and
+/// CORS for the site's browsers over all of them.
+fn site_routes<T, C>(
+    transfers: T,
+    conversations: C,
+    store: SharedStore,
+    auth: Auth,
+    oauth: Arc<ResourceServer>,
+    site: &Site,
+) -> axum::Router
+where
+    T: Service<Request, Error = Infallible> + Clone + Send + Sync + 'static,
+    T::Response: IntoResponse,
+    T::Future: Send + 'static,
+    C: Service<Request, Error = Infallible> + Clone + Send + Sync + 'static,
+    C::Response: IntoResponse,
+    C::Future: Send + 'static,
+{
+    let surfaces = routes(transfers, conversations, store, auth, oauth.clone());
+    let surfaces = match auth {
         Auth::None => surfaces,
         Auth::Keys => surfaces.merge(metadata::routes(
             oauth,
             [ToolSet::Transfers.surface(), ToolSet::Conversations.surface()],
         )),
-    })
+    };
+    cors::allow(surfaces, &site.browsers)
 }
 
 /// The Streamable HTTP service of one tool set (either surface) on a server listening on
@@ -216,28 +250,26 @@ where
 #[cfg(test)]
 pub(crate) fn stub_router(store: SharedStore, oauth: Arc<ResourceServer>) -> axum::Router {
     let stub = |body: &'static str| axum::routing::any(move || async move { body });
-    routes(
+    let site = Site::local(SocketAddr::from(([127, 0, 0, 1], 7070)));
+    site_routes(
         stub("transfers"),
         stub("conversations"),
         store,
         Auth::Keys,
-        oauth.clone(),
-    )
-    .merge(metadata::routes(
         oauth,
-        [ToolSet::Transfers.surface(), ToolSet::Conversations.surface()],
-    ))
+        &site,
+    )
 }
 
 /// The Streamable HTTP settings both MCP surfaces share: the Host names and Origins of the site
-/// (its listening address and its public origin; DNS-rebinding protection), and the body limit.
+/// (its listening address, its public origin and the browsers' origins; DNS-rebinding
+/// protection), and the body limit. Every Origin names its port: rmcp reads a missing one as
+/// "any port".
 fn service_config(site: &Site) -> StreamableHttpServerConfig {
     let local = site.local;
-    let origins = [
-        format!("http://{local}"),
-        format!("http://localhost:{}", local.port()),
-        site.public.origin().ascii_serialization(),
-    ];
+    let mut origins = vec![format!("http://{local}"), format!("http://localhost:{}", local.port())];
+    origins.extend(BrowserOrigin::of(&site.public).map(|o| o.with_port().to_owned()));
+    origins.extend(site.browsers.iter().map(|o| o.with_port().to_owned()));
     let mut hosts = vec![
         "localhost".to_owned(),
         "127.0.0.1".to_owned(),
@@ -580,6 +612,187 @@ mod route_tests {
                 StatusCode::NOT_FOUND
             };
             assert_eq!(status, expected, "{path} without a key");
+        }
+    }
+}
+
+#[cfg(test)]
+mod cors_tests {
+    //! CORS for the site's browsers, in front of the real Streamable HTTP service and its
+    //! Origin check.
+
+    use ahp_store::Store;
+    use axum::http::{HeaderMap, Method};
+    use tower::ServiceExt;
+
+    use super::*;
+
+    /// The origin the operator allows (the Inspector's).
+    const ALLOWED: &str = "http://localhost:6274";
+    /// Another origin: the same host on another port.
+    const OTHER: &str = "http://localhost:6275";
+    const METADATA: &str = "/.well-known/oauth-protected-resource/mcp";
+
+    /// Both surfaces (the conversation tools serve at both paths: no host needed) and their
+    /// metadata on a site at 127.0.0.1:7070 allowing `browsers`, and an API key.
+    fn app(browsers: &[&str]) -> (axum::Router, String) {
+        let mut store = Store::open_in_memory().unwrap();
+        let key = store.add_principal("browser", &ApiScope::ALL).unwrap().1;
+        let store = crate::shared_store::share(store);
+        let mut site = Site::local(SocketAddr::from(([127, 0, 0, 1], 7070)));
+        site.browsers = browsers.iter().map(|o| o.parse().unwrap()).collect();
+        let tools = || service(ConversationTools::new(store.clone(), false), &site);
+        let oauth = super::shape_tests::test_oauth(&store);
+        (
+            site_routes(tools(), tools(), store.clone(), Auth::Keys, oauth, &site),
+            key,
+        )
+    }
+
+    fn request(method: Method, path: &str, origin: Option<&str>) -> axum::http::request::Builder {
+        let r = axum::http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::HOST, "127.0.0.1:7070");
+        match origin {
+            Some(o) => r.header(header::ORIGIN, o),
+            None => r,
+        }
+    }
+
+    /// What a browser asks before it sends an MCP call with a bearer credential.
+    fn preflight(path: &str, origin: &str) -> Request {
+        request(Method::OPTIONS, path, Some(origin))
+            .header(header::ACCESS_CONTROL_REQUEST_METHOD, "POST")
+            .header(
+                header::ACCESS_CONTROL_REQUEST_HEADERS,
+                "authorization,content-type,mcp-protocol-version,mcp-session-id",
+            )
+            .body(Body::empty())
+            .unwrap()
+    }
+
+    /// An `initialize` call, with `key` if given.
+    fn initialize(path: &str, origin: Option<&str>, key: Option<&str>) -> Request {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "page", "version": "1"}}});
+        let r = request(Method::POST, path, origin)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, "application/json, text/event-stream");
+        let r = match key {
+            Some(k) => r.header(header::AUTHORIZATION, format!("Bearer {k}")),
+            None => r,
+        };
+        r.body(Body::from(body.to_string())).unwrap()
+    }
+
+    fn metadata(origin: Option<&str>) -> Request {
+        request(Method::GET, METADATA, origin).body(Body::empty()).unwrap()
+    }
+
+    async fn send(app: &axum::Router, req: Request) -> (StatusCode, HeaderMap) {
+        let answer = app.clone().oneshot(req).await.unwrap();
+        (answer.status(), answer.headers().clone())
+    }
+
+    /// The CORS headers of an answer, by name.
+    fn cors(headers: &HeaderMap) -> Vec<String> {
+        let mut names: Vec<String> = headers
+            .keys()
+            .map(|k| k.as_str().to_owned())
+            .filter(|k| k.starts_with("access-control-"))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    fn listed(headers: &HeaderMap, name: header::HeaderName) -> Vec<String> {
+        headers
+            .get_all(name)
+            .iter()
+            .flat_map(|v| v.to_str().unwrap().split(','))
+            .map(|s| s.trim().to_ascii_lowercase())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn an_allowed_page_may_call_both_surfaces_and_read_their_metadata() {
+        let (app, key) = app(&[ALLOWED]);
+        for path in [TRANSFERS_PATH, CONVERSATIONS_PATH, METADATA] {
+            let (status, headers) = send(&app, preflight(path, ALLOWED)).await;
+            assert_eq!(status, StatusCode::OK, "{path}");
+            assert_eq!(headers[header::ACCESS_CONTROL_ALLOW_ORIGIN], ALLOWED, "{path}");
+            let allowed = listed(&headers, header::ACCESS_CONTROL_ALLOW_HEADERS);
+            for h in cors::REQUEST_HEADERS {
+                assert!(
+                    allowed.contains(&h.as_str().to_owned()),
+                    "{path}: {h} not in {allowed:?}"
+                );
+            }
+            let methods = listed(&headers, header::ACCESS_CONTROL_ALLOW_METHODS);
+            assert_eq!(methods, ["get", "post", "delete"], "{path}");
+            assert_eq!(headers[header::ACCESS_CONTROL_MAX_AGE], "600", "{path}");
+        }
+        for path in [TRANSFERS_PATH, CONVERSATIONS_PATH] {
+            // Without a credential: the challenge, readable by the page.
+            let (status, headers) = send(&app, initialize(path, Some(ALLOWED), None)).await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
+            assert_eq!(headers[header::ACCESS_CONTROL_ALLOW_ORIGIN], ALLOWED, "{path}");
+            assert!(headers.contains_key(header::WWW_AUTHENTICATE), "{path}");
+            let exposed = listed(&headers, header::ACCESS_CONTROL_EXPOSE_HEADERS);
+            assert_eq!(exposed, ["mcp-session-id", "www-authenticate"], "{path}");
+            // With one: past the gate and rmcp's Origin check, a session the page can read.
+            let (status, headers) = send(&app, initialize(path, Some(ALLOWED), Some(&key))).await;
+            assert_eq!(status, StatusCode::OK, "{path}");
+            assert_eq!(headers[header::ACCESS_CONTROL_ALLOW_ORIGIN], ALLOWED, "{path}");
+            assert!(headers.contains_key("mcp-session-id"), "{path}");
+        }
+        let (status, headers) = send(&app, metadata(Some(ALLOWED))).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(headers[header::ACCESS_CONTROL_ALLOW_ORIGIN], ALLOWED);
+    }
+
+    /// Another origin, on a host allowing one, is answered exactly as on a host allowing none;
+    /// so is the allowed origin on a host allowing none; and a client without `Origin` (no
+    /// browser) is unaffected either way.
+    #[tokio::test]
+    async fn any_other_page_gets_no_cors_and_the_refusals_of_before() {
+        for (browsers, origin) in [(&[ALLOWED][..], OTHER), (&[][..], ALLOWED), (&[][..], OTHER)] {
+            let (app, key) = app(browsers);
+            let case = format!("{origin} with {browsers:?} allowed");
+            for path in [TRANSFERS_PATH, CONVERSATIONS_PATH] {
+                let (status, headers) = send(&app, preflight(path, origin)).await;
+                assert_eq!(
+                    (status, cors(&headers)),
+                    (StatusCode::UNAUTHORIZED, vec![]),
+                    "{case}: {path}"
+                );
+                let (status, headers) = send(&app, initialize(path, Some(origin), None)).await;
+                assert_eq!(
+                    (status, cors(&headers)),
+                    (StatusCode::UNAUTHORIZED, vec![]),
+                    "{case}: {path}"
+                );
+                // A valid key does not help a page of another origin: rmcp's Origin check.
+                let (status, headers) = send(&app, initialize(path, Some(origin), Some(&key))).await;
+                assert_eq!(
+                    (status, cors(&headers)),
+                    (StatusCode::FORBIDDEN, vec![]),
+                    "{case}: {path}"
+                );
+                let (status, headers) = send(&app, initialize(path, None, Some(&key))).await;
+                assert_eq!((status, cors(&headers)), (StatusCode::OK, vec![]), "{case}: {path}");
+            }
+            // The metadata is public; only the browser's reading of it is withheld.
+            let (status, headers) = send(&app, metadata(Some(origin))).await;
+            assert_eq!((status, cors(&headers)), (StatusCode::OK, vec![]), "{case}");
+            let (status, headers) = send(&app, preflight(METADATA, origin)).await;
+            assert_eq!(
+                (status, cors(&headers)),
+                (StatusCode::METHOD_NOT_ALLOWED, vec![]),
+                "{case}"
+            );
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod changed;
 pub(crate) mod conformance;
 pub mod conversation_schema;
 pub mod conversation_tools;
+pub mod cors;
 pub mod delegation_schema;
 pub mod delegation_tools;
 pub mod http;
