@@ -18,14 +18,6 @@ fn elicit(message: &str) -> serde_json::Value {
     json!({"method": "elicitation/create", "params": {"message": message, "requestedSchema": {"type": "object"}}})
 }
 
-fn violations(w: &mut World) -> Vec<String> {
-    crate::conversation::delegation::check::violations(&w.store.autocommit())
-        .unwrap()
-        .into_iter()
-        .map(|v| format!("{} {}", v.rule, v.subject))
-        .collect()
-}
-
 #[test]
 fn a_run_asks_collects_the_answers_key_by_key_then_ends_once() {
     let mut w = world();
@@ -96,7 +88,7 @@ fn a_run_asks_collects_the_answers_key_by_key_then_ends_once() {
         .unwrap();
     assert_eq!(after.status, McpTaskStatus::Completed);
     assert_eq!(w.count("SELECT ends FROM mcp_tasks"), 1);
-    assert!(violations(&mut w).is_empty(), "{:?}", violations(&mut w));
+    assert!(w.violations().is_empty(), "{:?}", w.violations());
 }
 
 #[test]
@@ -129,7 +121,7 @@ fn a_cancel_wins_over_a_late_result_and_a_parked_run_can_be_cancelled() {
         matches!(again, Err(ConversationError::InvalidInput { field: "taskId", .. })),
         "{again:?}"
     );
-    assert!(violations(&mut w).is_empty(), "{:?}", violations(&mut w));
+    assert!(w.violations().is_empty(), "{:?}", w.violations());
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! that ends it, owned by their creator, bounded in number and time.
 
 use super::*;
-use crate::conversation::delegation::{self, NewTask, TaskCompletion, TaskOutcome};
+use crate::conversation::delegation::{NewTask, TaskCompletion, TaskOutcome};
 use crate::conversation::mcp_task::{MAX_MCP_TASKS_PER_OWNER, MCP_TASK_TTL_MS, McpTaskStatus};
 
 fn ask(w: &mut World, cv: &Conversation, body: &str) -> (TranscriptMessage, mcp_task::McpTask) {
@@ -10,14 +10,6 @@ fn ask(w: &mut World, cv: &Conversation, body: &str) -> (TranscriptMessage, mcp_
     let q = w.new_post(cv, Acting::Human, body);
     let (posted, task) = w.store.ask_agent(&alice, &q).unwrap();
     (posted.value, task)
-}
-
-fn violations(w: &mut World) -> Vec<String> {
-    delegation::check::violations(&w.store.autocommit())
-        .unwrap()
-        .into_iter()
-        .map(|v| format!("{} {}", v.rule, v.subject))
-        .collect()
 }
 
 #[test]
@@ -56,7 +48,7 @@ fn a_question_is_answered_once_by_the_agents_next_reply_in_its_commit() {
     assert!(again.replayed);
     assert_eq!((again.value.id, same), (question.id, ended));
     assert_eq!(w.count("SELECT count(*) FROM mcp_tasks"), 1);
-    assert!(violations(&mut w).is_empty(), "{:?}", violations(&mut w));
+    assert!(w.violations().is_empty(), "{:?}", w.violations());
 }
 
 #[test]
@@ -83,7 +75,7 @@ fn a_reply_to_another_message_answers_no_other_question() {
         Some(r1.id.as_str()),
         "ended once"
     );
-    assert!(violations(&mut w).is_empty());
+    assert!(w.violations().is_empty());
 }
 
 #[test]
@@ -207,7 +199,7 @@ fn an_agent_tasks_mcp_task_ends_with_it_and_only_then() {
     // Untracked creation makes no MCP task.
     w.task_untracked(&a);
     assert_eq!(w.count("SELECT count(*) FROM mcp_tasks"), 2);
-    assert!(violations(&mut w).is_empty());
+    assert!(w.violations().is_empty());
 }
 
 impl World {

@@ -94,6 +94,15 @@ pub(super) fn card(handle: &str) -> AgentCard {
 }
 
 impl World {
+    /// The broken invariants of the delegation domain and the MCP tasks, as `rule subject`.
+    pub(super) fn violations(&mut self) -> Vec<String> {
+        crate::conversation::delegation::check::violations(&self.store.autocommit())
+            .unwrap()
+            .into_iter()
+            .map(|v| format!("{} {}", v.rule, v.subject))
+            .collect()
+    }
+
     pub(super) fn key(&mut self) -> String {
         self.keys += 1;
         format!("k-{}", self.keys)
