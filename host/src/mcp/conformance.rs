@@ -25,7 +25,8 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 
-use super::tasks::{self, Asker};
+use super::identity::Asker;
+use super::tasks;
 use crate::shared_store::{SharedStore, StoreLock};
 
 /// Longest `slow_compute` run, in seconds.

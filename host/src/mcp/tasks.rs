@@ -42,7 +42,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use super::changed::Changed;
 use super::conversation_schema::AskAgentResult;
 use super::delegation_schema::TaskResult;
-pub use super::identity::Asker;
+use super::identity::Asker;
 use super::schema::TransferResult;
 use crate::carrier::Carriers;
 use crate::shared_store::{SharedStore, StoreLock};

@@ -31,9 +31,9 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
 
-use super::identity::transfer_owner;
+use super::identity::{Asker, transfer_owner};
 use super::schema::*;
-use super::tasks::{self, Asker};
+use super::tasks;
 use crate::carrier::{Carriers, NoCarriers};
 use crate::host::Host;
 use crate::ops::{Ops, Transfers};
