@@ -3,14 +3,16 @@
 //! No message, agent task or activation stands for such work, so the run reports through the
 //! task's row, and the client reads it there with `tasks/get`:
 //!
-//! - the run asks the client for input ([`Store::ask_mcp_call_input`]): the task reads
-//!   `input_required` with the requests, by key;
-//! - the client answers with `tasks/update` ([`Store::answer_mcp_call_input`]): each answer to
-//!   a pending request moves it from the requests to the collected answers, an answer to
-//!   anything else is ignored (as the extension says), and the answer to the last pending
-//!   request sets the task `working` again; the run reads the answers from the row;
-//! - the run ends it ([`Store::end_mcp_call`]: the tool's result, or the error it failed with),
-//!   or the client cancels it ([`Store::cancel_mcp_call`]) — whichever commits first, by a
+//! - the run asks the client for input ([`ask_mcp_call_input`](crate::Store::ask_mcp_call_input)):
+//!   the task reads `input_required` with the requests, by key;
+//! - the client answers with `tasks/update`
+//!   ([`answer_mcp_call_input`](crate::Store::answer_mcp_call_input)): each answer to a pending
+//!   request moves it from the requests to the collected answers, an answer to anything else is
+//!   ignored (as the extension says), and the answer to the last pending request sets the task
+//!   `working` again; the run reads the answers from the row;
+//! - the run ends it ([`end_mcp_call`](crate::Store::end_mcp_call): the tool's result, or the
+//!   error it failed with), or the client cancels it
+//!   ([`cancel_mcp_call`](crate::Store::cancel_mcp_call)) — whichever commits first, by a
 //!   compare-and-set on the task not having ended, so a cancelled run's late result is dropped
 //!   and a task ends once.
 //!
