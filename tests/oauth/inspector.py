@@ -27,7 +27,7 @@ import urllib.parse
 import urllib.request
 
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException, WebDriverException
+from selenium.common.exceptions import ElementClickInterceptedException, TimeoutException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
@@ -81,10 +81,19 @@ def button(d, text, scope=None):
     return wait(scope or d, EC.element_to_be_clickable((By.XPATH, xpath)), f"the button {text!r}")
 
 
+def press(d, element):
+    """Clicks `element` as a user would; when a card still settling or a toast covers it (the
+    click lands on the other element), the click goes to the element itself."""
+    try:
+        element.click()
+    except ElementClickInterceptedException:
+        d.execute_script("arguments[0].scrollIntoView({block: 'center'}); arguments[0].click()", element)
+
+
 def add_server(d):
     d.get(inspector_url)
-    button(d, "Add Servers").click()
-    button(d, "+ Add manually").click()
+    press(d, button(d, "Add Servers"))
+    press(d, button(d, "+ Add manually"))
     dialog = wait(d, EC.visibility_of_element_located((By.CSS_SELECTOR, "[role=dialog]")), "the Add dialog")
     dialog.find_element(By.XPATH, ".//label[normalize-space()='Server ID *']/following::input[1]").send_keys("ahp")
     dialog.find_element(By.XPATH, ".//label[normalize-space()='Transport']/following::input[1]").click()
@@ -93,7 +102,7 @@ def add_server(d):
     url = wait(dialog, lambda s: s.find_element(By.XPATH, ".//label[normalize-space()='URL *']/following::input[1]"),
                "the URL field")
     url.send_keys(mcp)
-    button(d, "Add", dialog).click()
+    press(d, button(d, "Add", dialog))
     card = wait(d, EC.presence_of_element_located(
         (By.XPATH, "//*[normalize-space(text())='ahp']/ancestor::*[.//*[normalize-space(text())='Streamable HTTP']][1]")),
         "the server card")
@@ -142,7 +151,7 @@ def oauth_flow(d):
 
 
 def tools(d):
-    wait(d, EC.element_to_be_clickable((By.XPATH, "//header//*[normalize-space(text())='Tools']")), "the Tools tab").click()
+    press(d, wait(d, EC.element_to_be_clickable((By.XPATH, "//header//*[normalize-space(text())='Tools']")), "the Tools tab"))
     screen = wait(d, EC.presence_of_element_located((By.CSS_SELECTOR, "[data-testid=tools-screen][data-tool-count]")),
                   "the tools screen")
     wait(d, lambda _: screen.get_attribute("data-tool-count") == str(len(TRANSFER_TOOLS)),
@@ -158,8 +167,9 @@ def decode(part):
 
 def token(d):
     """The access token the Inspector holds, from its Connection Info."""
-    wait(d, EC.element_to_be_clickable((By.XPATH, "//header//*[normalize-space(text())='Servers']")), "the Servers tab").click()
-    button(d, "Connection Info").click()
+    press(d, wait(d, EC.element_to_be_clickable((By.XPATH, "//header//*[normalize-space(text())='Servers']")),
+                 "the Servers tab"))
+    press(d, button(d, "Connection Info"))
     dialog = wait(d, EC.visibility_of_element_located((By.CSS_SELECTOR, "[role=dialog]")), "Connection Info")
     wait(d, lambda _: "AUTHORIZED" in dialog.text, "OAuth status AUTHORIZED")
     jwts = [w for w in dialog.text.split() if w.count(".") == 2 and w.startswith("eyJ")]
@@ -168,7 +178,7 @@ def token(d):
     check(header.get("alg") == "ES256" and header.get("typ") == "at+jwt", f"token header {header}")
     check(claims.get("aud") == mcp and claims.get("iss") == issuer and claims.get("sub") == "alice", f"claims {claims}")
     check("Dynamic (DCR)" in dialog.text, "the client was not registered dynamically")
-    dialog.find_element(By.CSS_SELECTOR, "button[aria-label=Close]").click()
+    press(d, dialog.find_element(By.CSS_SELECTOR, "button[aria-label=Close]"))
     return jwts[0], (f"Connection Info: AUTHORIZED, client registration Dynamic (DCR), token ES256 at+jwt "
                      f"aud={claims['aud']} iss={claims['iss']} sub={claims['sub']} scope={claims.get('scope')!r}")
 
