@@ -24,4 +24,5 @@ migrations![
     18 "0018_token_issuers.sql",
     19 "0019_mcp_tasks.sql",
     20 "0020_mcp_call_tasks.sql",
+    21 "0021_mcp_app_carrier.sql",
 ]

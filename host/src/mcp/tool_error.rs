@@ -51,6 +51,9 @@ impl From<ConversationError> for ToolError {
                 Self::new("stale_endpoint", e.to_string())
             }
             E::NotWakeCapable(_) => Self::new("not_wake_capable", e.to_string()),
+            // The caller owns the endpoint (admission is checked first).
+            E::AppViewNotBound(_) => Self::new("app_not_bound", e.to_string()),
+            E::AppViewConflict(_) => Self::new("app_binding_conflict", e.to_string()),
             // The caller owns the agent (ownership is checked first), so naming the endpoint
             // or agent reveals nothing it does not already see in its listings.
             E::HostHeldEndpoint(_) | E::TransferBoundAgent(_) => Self::new("host_held", e.to_string()),

@@ -40,7 +40,8 @@ use crate::db::Store;
 use crate::id::new_id;
 
 /// Moves `endpoint` out of `attached` into `to` and, in the same transaction, reconciles the wake
-/// attempts and ends the task attempts fenced to it. Returns whether it was attached.
+/// attempts and ends the task attempts fenced to it. Its MCP App binding ends with it; an
+/// expiry keeps the window's hash (see [`super::app_carrier`]). Returns whether it was attached.
 pub(crate) fn retire(tx: &Tx<'_>, endpoint: &str, to: EndpointState, now: Timestamp) -> Result<bool> {
     let ep = load(tx, endpoint)?;
     if ep.state != EndpointState::Attached {
@@ -48,7 +49,11 @@ pub(crate) fn retire(tx: &Tx<'_>, endpoint: &str, to: EndpointState, now: Timest
     }
     let changed = tx
         .prepare_cached(
-            "UPDATE agent_endpoints SET state = ?2, wake_capable = 0, ended_at = ?3, updated_at = ?3
+            // An MCP App binding ends with the endpoint; natural expiry alone keeps the
+            // window's hash, for the expired-endpoint replacement only (`app_carrier`).
+            "UPDATE agent_endpoints SET state = ?2, wake_capable = 0, ended_at = ?3, updated_at = ?3,
+                    app_binding_hash = NULL, app_host_id = NULL,
+                    app_window_hash = CASE WHEN ?2 = 'expired' THEN app_window_hash ELSE NULL END
              WHERE id = ?1 AND state = 'attached'",
         )?
         .execute((endpoint, to.as_str(), now.as_micros()))?;

@@ -55,6 +55,13 @@ closed_enum!(
         /// An endpoint stopped being wake-capable because its agent's transfer became
         /// `insolvent`: the agent gets no more turns, but stays attached and readable.
         EndpointWakeRevoked = "endpoint_wake_revoked",
+        /// An MCP App View bound the endpoint (the detail says whether it took over from an
+        /// earlier View of its window); never the View's fence or window.
+        AppViewBound = "app_view_bound",
+        /// The MCP App View that held the endpoint let it go.
+        AppViewUnbound = "app_view_unbound",
+        /// An App-carried endpoint that expired was replaced by its successor, one generation on.
+        AppEndpointReplaced = "app_endpoint_replaced",
         /// A conversation was created.
         ConversationCreated = "conversation_created",
         /// A conversation was closed.

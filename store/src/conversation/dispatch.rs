@@ -30,12 +30,14 @@ use crate::db::Store;
 use crate::id::{new_id, random_bytes};
 
 /// Claims the acting agent's pending wake through its admitted endpoint (see
-/// [`Store::claim_wake`]), in `tx`.
-fn claim_in(
+/// [`Store::claim_wake`]), in `tx`: for the host's push carrier (`app_binding` `None`) or for
+/// the MCP App View whose binding fence hashes to `app_binding` ([`super::app_carrier`]).
+pub(super) fn claim_in(
     tx: &Tx<'_>,
     caller: &Caller,
     actor: &AgentActor,
     lease: Duration,
+    app_binding: Option<&str>,
     now: Timestamp,
 ) -> Result<Option<WakeClaim>> {
     let ep = admission::admit(tx, caller, actor, now)?;
@@ -58,8 +60,10 @@ fn claim_in(
     check_unresolved(tx, &actor.agent, &ep.id)?;
     let attempt = new_id(ATTEMPT_ID_PREFIX);
     tx.prepare_cached(
-        "INSERT INTO wake_attempts (id, wake_id, agent_id, endpoint_id, generation, state, claim_expires_at, claimed_at, seq)
-         VALUES (?1, ?2, ?3, ?4, ?5, 'claimed', ?6, ?7, (SELECT coalesce(max(seq), 0) + 1 FROM wake_attempts WHERE wake_id = ?2))",
+        "INSERT INTO wake_attempts (id, wake_id, agent_id, endpoint_id, generation, state, claim_expires_at, claimed_at, seq,
+                                    carrier, app_binding_hash)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'claimed', ?6, ?7, (SELECT coalesce(max(seq), 0) + 1 FROM wake_attempts WHERE wake_id = ?2),
+                 ?8, ?9)",
     )?
     .execute((
         &attempt,
@@ -69,6 +73,8 @@ fn claim_in(
         ep.generation as i64,
         now.saturating_add(lease).as_micros(),
         now.as_micros(),
+        if app_binding.is_some() { "mcp_app" } else { "host" },
+        app_binding,
     ))?;
     tx.prepare_cached("UPDATE wakes SET state = 'claimed', updated_at = ?2 WHERE id = ?1 AND state = 'pending'")?
         .execute((&w.id, now.as_micros()))?;
@@ -89,7 +95,7 @@ fn claim_in(
 
 /// Takes the claimed attempt `a` (of the acting endpoint, its claim not expired) across the
 /// dispatch fence (see [`Store::prepare_dispatch`]), in `tx`.
-fn dispatch_in(tx: &Tx<'_>, actor: &AgentActor, a: WakeAttempt, now: Timestamp) -> Result<DispatchTicket> {
+pub(super) fn dispatch_in(tx: &Tx<'_>, actor: &AgentActor, a: WakeAttempt, now: Timestamp) -> Result<DispatchTicket> {
     if a.state.after(AttemptEvent::Dispatch).is_none() {
         return Err(Error::InvalidAttemptState {
             attempt: a.id,
@@ -139,7 +145,7 @@ impl Store {
         bounds::lease("lease", lease, MIN_CLAIM_LEASE, MAX_CLAIM_LEASE)?;
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
-            let claim = claim_in(&tx, caller, actor, lease, now)?;
+            let claim = claim_in(&tx, caller, actor, lease, None, now)?;
             tx.commit()?;
             Ok(claim)
         })
@@ -165,7 +171,7 @@ impl Store {
         bounds::lease("lease", lease, MIN_CLAIM_LEASE, MAX_CLAIM_LEASE)?;
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
-            let Some(claim) = claim_in(&tx, caller, actor, lease, now)? else {
+            let Some(claim) = claim_in(&tx, caller, actor, lease, None, now)? else {
                 tx.commit()?;
                 return Ok(None);
             };

@@ -55,6 +55,9 @@ pub struct Endpoint {
     pub ended_at: Option<Timestamp>,
     /// The host that attached it, for a host-held endpoint ([`crate::hosts`]).
     pub host_id: Option<String>,
+    /// While an MCP App View holds its binding: the host whose process the View bound it on
+    /// ([`super::app_carrier`]).
+    pub app_host_id: Option<String>,
 }
 
 impl Endpoint {
@@ -91,7 +94,7 @@ impl AgentActor {
     }
 }
 
-pub(crate) const ENDPOINT_COLUMNS: &str = "id, agent_id, generation, state, lease_expires_at, wake_capable, attached_at, updated_at, ended_at, host_held, host_id";
+pub(crate) const ENDPOINT_COLUMNS: &str = "id, agent_id, generation, state, lease_expires_at, wake_capable, attached_at, updated_at, ended_at, host_held, host_id, app_host_id";
 
 pub(crate) fn from_row(r: &Row) -> Result<Endpoint> {
     let id: String = r.get(0)?;
@@ -112,6 +115,7 @@ pub(crate) fn from_row(r: &Row) -> Result<Endpoint> {
         ended_at: r.get::<_, Option<i64>>(8)?.map(Timestamp::from_micros),
         host_held: r.get::<_, i64>(9)? == 1,
         host_id: r.get(10)?,
+        app_host_id: r.get(11)?,
         id,
     })
 }
@@ -140,7 +144,12 @@ pub(crate) fn load(conn: &Tx<'_>, endpoint: &str) -> Result<Endpoint> {
 
 /// Makes `endpoint` wake-capable in `tx` (its admission checked by the caller) and returns it.
 pub(crate) fn mark_wake_capable(tx: &Tx<'_>, endpoint: &str, now: Timestamp) -> Result<Endpoint> {
-    tx.prepare_cached("UPDATE agent_endpoints SET wake_capable = 1, updated_at = ?2 WHERE id = ?1")?
-        .execute((endpoint, now.as_micros()))?;
+    // A push carrier replaces any MCP App binding, and the window's continuity with it.
+    tx.prepare_cached(
+        "UPDATE agent_endpoints SET wake_capable = 1, updated_at = ?2,
+                app_binding_hash = NULL, app_window_hash = NULL, app_host_id = NULL
+         WHERE id = ?1",
+    )?
+    .execute((endpoint, now.as_micros()))?;
     load(tx, endpoint)
 }

@@ -109,6 +109,16 @@ pub enum ConversationError {
     #[error("endpoint {0} is not registered as wake-capable by its host")]
     NotWakeCapable(String),
 
+    /// The MCP App View's binding fence is not the one that holds the endpoint's App binding
+    /// (or none does): the View binds first ([`crate::Store::bind_app_view`]).
+    #[error("endpoint {0} is not bound by this View; bind it first")]
+    AppViewNotBound(String),
+
+    /// Another View, not of the window that holds the endpoint's App binding, tried to bind
+    /// it or replace it: a live binding is replaced only from its own window.
+    #[error("endpoint {0} is bound from another window; only that window's View may bind it")]
+    AppViewConflict(String),
+
     /// The conversation is closed to new messages and participants.
     #[error("conversation {0} is closed")]
     ConversationClosed(String),

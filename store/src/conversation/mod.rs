@@ -22,7 +22,9 @@
 //! - [`delegation`]: agent tasks and their fenced attempts, waits, goals and attention;
 //! - [`attempt`]: wake delivery attempts and the dispatch fence (a wake whose delivery became
 //!   unknown ends the task attempt it carried, in its transaction); [`dispatch`]: the
-//!   carrier's operations over them (claim, prepare, finish, consume); [`attachment`]: an
+//!   carrier's operations over them (claim, prepare, finish, consume); [`app_carrier`]: the
+//!   same for an MCP App View, the pull carrier (bind, acquire, prepare, finish, unbind, the
+//!   expired-endpoint replacement); [`attachment`]: an
 //!   endpoint's life (attach, renew, detach, retire: a retirement reconciles the wake and task
 //!   attempts fenced to it, in its transaction);
 //! - [`message`]: the append-only transcript and `post_message`; [`delivery`]: the
@@ -120,6 +122,7 @@ macro_rules! closed_enum {
 
 pub(crate) mod admission;
 pub mod agent;
+pub mod app_carrier;
 pub mod attachment;
 pub mod attempt;
 pub mod audit;
@@ -155,6 +158,10 @@ mod tests;
 use crate::clock::Timestamp;
 
 pub use agent::{Agent, AgentCard};
+pub use app_carrier::{
+    APP_BINDING_PREFIX, AppAcquire, AppBindOutcome, AppBinding, AppBindingHolder, AppCarrierState, AppView,
+    EndpointRecovery, MAX_WINDOW_KEY_BYTES,
+};
 pub use attempt::{DispatchOutcome, DispatchTicket, WakeAttempt, WakeClaim};
 pub use audit::{AuditEvent, AuditKind};
 pub use bootstrap::Bootstrap;

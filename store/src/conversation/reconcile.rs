@@ -6,7 +6,9 @@
 //! every dispatched attempt whose outcome was never reported, and every accepted one whose wake
 //! was never consumed, becomes `delivery_unknown` (the old host may have started the turn, so
 //! it is never redispatched; and only the old endpoint could have consumed it); every endpoint's
-//! `wake_capable` is cleared, because the registry of carriers lived in the old process; and
+//! `wake_capable` is cleared, because the registry of carriers lived in the old process (an MCP
+//! App binding keeps its fence's and window's hashes, for its View to bind again:
+//! [`super::app_carrier`]); and
 //! endpoints whose lease has passed are recorded as expired.
 
 use serde::Serialize;
@@ -54,7 +56,7 @@ impl Store {
             let expired_endpoints = attachment::materialize_all_expired(&tx, now)?;
             attempt::reconcile_all(&tx, now)?;
             let cleared = tx.execute(
-                "UPDATE agent_endpoints SET wake_capable = 0, updated_at = ?1 WHERE wake_capable = 1",
+                "UPDATE agent_endpoints SET wake_capable = 0, app_host_id = NULL, updated_at = ?1 WHERE wake_capable = 1",
                 [now.as_micros()],
             )?;
             tx.commit()?;

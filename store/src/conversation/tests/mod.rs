@@ -19,11 +19,16 @@
 //!   settled, the endpoints with a wake to claim;
 //! - `woken`: the agents a post reports it woke, for the host to schedule;
 //! - `cursors`: a delivery or an event that commits late is never behind a reader's cursor;
-//! - `mcp_tasks`: MCP tasks created with their work and ended once with it.
+//! - `mcp_tasks`: MCP tasks created with their work and ended once with it;
+//! - `app_carrier`: the MCP App pull carrier (bind, refresh, restart, unbind, expiry and
+//!   replacement; a View's acquire, prepare and finish);
+//! - `app_model`: a proptest model of the App carrier's interleavings.
 
 mod activation;
 mod agents;
 mod answered;
+mod app_carrier;
+mod app_model;
 mod audit;
 mod carrier;
 mod concurrency;
