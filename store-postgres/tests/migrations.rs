@@ -47,7 +47,7 @@ fn all_migrations_apply_once_and_a_second_run_is_a_no_op() {
     let before = schema::schema(&mut conn).unwrap();
     assert_eq!(
         before.tables.len(),
-        33,
+        34,
         "{:?}",
         before.tables.keys().collect::<Vec<_>>()
     );

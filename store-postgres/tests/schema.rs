@@ -40,6 +40,9 @@ fn introspection_reads_a_tables_columns_keys_and_indexes() {
         ("lease_micros", column(ColumnType::Integer, false, None)),
         ("host_held", column(ColumnType::Integer, true, Some("0"))),
         ("host_id", column(ColumnType::Text, false, None)),
+        ("app_binding_hash", column(ColumnType::Text, false, None)),
+        ("app_window_hash", column(ColumnType::Text, false, None)),
+        ("app_host_id", column(ColumnType::Text, false, None)),
     ]
     .into_iter()
     .map(|(n, c)| (n.to_owned(), c))

@@ -25,4 +25,5 @@ migrations![
     19 "0019_mcp_tasks.sql",
     20 "0020_mcp_call_tasks.sql",
     21 "0021_mcp_app_carrier.sql",
+    22 "0022_goal_stalled_attention.sql",
 ]

@@ -172,7 +172,8 @@ impl Host for AgentCtx {
     fn get_attention_event(&mut self, event_id: String) -> Result<AttentionEvent, Error> {
         let turn = self.read()?;
         let event = self.delegation(|d| d.attention_event(&turn.caller, &turn.acting(), &event_id))?;
-        Ok(event.into())
+        AttentionEvent::of(event)
+            .ok_or_else(|| Error::Refused("a goal_workflow_stalled attention has no task: read its goal".into()))
     }
 }
 

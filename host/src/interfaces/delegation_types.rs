@@ -142,15 +142,17 @@ impl From<StoreGoal> for Goal {
     }
 }
 
-impl From<StoreEvent> for AttentionEvent {
-    fn from(e: StoreEvent) -> Self {
-        Self {
+impl AttentionEvent {
+    /// The guest's view of an `agent_task_terminal` event; `None` for a `goal_workflow_stalled`
+    /// one, which has no task (it targets only an agent an MCP App carries, never a sandbox's).
+    pub(super) fn of(e: StoreEvent) -> Option<Self> {
+        Some(Self {
+            task_id: e.task_id?,
+            attempt_id: e.attempt_id?,
+            task_state: e.task_state?.into(),
             id: e.id,
             goal_id: e.goal_id,
-            task_id: e.task_id,
-            attempt_id: e.attempt_id,
-            task_state: e.task_state.into(),
             created_at_micros: micros(e.created_at),
-        }
+        })
     }
 }

@@ -1,4 +1,5 @@
-//! Attention: `agent_task_terminal` events, the goal's reason to look again.
+//! Attention: `agent_task_terminal` and `goal_workflow_stalled` events, the goal's reason to
+//! look again. This file records and reads the first; [`super::stall`] records the second.
 //!
 //! When an attempt of a task that serves an **active** goal is terminalized (succeeded or
 //! failed, through [`Store::complete_task_attempt`]), the same transaction records one immutable
@@ -49,6 +50,9 @@ closed_enum!(
     AttentionKind, "attention kind", {
         /// An attempt of a goal's task reached a terminal state.
         AgentTaskTerminal = "agent_task_terminal",
+        /// A goal whose controller is carried by an MCP App saw no meaningful work for the
+        /// quiet period while its Goal Plan card watched ([`super::stall`]).
+        GoalWorkflowStalled = "goal_workflow_stalled",
     }
 );
 
@@ -62,12 +66,15 @@ pub struct AttentionEvent {
     pub kind: AttentionKind,
     /// The goal.
     pub goal_id: String,
-    /// The task.
-    pub task_id: String,
-    /// The attempt that was terminalized.
-    pub attempt_id: String,
-    /// The task's state it reports.
-    pub task_state: TaskState,
+    /// The task (an `agent_task_terminal` event's).
+    pub task_id: Option<String>,
+    /// The attempt that was terminalized (an `agent_task_terminal` event's).
+    pub attempt_id: Option<String>,
+    /// The task's state it reports (an `agent_task_terminal` event's).
+    pub task_state: Option<TaskState>,
+    /// The goal's last meaningful work it is bound to (a `goal_workflow_stalled` event's): one
+    /// such event per epoch.
+    pub epoch: Option<Timestamp>,
     /// The agent it wakes (`None`: a human creator, no wake).
     pub target_agent_id: Option<String>,
     /// The wake it coalesced into.
@@ -76,24 +83,38 @@ pub struct AttentionEvent {
     pub created_at: Timestamp,
 }
 
-const COLUMNS: &str = "id, kind, goal_id, task_id, attempt_id, task_state, target_agent_id, wake_id, created_at";
+const COLUMNS: &str = "id, kind, goal_id, task_id, attempt_id, task_state, target_agent_id, wake_id, created_at, epoch";
 
-fn from_row(r: &Row) -> Result<AttentionEvent> {
+pub(super) fn from_row(r: &Row) -> Result<AttentionEvent> {
     let id: String = r.get(0)?;
     let kind: String = r.get(1)?;
-    let state: String = r.get(5)?;
+    let state: Option<String> = r.get(5)?;
     let corrupt = |e: String| Error::corrupt("attention_events", format!("{id}: {e}"));
-    Ok(AttentionEvent {
-        kind: kind.parse().map_err(corrupt)?,
+    let kind: AttentionKind = kind.parse().map_err(corrupt)?;
+    let event = AttentionEvent {
+        kind,
         goal_id: r.get(2)?,
         task_id: r.get(3)?,
         attempt_id: r.get(4)?,
-        task_state: state.parse().map_err(corrupt)?,
+        task_state: state.map(|s| s.parse()).transpose().map_err(corrupt)?,
         target_agent_id: r.get(6)?,
         wake_id: r.get(7)?,
         created_at: Timestamp::from_micros(r.get(8)?),
-        id,
-    })
+        epoch: r.get::<_, Option<i64>>(9)?.map(Timestamp::from_micros),
+        id: id.clone(),
+    };
+    // Each kind has exactly its own fields: a row that mixes them fails closed.
+    let terminal = event.task_id.is_some() && event.attempt_id.is_some() && event.task_state.is_some();
+    let shaped = match kind {
+        AttentionKind::AgentTaskTerminal => terminal && event.epoch.is_none(),
+        AttentionKind::GoalWorkflowStalled => {
+            event.task_id.is_none() && event.attempt_id.is_none() && event.task_state.is_none() && event.epoch.is_some()
+        }
+    };
+    if !shaped {
+        return Err(corrupt(format!("fields do not match its kind {kind}")));
+    }
+    Ok(event)
 }
 
 /// The attempt `attempt` of the task `row` was terminalized into `state`: records the goal's
@@ -155,7 +176,7 @@ pub(crate) fn check_id(event: &str) -> Result<()> {
     bounds::id("attentionEventId", event, ATTENTION_EVENT_ID_PREFIX)
 }
 
-fn load_visible(conn: &Tx<'_>, owner: &str, agent: Option<&str>, event: &str) -> Result<AttentionEvent> {
+pub(super) fn load_visible(conn: &Tx<'_>, owner: &str, agent: Option<&str>, event: &str) -> Result<AttentionEvent> {
     let sql = format!(
         "SELECT {COLUMNS} FROM attention_events WHERE id = ?3 AND owner_principal = ?1 AND (?2 IS NULL OR target_agent_id = ?2)"
     );

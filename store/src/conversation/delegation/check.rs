@@ -7,8 +7,9 @@
 //! - no wait fired twice (at most one Wait-origin wake cause per wait), and a triggered wait
 //!   has exactly one, a never-triggered one none;
 //! - an `all` wait fired only with every source matched;
-//! - no attention event is duplicated (one per terminal attempt and goal), and each one with a
-//!   target has exactly one wake cause;
+//! - no attention event is duplicated (one terminal attention per terminal attempt and goal,
+//!   one stalled attention per goal and epoch of meaningful work), and each one with a target
+//!   has exactly one wake cause;
 //! - no attention was recorded for a task while a Goal-scoped wait over it routed its facts
 //!   (registered before the event and not cancelled before it);
 //! - at most one active attempt per task;
@@ -58,7 +59,13 @@ const RULES: &[(&str, &str)] = &[
     ),
     (
         "attention_duplicated",
-        "SELECT attempt_id || '/' || goal_id FROM attention_events GROUP BY kind, attempt_id, goal_id HAVING count(*) > 1",
+        "SELECT attempt_id || '/' || goal_id FROM attention_events WHERE kind = 'agent_task_terminal'
+         GROUP BY attempt_id, goal_id HAVING count(*) > 1",
+    ),
+    (
+        "stall_duplicated",
+        "SELECT goal_id FROM attention_events WHERE kind = 'goal_workflow_stalled'
+         GROUP BY goal_id, epoch HAVING count(*) > 1",
     ),
     (
         "attention_without_one_wake",

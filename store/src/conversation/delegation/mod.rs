@@ -17,6 +17,9 @@
 //! - [`attention`]: `agent_task_terminal` **attention events** (`att_…`), created with one
 //!   `attention_event` wake in the transaction that terminalizes a goal-correlated attempt,
 //!   unless a Goal-scoped wait takes precedence;
+//! - [`stall`]: `goal_workflow_stalled` attention events, recorded (once per epoch of
+//!   meaningful work) by the Goal Plan card's observation of a quiet goal whose controller an
+//!   MCP App carries;
 //! - [`operator`]: the operator's reads across principals (the CLI's);
 //! - [`check`]: an independent SQL check of the one-shot invariants (for crash tests);
 //! - [`bounds`]: every limit of the domain, documented.
@@ -65,6 +68,7 @@ pub mod bounds;
 pub mod check;
 pub mod goal;
 pub mod operator;
+pub mod stall;
 pub mod task;
 pub mod wait;
 
@@ -87,6 +91,7 @@ pub use attempt::{DELIVERY_UNKNOWN_RESULT, TaskAttempt, TaskCompletion, TaskOutc
 pub use attention::{AttentionEvent, AttentionKind};
 pub use check::{Violation, check_delegation_invariants};
 pub use goal::{Goal, GoalCheckpoint, NewGoal, PlanStep, StepStatus};
+pub use stall::{GoalPlanObservation, MAX_OBSERVATION_GAP, STALL_QUIET_PERIOD};
 pub use task::{AgentTask, NewTask, TaskQuery};
 pub use wait::{AgentWait, NewWait, WaitMode, WaitSource, WaitState};
 

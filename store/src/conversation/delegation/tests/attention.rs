@@ -23,10 +23,11 @@ fn a_terminal_attempt_of_a_goal_task_wakes_the_goal_controller_once() {
     let e = &list[0];
     assert_eq!(
         (e.kind, e.task_state),
-        (AttentionKind::AgentTaskTerminal, TaskState::Succeeded)
+        (AttentionKind::AgentTaskTerminal, Some(TaskState::Succeeded))
     );
+    assert_eq!(e.epoch, None);
     assert_eq!(
-        (e.goal_id.as_str(), e.task_id.as_str()),
+        (e.goal_id.as_str(), e.task_id.as_deref().unwrap()),
         (g.id.as_str(), task.id.as_str())
     );
     assert_eq!(e.target_agent_id.as_deref(), Some(controller.id.as_str()));
@@ -142,7 +143,7 @@ fn a_triggered_scoped_any_wait_still_suppresses_and_its_cancel_restores_only_fut
     let e = w.store.list_attention_events(&alice, &t.boss(), None, 10).unwrap();
     assert_eq!(
         e.iter().map(|e| e.task_id.clone()).collect::<Vec<_>>(),
-        vec![c.id.clone()]
+        vec![Some(c.id.clone())]
     );
 }
 
@@ -228,8 +229,12 @@ fn an_attempt_whose_outcome_became_unknown_wakes_the_goal_controller() {
     assert_eq!(list.len(), 1);
     let e = &list[0];
     assert_eq!(
-        (e.kind, e.task_state, e.task_id.as_str()),
-        (AttentionKind::AgentTaskTerminal, TaskState::Failed, task.id.as_str())
+        (e.kind, e.task_state, e.task_id.as_deref()),
+        (
+            AttentionKind::AgentTaskTerminal,
+            Some(TaskState::Failed),
+            Some(task.id.as_str())
+        )
     );
     let wake = w.open_wake(&controller_ep).unwrap();
     assert_eq!(wake.origin, WakeOrigin::AttentionEvent(e.id.clone()));

@@ -13,7 +13,9 @@
 //! - `concurrency`: eight connections finishing an `all` wait's sources at once;
 //! - `upgrade`: a schema-8 database keeps its wakes across the rebuild of `wakes`;
 //! - `fail_closed`: unknown persisted states and origins are refused;
-//! - `woken`: each write reports exactly whom it woke.
+//! - `woken`: each write reports exactly whom it woke;
+//! - `stall`: the Goal Plan card's observations and the one `goal_workflow_stalled` attention
+//!   per epoch of meaningful work.
 
 mod attempts;
 mod attention;
@@ -24,6 +26,7 @@ mod goals;
 mod hiding;
 mod limits;
 mod model;
+mod stall;
 mod tasks;
 mod upgrade;
 mod waits;
