@@ -15,6 +15,7 @@ mod delegation;
 mod host_held;
 mod hosts;
 mod http_limits;
+mod mcp_apps;
 mod mcp_conversations;
 mod mcp_delegation;
 mod mcp_http;

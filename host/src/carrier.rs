@@ -2,7 +2,7 @@
 //! endpoint, and how a committed post tells it whom to run.
 //!
 //! A transferred agent's endpoint is wake-capable because its sandbox lives in some `ahp serve`
-//! process; the store records the endpoint, its generation and the host that attached it, but
+//! process (an App-carried agent's, because a View bound it through one: [`crate::app_views`]); the store records the endpoint, its generation and the host that attached it, but
 //! only a process knows whether it still holds the sandbox — this one for its own carriers,
 //! and, for another host's, that host's live lease vouches for it. Every surface that shows an agent's readiness
 //! (`productionAutoResumeAvailable` in `list_agent_identities`, the console's agent cards)
@@ -33,6 +33,12 @@ pub trait Carriers: Send + Sync + 'static {
     /// The sandboxes of `transfers` were just parked (dropped): forget what is held for them
     /// while they were live. It must not read the store. Nothing by default.
     fn parked(&self, _transfers: &[String]) {}
+
+    /// The MCP App Views bound through this process ([`crate::app_views`]); `None` for a
+    /// process that binds none (its App tools refuse). `None` by default.
+    fn app_views(&self) -> Option<&crate::app_views::AppViews> {
+        None
+    }
 }
 
 /// Where a carried agent's sandbox is.

@@ -24,6 +24,7 @@ pub use ahp_store as store;
 
 pub mod activation;
 pub mod agents;
+pub mod app_views;
 pub mod carrier;
 pub mod console;
 pub mod egress;

@@ -102,6 +102,9 @@ pub struct AgentsConfig {
     /// may hold live sandboxes ([`Sandboxes::live_cap`]), at most [`MAX_RUNNING_TURNS`] — a
     /// running turn holds a sandbox, and no thread while it waits.
     pub running_turns: Option<usize>,
+    /// The quiet period after which a goal an MCP App's agent controls, observed by its Goal
+    /// Plan card, is stalled ([`crate::app_views::AppViews::quiet_period`]).
+    pub goal_quiet_period: std::time::Duration,
 }
 
 /// The most turns running at once when neither the engine's pool nor the parking cap bounds
@@ -114,6 +117,7 @@ impl Default for AgentsConfig {
             // One slot per agent the store may hold; a slot exists only while its agent is queued.
             capacity: usize::try_from(crate::store::conversation::bounds::MAX_AGENTS).unwrap_or(usize::MAX),
             running_turns: None,
+            goal_quiet_period: ahp_store::delegation::STALL_QUIET_PERIOD,
         }
     }
 }
@@ -176,6 +180,8 @@ pub struct Agents {
     signals: Mutex<Option<std::sync::mpsc::Sender<String>>>,
     /// The other hosts whose lease held at the last renewal of this one's ([`hosting`]).
     peers: Mutex<HashSet<String>>,
+    /// The MCP App Views bound through this process (the App carrier's process-local half).
+    views: crate::app_views::AppViews,
 }
 
 /// Marks a transfer as being activated by this process until dropped ([`Agents::activating`]).
@@ -201,12 +207,16 @@ impl std::fmt::Debug for Agents {
 
 impl Carriers for Agents {
     fn holds(&self, endpoint: &ahp_store::conversation::Endpoint) -> bool {
-        let here = self.carried(endpoint).is_some() || self.carries_by_rows(endpoint);
-        here || (endpoint.wake_capable
-            && endpoint
-                .host_id
-                .as_deref()
-                .is_some_and(|h| self.peers.locked().contains(h)))
+        let here = self.carried(endpoint).is_some()
+            || self.carries_by_rows(endpoint)
+            || (endpoint.wake_capable && self.views.holds(endpoint));
+        // Another host's: its sandbox, or an App View bound through it, while its lease holds.
+        let peer = |h: Option<&str>| h.is_some_and(|h| self.peers.locked().contains(h));
+        here || (endpoint.wake_capable && (peer(endpoint.host_id.as_deref()) || peer(endpoint.app_host_id.as_deref())))
+    }
+
+    fn app_views(&self) -> Option<&crate::app_views::AppViews> {
+        Some(&self.views)
     }
 
     fn residency(&self, endpoint: &ahp_store::conversation::Endpoint) -> Option<Residency> {
@@ -313,6 +323,7 @@ impl Agents {
             leaving: Mutex::new(HashSet::new()),
             signals: Mutex::new(None),
             peers: Mutex::new(HashSet::new()),
+            views: crate::app_views::AppViews::with_quiet_period(config.goal_quiet_period),
         }
     }
 

@@ -93,8 +93,21 @@ pub(crate) struct ServeArgs {
     /// 15,000 the kernel's `vm.max_map_count` must be raised (reported at start).
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..=MAX_LIVE_LIMIT as i64))]
     max_live: u32,
+    /// How long a goal whose controller an MCP App carries must see no meaningful work, while
+    /// its Goal Plan card is shown, before its controller is woken once (1s to 24h).
+    #[arg(long, default_value = "5m", value_parser = parse_goal_quiet_period)]
+    goal_quiet_period: Duration,
     #[command(flatten)]
     http_limits: HttpLimitArgs,
+}
+
+fn parse_goal_quiet_period(s: &str) -> Result<Duration, String> {
+    use ahp_store::delegation::{MAX_STALL_QUIET_PERIOD, MIN_STALL_QUIET_PERIOD};
+    let d = super::parse_duration(s)?;
+    if !(MIN_STALL_QUIET_PERIOD..=MAX_STALL_QUIET_PERIOD).contains(&d) {
+        return Err("must be 1s to 24h".into());
+    }
+    Ok(d)
 }
 
 /// The largest `--max-live`: pool slots reserve address space (2 GiB and a guard each by
@@ -249,7 +262,12 @@ pub(crate) fn run(dir: &DataDir, args: ServeArgs) -> anyhow::Result<()> {
     };
     report_map_count(args.max_live);
     let host = dir.open_host_with(args.vault_dir.as_deref(), |b| {
-        b.engine(|e| e.max_live_sandboxes = args.max_live).parking(parking)
+        b.engine(|e| e.max_live_sandboxes = args.max_live)
+            .parking(parking)
+            .agents(ahp_host::agents::AgentsConfig {
+                goal_quiet_period: args.goal_quiet_period,
+                ..Default::default()
+            })
     })?;
     let store = host.store().clone();
     let agents = host.agents().clone();

@@ -29,7 +29,8 @@ use rmcp::ErrorData as McpError;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResponse, CancelTaskParams, Extensions, GetTaskParams, GetTaskResult, Implementation, ServerCapabilities,
+    CallToolResponse, CancelTaskParams, Extensions, GetTaskParams, GetTaskResult, Implementation, ListResourcesResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
     ServerConfig, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
@@ -41,7 +42,7 @@ use super::conversation_schema::*;
 use super::identity::{Asker, api_key_caller, operator_caller, principal_of};
 use super::tasks;
 pub use super::tool_error::ToolError;
-use crate::carrier::{Carriers, NoCarriers};
+use crate::carrier::Carriers;
 use crate::ops::Page;
 
 /// Default endpoint lease when `attach_agent_endpoint` names none.
@@ -74,8 +75,8 @@ impl ConversationTools {
         Self {
             store,
             operator_fallback,
-            carriers: Arc::new(NoCarriers),
-            tool_router: Self::tool_router() + Self::delegation_router() + Self::fixture_router(),
+            carriers: Arc::new(crate::app_views::ViewCarriers::default()),
+            tool_router: Self::tool_router() + Self::delegation_router() + Self::app_router() + Self::fixture_router(),
         }
     }
 
@@ -106,6 +107,11 @@ impl ConversationTools {
     /// The wake carriers this process holds (whom a call that woke agents schedules).
     pub(super) fn carriers(&self) -> Arc<dyn Carriers> {
         self.carriers.clone()
+    }
+
+    /// The MCP App Views bound through this process, if it binds any.
+    pub(super) fn app_views(&self) -> Option<&crate::app_views::AppViews> {
+        self.carriers.app_views()
     }
 
     /// Whether a live carrier holds `endpoint` (this process's, or a live host's).
@@ -590,17 +596,42 @@ impl super::conformance::FixtureHost for ConversationTools {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for ConversationTools {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
-            .with_server_info(Implementation::new("ahp-conversations", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Durable conversations between people and agents: create_agent_identity → attach_agent_endpoint → \
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("ahp-conversations", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Durable conversations between people and agents: create_agent_identity → attach_agent_endpoint → \
                  create_conversation → post_message; an agent reads list_agent_inbox and read_conversation through \
                  its exact endpointId and controllerGeneration, replies with post_message, consumes deliveries and \
                  wakes exactly. To delegate: create_agent_task for another agent of the same owner, \
                  register_agent_wait over those tasks (all or any) and end the turn; the assignee finishes with \
                  complete_agent_task_attempt and the wait wakes you once. Goals (create_goal, checkpoint_goal) \
                  hold a plan across turns. Every mutation that creates something takes an idempotencyKey.",
-            )
+        )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::with_all_items(super::app_card::listed()))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let card = super::app_card::card(&request.uri).ok_or_else(|| {
+            McpError::resource_not_found("no such resource", Some(serde_json::json!({ "uri": request.uri })))
+        })?;
+        Ok(ReadResourceResult::new(vec![super::app_card::contents(card)]).into())
     }
 
     async fn get_task(
@@ -650,7 +681,7 @@ mod tests {
             .into_iter()
             .map(|t| t.name.to_string())
             .collect();
-        assert_eq!(names.len(), 27, "{names:?}");
+        assert_eq!(names.len(), 37, "{names:?}");
         let schemaless: Vec<_> = tools
             .tool_router
             .list_all()

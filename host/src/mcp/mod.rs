@@ -3,11 +3,14 @@
 //! stdio and Streamable HTTP.
 //!
 //! Each tool set is a module of its own ([`transfer_tools`], [`conversation_tools`] with the
-//! delegation tools it also serves, [`delegation_tools`]: its tools,
+//! delegation tools it also serves, [`delegation_tools`], and the MCP App cards' tools,
+//! [`app_tools`], with their UI resources, [`app_card`]: its tools,
 //! their arguments and the scope each needs), built the same way and served by the same
 //! [`http`] router and [`serve_stdio`]; who a call acts as is decided below both, by
 //! [`identity`].
 
+pub mod app_card;
+pub mod app_tools;
 pub mod arguments;
 pub mod changed;
 #[cfg_attr(not(feature = "conformance"), allow(dead_code))]

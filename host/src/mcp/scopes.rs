@@ -16,10 +16,20 @@ pub const READ_TOOLS: [&str; 4] = [
     "list_agent_inbox",
 ];
 
+/// The MCP App cards' tools that only read, or record only a View's observation (and so need
+/// `communication:read`): presenting a card, the continuation card's heartbeat, the Goal Plan
+/// card's observation.
+pub const APP_READ_TOOLS: [&str; 4] = [
+    "present_agent_continuation",
+    "agent_continuation_state",
+    "present_goal_plan",
+    "goal_plan_observe",
+];
+
 /// The scope a `tools/call` of `tool` on `/mcp/conversations` needs. An unknown name needs
 /// `communication:manage` (rmcp then refuses the call).
 pub fn required_scope(tool: &str) -> ApiScope {
-    if READ_TOOLS.contains(&tool) || DELEGATION_READ_TOOLS.contains(&tool) {
+    if READ_TOOLS.contains(&tool) || DELEGATION_READ_TOOLS.contains(&tool) || APP_READ_TOOLS.contains(&tool) {
         ApiScope::CommunicationRead
     } else {
         ApiScope::CommunicationManage

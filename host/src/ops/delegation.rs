@@ -7,8 +7,8 @@ use ahp_store::Store;
 use ahp_store::conversation::mcp_task::McpTask;
 use ahp_store::conversation::{AgentActor, Caller, ConversationResult as Result, Mutation};
 use ahp_store::delegation::{
-    Acting, AgentTask, AgentWait, AttentionEvent, Goal, GoalCheckpoint, NewGoal, NewTask, NewWait, TaskAttempt,
-    TaskCompletion, TaskQuery,
+    Acting, AgentTask, AgentWait, AttentionEvent, Goal, GoalCheckpoint, GoalPlanObservation, NewGoal, NewTask, NewWait,
+    TaskAttempt, TaskCompletion, TaskQuery,
 };
 
 use super::{Ops, Page};
@@ -209,6 +209,23 @@ impl<'a> Delegation<'a> {
     pub fn goal(&mut self, caller: &Caller, acting: &Acting, goal: &str) -> Result<Goal> {
         self.renew(caller, acting)?;
         self.0.store.get_goal(caller, acting, goal)
+    }
+
+    /// The Goal Plan card's observation of `goal`, as the owner, under the host's `quiet`
+    /// period: the goal, and the stalled attention it may record; schedules the controller it
+    /// woke.
+    ///
+    /// # Errors
+    ///
+    /// As `observe_goal_plan`.
+    pub fn observe_goal_plan(
+        &mut self,
+        caller: &Caller,
+        goal: &str,
+        quiet: std::time::Duration,
+    ) -> Result<GoalPlanObservation> {
+        let m = self.0.store.observe_goal_plan(caller, &Acting::Human, goal, quiet)?;
+        Ok(self.woke(m).value)
     }
 
     /// Checkpoints a goal's plan (keyed).

@@ -294,8 +294,9 @@ fn attached_lease(tx: &Tx<'_>, endpoint: &str) -> Result<Duration> {
 }
 
 impl Store {
-    /// Binds the acting endpoint to an MCP App View for `lease` (see the [module
-    /// docs](self)): the endpoint becomes wake-capable, carried by this host. The same fence
+    /// Binds the acting endpoint to an MCP App View (see the [module docs](self)), renewing it
+    /// by the lease it was attached with: the endpoint becomes wake-capable, carried by this
+    /// host. The same fence
     /// again renews it, keeping its claim; a new fence binds only an endpoint no View holds
     /// (from the window recorded on it, if any) or, from the same window, replaces the View
     /// that holds it — and settles every earlier View's attempt.
@@ -304,19 +305,12 @@ impl Store {
     ///
     /// The endpoint admission errors (a host-held endpoint, a stale generation, an elapsed
     /// lease: a View binds only its own live endpoint); [`Error::AppViewConflict`] for a View
-    /// of another window; [`Error::InvalidInput`] for a malformed fence, window or lease;
+    /// of another window; [`Error::InvalidInput`] for a malformed fence or window;
     /// [`Error::MissingScope`]. A refusal changes nothing.
-    pub fn bind_app_view(
-        &mut self,
-        caller: &Caller,
-        actor: &AgentActor,
-        view: &AppView<'_>,
-        lease: Duration,
-    ) -> Result<AppBinding> {
+    pub fn bind_app_view(&mut self, caller: &Caller, actor: &AgentActor, view: &AppView<'_>) -> Result<AppBinding> {
         caller.require(Scope::Manage)?;
         actor.validate()?;
         let view = view.hashes()?;
-        bounds::lease("lease", lease, MIN_ENDPOINT_LEASE, MAX_ENDPOINT_LEASE)?;
         let host = self.host_id().to_owned();
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
@@ -333,6 +327,7 @@ impl Store {
                 AppBindOutcome::Renewed => Vec::new(),
                 _ => settle_others(&tx, &ep.id, &view.binding, now)?,
             };
+            let lease = attached_lease(&tx, &ep.id)?;
             tx.prepare_cached(
                 "UPDATE agent_endpoints SET app_binding_hash = ?2, app_window_hash = coalesce(app_window_hash, ?3),
                         app_host_id = ?4, wake_capable = 1, lease_expires_at = ?5, updated_at = ?6

@@ -7,8 +7,10 @@
 //! changed durable state). No result ever carries a principal, a digest or an idempotency key;
 //! the one secret a result carries is the consume token of an explicit activation, to its caller.
 
+mod app;
 mod args;
 mod results;
 
+pub use app::*;
 pub use args::*;
 pub use results::*;

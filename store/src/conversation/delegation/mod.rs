@@ -91,7 +91,9 @@ pub use attempt::{DELIVERY_UNKNOWN_RESULT, TaskAttempt, TaskCompletion, TaskOutc
 pub use attention::{AttentionEvent, AttentionKind};
 pub use check::{Violation, check_delegation_invariants};
 pub use goal::{Goal, GoalCheckpoint, NewGoal, PlanStep, StepStatus};
-pub use stall::{GoalPlanObservation, MAX_OBSERVATION_GAP, STALL_QUIET_PERIOD};
+pub use stall::{
+    GoalPlanObservation, MAX_OBSERVATION_GAP, MAX_STALL_QUIET_PERIOD, MIN_STALL_QUIET_PERIOD, STALL_QUIET_PERIOD,
+};
 pub use task::{AgentTask, NewTask, TaskQuery};
 pub use wait::{AgentWait, NewWait, WaitMode, WaitSource, WaitState};
 

@@ -11,8 +11,9 @@
 //!   checkpoint) and the writes of its tasks (created, started, ended, cancelled);
 //! - no meaningful request is active: none of its tasks is `running`;
 //! - complete observation coverage: the card has observed it without a gap longer than
-//!   [`MAX_OBSERVATION_GAP`] for at least [`STALL_QUIET_PERIOD`];
-//! - [`STALL_QUIET_PERIOD`] has passed since the epoch.
+//!   [`MAX_OBSERVATION_GAP`] for at least the quiet period;
+//! - the quiet period ([`STALL_QUIET_PERIOD`] unless the host sets another) has passed since
+//!   the epoch.
 //!
 //! Then, in the observation's transaction, it records one immutable `goal_workflow_stalled`
 //! attention event bound to that epoch, and one `attention_event` wake cause for the controller.
@@ -39,8 +40,15 @@ use crate::conversation::{Caller, ConversationResult as Result, Scope};
 use crate::db::Store;
 use crate::id::new_id;
 
-/// How long a goal must see no meaningful work, under observation, before it is stalled.
+/// How long a goal must see no meaningful work, under observation, before it is stalled: the
+/// seed's five minutes, the default of a host's policy ([`Store::observe_goal_plan`] takes it).
 pub const STALL_QUIET_PERIOD: Duration = Duration::from_secs(5 * 60);
+
+/// The shortest quiet period a host may set.
+pub const MIN_STALL_QUIET_PERIOD: Duration = Duration::from_secs(1);
+
+/// The longest quiet period a host may set.
+pub const MAX_STALL_QUIET_PERIOD: Duration = Duration::from_secs(24 * 3600);
 
 /// The longest gap between two observations of one uninterrupted run: a card that looked away
 /// longer starts a new run (its heartbeat is a minute at most, hidden).
@@ -131,22 +139,27 @@ impl Store {
     /// transaction, once per epoch ([`Mutation::woken`] names the controller then). Not
     /// meaningful work: it moves no epoch.
     ///
+    /// `quiet` is the host's quiet period ([`STALL_QUIET_PERIOD`] by default).
+    ///
     /// # Errors
     ///
     /// [`Error::GoalNotFound`](crate::conversation::ConversationError::GoalNotFound) unless the
     /// acting party sees the goal; the endpoint admission errors; `InvalidInput` for a malformed
-    /// id; `MissingScope` without either communication scope.
+    /// id or a quiet period outside [`MIN_STALL_QUIET_PERIOD`]..=[`MAX_STALL_QUIET_PERIOD`];
+    /// `MissingScope` without either communication scope.
     pub fn observe_goal_plan(
         &mut self,
         caller: &Caller,
         acting: &Acting,
         goal: &str,
+        quiet: Duration,
     ) -> Result<Mutation<GoalPlanObservation>> {
         if !caller.has(Scope::Manage) {
             caller.require(Scope::Read)?;
         }
         validate_acting(acting)?;
         goal::check_id(goal)?;
+        crate::conversation::bounds::lease("quietPeriod", quiet, MIN_STALL_QUIET_PERIOD, MAX_STALL_QUIET_PERIOD)?;
         self.waking(|s| {
             let (tx, now) = s.begin_immediate()?;
             let actor = resolve(&tx, caller, acting, now)?;
@@ -167,12 +180,17 @@ impl Store {
             if stalled.is_none()
                 && let Some(controller) = g.controller_agent_id.as_deref()
             {
-                let quiet = now.as_micros().saturating_sub(epoch.as_micros()) >= micros(STALL_QUIET_PERIOD);
-                let watched = now.as_micros().saturating_sub(observed_since.as_micros()) >= micros(STALL_QUIET_PERIOD);
+                let was_quiet = now.as_micros().saturating_sub(epoch.as_micros()) >= micros(quiet);
+                let watched = now.as_micros().saturating_sub(observed_since.as_micros()) >= micros(quiet);
                 let running = tx
                     .prepare_cached("SELECT 1 FROM agent_tasks WHERE goal_id = ?1 AND state = 'running'")?
                     .exists([&g.id])?;
-                if g.state == GoalState::Active && quiet && watched && !running && app_carried(&tx, controller, now)? {
+                if g.state == GoalState::Active
+                    && was_quiet
+                    && watched
+                    && !running
+                    && app_carried(&tx, controller, now)?
+                {
                     record(&tx, &actor.owner, &g, controller, epoch, now)?;
                     stalled = stall_of(&tx, &g.id, epoch)?;
                     changed = true;

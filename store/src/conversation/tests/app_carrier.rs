@@ -60,7 +60,7 @@ fn a_bound_view_acquires_prepares_and_finishes_and_only_the_consume_ends_the_wak
     let (mut w, alice, _a, actor, cv) = setup();
     let f = fence(1);
     let v = view(&f, Some(WINDOW));
-    let bound = w.store.bind_app_view(&alice, &actor, &v, LEASE).unwrap();
+    let bound = w.store.bind_app_view(&alice, &actor, &v).unwrap();
     assert_eq!(bound.outcome, AppBindOutcome::Bound);
     assert!(bound.endpoint.wake_capable);
     assert_eq!(bound.endpoint.app_host_id.as_deref(), Some(w.store.host_id()));
@@ -122,7 +122,7 @@ fn an_attempt_crosses_the_fence_once_and_an_unknown_outcome_is_never_resent() {
     let (mut w, alice, _a, actor, cv) = setup();
     let f = fence(1);
     let v = view(&f, None);
-    w.store.bind_app_view(&alice, &actor, &v, LEASE).unwrap();
+    w.store.bind_app_view(&alice, &actor, &v).unwrap();
     w.post(&alice, &cv, Acting::Human, "x").unwrap();
     let ticket = prepared(&mut w, &alice, &actor, &v);
     // The prepare's answer was lost: a second prepare of the same attempt is refused.
@@ -173,7 +173,7 @@ fn another_window_cannot_bind_a_live_binding_and_a_refreshed_view_of_its_window_
     let (mut w, alice, _a, actor, cv) = setup();
     let (f1, f2, f3) = (fence(1), fence(2), fence(3));
     let first = view(&f1, Some(WINDOW));
-    w.store.bind_app_view(&alice, &actor, &first, LEASE).unwrap();
+    w.store.bind_app_view(&alice, &actor, &first).unwrap();
     w.post(&alice, &cv, Acting::Human, "x").unwrap();
     let ticket = prepared(&mut w, &alice, &actor, &first);
 
@@ -181,7 +181,7 @@ fn another_window_cannot_bind_a_live_binding_and_a_refreshed_view_of_its_window_
     let before = w.bytes();
     for intruder in [view(&f2, Some(OTHER_WINDOW)), view(&f2, None)] {
         assert!(matches!(
-            w.store.bind_app_view(&alice, &actor, &intruder, LEASE),
+            w.store.bind_app_view(&alice, &actor, &intruder),
             Err(Error::AppViewConflict(_))
         ));
         assert!(matches!(
@@ -198,7 +198,7 @@ fn another_window_cannot_bind_a_live_binding_and_a_refreshed_view_of_its_window_
     let refreshed = view(&f3, Some(WINDOW));
     let seen = w.store.app_carrier_state(&alice, &actor, &refreshed).unwrap();
     assert_eq!((seen.holder, seen.same_window), (AppBindingHolder::OtherView, true));
-    let rebound = w.store.bind_app_view(&alice, &actor, &refreshed, LEASE).unwrap();
+    let rebound = w.store.bind_app_view(&alice, &actor, &refreshed).unwrap();
     assert_eq!(rebound.outcome, AppBindOutcome::Rebound);
     assert_eq!(rebound.settled.len(), 1);
     assert_eq!(rebound.settled[0].state, AttemptState::DeliveryUnknown);
@@ -232,12 +232,12 @@ fn the_same_view_binding_again_keeps_its_claim() {
     let (mut w, alice, _a, actor, cv) = setup();
     let f = fence(1);
     let v = view(&f, Some(WINDOW));
-    w.store.bind_app_view(&alice, &actor, &v, LEASE).unwrap();
+    w.store.bind_app_view(&alice, &actor, &v).unwrap();
     w.post(&alice, &cv, Acting::Human, "x").unwrap();
     let AppAcquire::Claimed { claim } = w.store.acquire_app_wake(&alice, &actor, &v, CLAIM).unwrap() else {
         panic!()
     };
-    let again = w.store.bind_app_view(&alice, &actor, &v, LEASE).unwrap();
+    let again = w.store.bind_app_view(&alice, &actor, &v).unwrap();
     assert_eq!(again.outcome, AppBindOutcome::Renewed);
     assert!(again.settled.is_empty());
     assert_eq!(attempt_state(&mut w, &claim.attempt.id), "claimed");
@@ -255,7 +255,7 @@ fn a_restart_keeps_the_binding_for_its_view_or_window_to_take_up_again() {
     let (mut w, alice, _a, actor, cv) = setup();
     let (f1, f2) = (fence(1), fence(2));
     let v = view(&f1, Some(WINDOW));
-    w.store.bind_app_view(&alice, &actor, &v, LEASE).unwrap();
+    w.store.bind_app_view(&alice, &actor, &v).unwrap();
     w.post(&alice, &cv, Acting::Human, "x").unwrap();
     let ticket = prepared(&mut w, &alice, &actor, &v);
 
@@ -277,17 +277,14 @@ fn a_restart_keeps_the_binding_for_its_view_or_window_to_take_up_again() {
         Err(Error::AppViewNotBound(_))
     ));
     assert_eq!(
-        w.store.bind_app_view(&alice, &actor, &v, LEASE).unwrap().outcome,
+        w.store.bind_app_view(&alice, &actor, &v).unwrap().outcome,
         AppBindOutcome::Renewed
     );
     // After another restart, a refreshed View of the window takes it up instead.
     w.store.reconcile_takeover().unwrap();
     let refreshed = view(&f2, Some(WINDOW));
     assert_eq!(
-        w.store
-            .bind_app_view(&alice, &actor, &refreshed, LEASE)
-            .unwrap()
-            .outcome,
+        w.store.bind_app_view(&alice, &actor, &refreshed).unwrap().outcome,
         AppBindOutcome::Rebound
     );
     w.post(&alice, &cv, Acting::Human, "y").unwrap();
@@ -299,7 +296,7 @@ fn unbind_is_exact_releases_the_claim_and_keeps_the_window() {
     let (mut w, alice, _a, actor, cv) = setup();
     let (f1, f2, f3) = (fence(1), fence(2), fence(3));
     let v = view(&f1, Some(WINDOW));
-    w.store.bind_app_view(&alice, &actor, &v, LEASE).unwrap();
+    w.store.bind_app_view(&alice, &actor, &v).unwrap();
     w.post(&alice, &cv, Acting::Human, "x").unwrap();
     let AppAcquire::Claimed { claim } = w.store.acquire_app_wake(&alice, &actor, &v, CLAIM).unwrap() else {
         panic!()
@@ -322,14 +319,10 @@ fn unbind_is_exact_releases_the_claim_and_keeps_the_window() {
     assert!(window.is_some());
     // Only a View of that window binds it now.
     assert!(matches!(
-        w.store
-            .bind_app_view(&alice, &actor, &view(&f3, Some(OTHER_WINDOW)), LEASE),
+        w.store.bind_app_view(&alice, &actor, &view(&f3, Some(OTHER_WINDOW))),
         Err(Error::AppViewConflict(_))
     ));
-    let again = w
-        .store
-        .bind_app_view(&alice, &actor, &view(&f3, Some(WINDOW)), LEASE)
-        .unwrap();
+    let again = w.store.bind_app_view(&alice, &actor, &view(&f3, Some(WINDOW))).unwrap();
     assert_eq!(again.outcome, AppBindOutcome::Bound);
     assert!(matches!(
         w.store
@@ -344,7 +337,7 @@ fn an_expired_endpoint_is_replaced_once_for_its_window_and_a_retry_returns_the_s
     let (mut w, alice, a, actor, _cv) = setup();
     let (f1, f2) = (fence(1), fence(2));
     let v = view(&f1, Some(WINDOW));
-    w.store.bind_app_view(&alice, &actor, &v, LEASE).unwrap();
+    w.store.bind_app_view(&alice, &actor, &v).unwrap();
     // Live: a no-op.
     let before = w.bytes();
     let live = w
@@ -416,7 +409,7 @@ fn an_expired_endpoint_is_replaced_once_for_its_window_and_a_retry_returns_the_s
     // The View binds E2/g2 from its window.
     let e2 = AgentActor::of(&successor);
     assert_eq!(
-        w.store.bind_app_view(&alice, &e2, &refreshed, LEASE).unwrap().outcome,
+        w.store.bind_app_view(&alice, &e2, &refreshed).unwrap().outcome,
         AppBindOutcome::Bound
     );
 
@@ -443,7 +436,7 @@ fn a_detached_or_replaced_endpoint_is_not_an_expired_one() {
     let (mut w, alice, a, actor, _cv) = setup();
     let f = fence(1);
     let v = view(&f, Some(WINDOW));
-    w.store.bind_app_view(&alice, &actor, &v, LEASE).unwrap();
+    w.store.bind_app_view(&alice, &actor, &v).unwrap();
     // Detach clears both hashes: no replacement.
     w.store.detach_endpoint(&alice, &a.id, &actor.endpoint).unwrap();
     assert_eq!(hashes(&mut w, &actor.endpoint), (None, None));
@@ -455,7 +448,7 @@ fn a_detached_or_replaced_endpoint_is_not_an_expired_one() {
     // An ordinary replacement (a new attach) too.
     let k = w.key();
     let e2 = AgentActor::of(&w.store.attach_endpoint(&alice, &a.id, LEASE, &k).unwrap().value);
-    w.store.bind_app_view(&alice, &e2, &v, LEASE).unwrap();
+    w.store.bind_app_view(&alice, &e2, &v).unwrap();
     let k = w.key();
     w.store.attach_endpoint(&alice, &a.id, LEASE, &k).unwrap();
     assert_eq!(hashes(&mut w, &e2.endpoint), (None, None));
@@ -471,7 +464,7 @@ fn a_host_held_endpoint_takes_no_view_and_a_push_carrier_clears_the_app_binding(
     let (mut w, alice, a, actor, _cv) = setup();
     let f = fence(1);
     let v = view(&f, Some(WINDOW));
-    w.store.bind_app_view(&alice, &actor, &v, LEASE).unwrap();
+    w.store.bind_app_view(&alice, &actor, &v).unwrap();
     let ep = w
         .store
         .register_wake_carrier(&a.id, &actor.endpoint, actor.generation)
@@ -485,7 +478,7 @@ fn a_host_held_endpoint_takes_no_view_and_a_push_carrier_clears_the_app_binding(
 }
 
 #[test]
-fn fences_windows_and_leases_are_bounded_before_anything_is_read() {
+fn fences_windows_and_claim_leases_are_bounded_before_anything_is_read() {
     let (mut w, alice, _a, actor, _cv) = setup();
     let before = w.bytes();
     let long_window = "w".repeat(MAX_WINDOW_KEY_BYTES);
@@ -500,7 +493,7 @@ fn fences_windows_and_leases_are_bounded_before_anything_is_read() {
     for f in &bad_fences {
         assert!(
             matches!(
-                w.store.bind_app_view(&alice, &actor, &view(f, None), LEASE),
+                w.store.bind_app_view(&alice, &actor, &view(f, None)),
                 Err(Error::InvalidInput { field: "bindingId", .. })
             ),
             "{f}"
@@ -509,25 +502,14 @@ fn fences_windows_and_leases_are_bounded_before_anything_is_read() {
     let f = fence(1);
     for bad in [too_long.as_str(), "", "a\nb"] {
         assert!(matches!(
-            w.store.bind_app_view(&alice, &actor, &view(&f, Some(bad)), LEASE),
+            w.store.bind_app_view(&alice, &actor, &view(&f, Some(bad))),
             Err(Error::InvalidInput { field: "window", .. })
         ));
     }
-    assert!(matches!(
-        w.store.bind_app_view(
-            &alice,
-            &actor,
-            &view(&f, None),
-            bounds::MAX_ENDPOINT_LEASE + Duration::from_secs(1)
-        ),
-        Err(Error::InvalidInput { field: "lease", .. })
-    ));
     assert!(w.bytes() == before);
     // At the limit: accepted.
     let v = view(&f, Some(&long_window));
-    w.store
-        .bind_app_view(&alice, &actor, &v, bounds::MAX_ENDPOINT_LEASE)
-        .unwrap();
+    w.store.bind_app_view(&alice, &actor, &v).unwrap();
     assert!(matches!(
         w.store
             .acquire_app_wake(&alice, &actor, &v, MAX_CLAIM + Duration::from_secs(1)),
@@ -544,7 +526,7 @@ fn neither_the_fence_nor_the_window_nor_the_consume_token_reaches_the_audit_log(
     let (mut w, alice, _a, actor, cv) = setup();
     let f = fence(0xabc);
     let v = view(&f, Some("window-secret"));
-    w.store.bind_app_view(&alice, &actor, &v, LEASE).unwrap();
+    w.store.bind_app_view(&alice, &actor, &v).unwrap();
     w.post(&alice, &cv, Acting::Human, "x").unwrap();
     let ticket = prepared(&mut w, &alice, &actor, &v);
     w.store.unbind_app_view(&alice, &actor, &v).unwrap();

@@ -112,7 +112,7 @@ impl Run {
         };
         run.load(0);
         let v = run.views[0].as_app();
-        run.w.store.bind_app_view(&run.alice, &run.actor, &v, LEASE).unwrap();
+        run.w.store.bind_app_view(&run.alice, &run.actor, &v).unwrap();
         run
     }
 
@@ -158,11 +158,7 @@ impl Run {
             Op::Load(window) => self.load(window),
             Op::Bind(i) => {
                 let i = self.view(i);
-                tolerated(
-                    self.w
-                        .store
-                        .bind_app_view(&alice, &actor, &self.views[i].as_app(), LEASE),
-                );
+                tolerated(self.w.store.bind_app_view(&alice, &actor, &self.views[i].as_app()));
             }
             Op::Acquire(i) => {
                 let i = self.view(i);
@@ -227,7 +223,7 @@ impl Run {
                 // The App binds (or renews) first; an expired endpoint it asks to replace.
                 let i = self.view(i);
                 let v = self.views[i].as_app();
-                let bound = self.w.store.bind_app_view(&alice, &actor, &v, LEASE);
+                let bound = self.w.store.bind_app_view(&alice, &actor, &v);
                 if matches!(bound, Err(Error::EndpointExpired { .. })) {
                     self.step(&Op::Replace(i));
                     self.step(&Op::Bind(i));
@@ -286,7 +282,7 @@ impl Run {
             binding: &binding,
             window,
         };
-        self.w.store.bind_app_view(&alice, &self.actor, &v, LEASE).unwrap();
+        self.w.store.bind_app_view(&alice, &self.actor, &v).unwrap();
         for _ in 0..4 {
             match self.w.store.acquire_app_wake(&alice, &self.actor, &v, CLAIM).unwrap() {
                 AppAcquire::Claimed { claim } => {

@@ -20,13 +20,15 @@ fn setup() -> (World, Caller, Agent, AgentActor, Goal) {
         binding: &fence,
         window: Some("window"),
     };
-    w.store.bind_app_view(&alice, &ep, &view, hour).unwrap();
+    w.store.bind_app_view(&alice, &ep, &view).unwrap();
     let g = w.goal(&alice, &Acting::Human, Some(&controller));
     (w, alice, controller, ep, g)
 }
 
 fn observe(w: &mut World, who: &Caller, goal: &Goal) -> Mutation<GoalPlanObservation> {
-    w.store.observe_goal_plan(who, &Acting::Human, &goal.id).unwrap()
+    w.store
+        .observe_goal_plan(who, &Acting::Human, &goal.id, STALL_QUIET_PERIOD)
+        .unwrap()
 }
 
 /// The card observes every `every` for `total`, from now; returns how many observations
@@ -180,11 +182,13 @@ fn another_principal_observes_nothing_and_changes_nothing() {
     let before = w.bytes();
     let bob = w.bob.clone();
     assert!(matches!(
-        w.store.observe_goal_plan(&bob, &Acting::Human, &g.id),
+        w.store
+            .observe_goal_plan(&bob, &Acting::Human, &g.id, STALL_QUIET_PERIOD),
         Err(ConversationError::GoalNotFound(_))
     ));
     assert!(matches!(
-        w.store.observe_goal_plan(&bob, &Acting::Human, "goal_nope"),
+        w.store
+            .observe_goal_plan(&bob, &Acting::Human, "goal_nope", STALL_QUIET_PERIOD),
         Err(ConversationError::InvalidInput { .. })
     ));
     assert!(w.bytes() == before);
@@ -208,7 +212,7 @@ fn a_controller_whose_view_let_go_gets_no_stall() {
     observe(&mut w, &alice, &g);
     assert_eq!(watch(&mut w, &alice, &g, MINUTE, 10 * MINUTE), 0);
     // Bound again: quiet since creation and watched all along, the next observation records it.
-    w.store.bind_app_view(&alice, &ep, &view, LEASE).unwrap();
+    w.store.bind_app_view(&alice, &ep, &view).unwrap();
     assert_eq!(watch(&mut w, &alice, &g, MINUTE, MINUTE), 1);
 }
 
@@ -233,4 +237,39 @@ fn an_attention_row_whose_fields_do_not_match_its_kind_fails_closed() {
         w.store.get_attention_event(&alice, &Acting::Human, &id),
         Err(ConversationError::CorruptRow { .. })
     ));
+}
+
+#[test]
+fn the_hosts_quiet_period_is_bounded_and_used() {
+    let (mut w, alice, _controller, _ep, g) = setup();
+    let before = w.bytes();
+    for bad in [
+        MIN_STALL_QUIET_PERIOD - Duration::from_millis(1),
+        MAX_STALL_QUIET_PERIOD + Duration::from_secs(1),
+    ] {
+        assert!(matches!(
+            w.store.observe_goal_plan(&alice, &Acting::Human, &g.id, bad),
+            Err(ConversationError::InvalidInput {
+                field: "quietPeriod",
+                ..
+            })
+        ));
+    }
+    assert!(w.bytes() == before);
+    // A host that set one minute: stalled a minute after the last work, under observation.
+    let minute = |w: &mut World| {
+        w.store
+            .observe_goal_plan(&alice, &Acting::Human, &g.id, MINUTE)
+            .unwrap()
+    };
+    assert!(!minute(&mut w).state_changed);
+    w.clock.advance(MINUTE);
+    assert!(minute(&mut w).state_changed);
+    // At the bounds: accepted.
+    w.store
+        .observe_goal_plan(&alice, &Acting::Human, &g.id, MIN_STALL_QUIET_PERIOD)
+        .unwrap();
+    w.store
+        .observe_goal_plan(&alice, &Acting::Human, &g.id, MAX_STALL_QUIET_PERIOD)
+        .unwrap();
 }

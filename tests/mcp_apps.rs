@@ -1,0 +1,283 @@
+//! The MCP App carrier against the real `ahp serve`, over `/mcp/conversations` (stateless era):
+//! the cards and their resources as a chat host lists and reads them, a View's bind → acquire →
+//! prepare → finish and the turn's exact consume, a second prepare refused, the View told to
+//! bind again after a restart, and the Goal Plan card's one stalled attention.
+//! (`.ci/apps` drives the same through a real MCP Apps host in headless Chromium.)
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::mcp_conversations::{Surface, key, message, post};
+use crate::mcp_http::{Server, serve};
+
+const VIEW: &str = "ahp_host_binding_0123456789abcdef0123456789abcdef";
+
+fn surface(server: &Server, key: &str) -> Surface {
+    Surface::Http {
+        url: format!("{}/conversations", server.url),
+        key: key.to_owned(),
+    }
+}
+
+fn with(acting: &Value, extra: Value) -> Value {
+    let mut v = acting.clone();
+    v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    v
+}
+
+/// An agent, attached, in a conversation with its owner: (acting, conversation id).
+async fn agent(s: &Surface) -> (Value, String) {
+    let a = s
+        .ok(
+            "create_agent_identity",
+            json!({"handle": "helper", "displayName": "Helper", "description": "", "specialties": [],
+                   "idempotencyKey": "agent"}),
+        )
+        .await;
+    let agent = a["agentId"].as_str().unwrap().to_owned();
+    let ep = s
+        .ok(
+            "attach_agent_endpoint",
+            json!({"agentId": agent, "leaseSeconds": 600, "idempotencyKey": "attach"}),
+        )
+        .await;
+    let acting = json!({"agentId": agent, "endpointId": ep["endpointId"], "controllerGeneration": 1});
+    let cv = s
+        .ok(
+            "create_conversation",
+            json!({"title": "t", "agentIds": [agent], "idempotencyKey": "cv"}),
+        )
+        .await;
+    (acting, cv["conversationId"].as_str().unwrap().to_owned())
+}
+
+async fn ready(s: &Surface) -> bool {
+    let l = s.ok("list_agent_identities", json!({})).await;
+    l["agents"][0]["productionAutoResumeAvailable"] == true
+}
+
+#[tokio::test]
+async fn a_view_carries_a_wake_once_and_only_the_turns_consume_ends_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = key(dir.path(), "alice", &["communication:read", "communication:manage"]);
+    let server = serve(dir.path(), &[]);
+    let s = surface(&server, &key);
+    let url = format!("{}/conversations", server.url);
+
+    // What a chat host lists and reads: the cards, the presenting tool, the app-only tools.
+    let tools = message(
+        &post(&url, &key, "tools/list", None, json!({}))
+            .await
+            .text()
+            .await
+            .unwrap(),
+    );
+    let tools = tools["result"]["tools"].as_array().unwrap().clone();
+    let meta = |name: &str| tools.iter().find(|t| t["name"] == name).unwrap()["_meta"].clone();
+    assert_eq!(
+        meta("present_agent_continuation")["ui"]["resourceUri"],
+        "ui://ahp/agent-continuation/v1"
+    );
+    for app_only in [
+        "agent_continuation_bind",
+        "agent_continuation_state",
+        "agent_continuation_acquire",
+        "agent_continuation_prepare",
+        "agent_continuation_finish",
+        "agent_continuation_unbind",
+        "agent_continuation_recover_endpoint",
+        "goal_plan_observe",
+    ] {
+        assert_eq!(meta(app_only)["ui"]["visibility"], json!(["app"]), "{app_only}");
+    }
+    let read = message(
+        &post(
+            &url,
+            &key,
+            "resources/read",
+            Some("ui://ahp/agent-continuation/v1"),
+            json!({"uri": "ui://ahp/agent-continuation/v1"}),
+        )
+        .await
+        .text()
+        .await
+        .unwrap(),
+    );
+    let card = &read["result"]["contents"][0];
+    assert!(card.is_object(), "{read}");
+    assert_eq!(card["mimeType"], "text/html;profile=mcp-app");
+    let html = card["text"].as_str().unwrap();
+    assert!(html.contains("default-src 'none'; script-src 'sha256-") && !html.contains(" src="));
+    let missing = message(
+        &post(
+            &url,
+            &key,
+            "resources/read",
+            Some("ui://ahp/nothing"),
+            json!({"uri": "ui://ahp/nothing"}),
+        )
+        .await
+        .text()
+        .await
+        .unwrap(),
+    );
+    assert!(missing["error"].is_object(), "{missing}");
+
+    let (acting, cv) = agent(&s).await;
+    let presented = s
+        .ok(
+            "present_agent_continuation",
+            json!({"agentId": acting["agentId"], "endpointId": acting["endpointId"], "expectedControllerGeneration": 1}),
+        )
+        .await;
+    assert_eq!(presented["endpointId"], acting["endpointId"]);
+    assert_eq!(
+        s.refused(
+            "present_agent_continuation",
+            json!({"agentId": acting["agentId"], "endpointId": acting["endpointId"], "expectedControllerGeneration": 2}),
+        )
+        .await,
+        "stale_endpoint"
+    );
+    assert!(!ready(&s).await, "presented is not bound");
+
+    let view = with(&acting, json!({"bindingId": VIEW}));
+    let bound = s.ok("agent_continuation_bind", view.clone()).await;
+    assert_eq!(
+        (bound["hostBinding"]["bound"].as_bool(), bound["outcome"].as_str()),
+        (Some(true), Some("bound"))
+    );
+    assert!(ready(&s).await, "a bound View makes the agent resumable by itself");
+    let idle = s.ok("agent_continuation_acquire", view.clone()).await;
+    assert_eq!(idle["kind"], "idle");
+
+    s.ok(
+        "post_message",
+        json!({"conversationId": cv, "body": "hello", "idempotencyKey": "m1"}),
+    )
+    .await;
+    let state = s.ok("agent_continuation_state", view.clone()).await;
+    assert_eq!(
+        (state["wakePending"].as_bool(), state["recovery"].clone()),
+        (Some(true), Value::Null)
+    );
+    let claimed = s.ok("agent_continuation_acquire", view.clone()).await;
+    assert_eq!(claimed["kind"], "claimed");
+    let attempt = claimed["attempt"]["attemptId"].as_str().unwrap().to_owned();
+    let prepared = s
+        .ok("agent_continuation_prepare", with(&view, json!({"attemptId": attempt})))
+        .await;
+    let m = &prepared["output"]["app_protocol"]["automatic_message"];
+    let token = m["consumeToken"].as_str().unwrap();
+    assert!(token.starts_with("wct_") && m["text"].as_str().unwrap().contains(token));
+    assert!(m["text"].as_str().unwrap().len() <= 4096);
+    assert_eq!(m["attemptId"], attempt.as_str());
+    // Never a second fence crossing for the attempt.
+    assert_eq!(
+        s.refused("agent_continuation_prepare", with(&view, json!({"attemptId": attempt})))
+            .await,
+        "invalid_state"
+    );
+    // Another View cannot finish it.
+    let other = with(&acting, json!({"bindingId": VIEW.replace("0123", "ffff")}));
+    assert_eq!(
+        s.refused(
+            "agent_continuation_finish",
+            with(&other, json!({"attemptId": attempt, "outcome": "dispatch_accepted"}))
+        )
+        .await,
+        "not_found"
+    );
+    let finished = s
+        .ok(
+            "agent_continuation_finish",
+            with(&view, json!({"attemptId": attempt, "outcome": "dispatch_accepted"})),
+        )
+        .await;
+    assert_eq!(finished["attempt"]["state"], "accepted");
+    // The turn the host ran proves itself: the exact consume.
+    let consumed = s
+        .ok(
+            "consume_agent_wake",
+            with(&acting, json!({"wakeId": m["wakeId"], "consumeToken": token})),
+        )
+        .await;
+    assert_eq!(consumed["stateChanged"], true);
+    assert_eq!(s.ok("agent_continuation_acquire", view.clone()).await["kind"], "idle");
+    let unbound = s.ok("agent_continuation_unbind", view.clone()).await;
+    assert_eq!(unbound["stateChanged"], true);
+    assert!(!ready(&s).await);
+}
+
+#[tokio::test]
+async fn after_a_restart_the_view_is_told_to_bind_again_and_then_carries_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = key(dir.path(), "alice", &["communication:read", "communication:manage"]);
+    let server = serve(dir.path(), &[]);
+    let s = surface(&server, &key);
+    let (acting, cv) = agent(&s).await;
+    let view = with(&acting, json!({"bindingId": VIEW}));
+    s.ok("agent_continuation_bind", view.clone()).await;
+    drop(server);
+
+    let server = serve(dir.path(), &[]);
+    let s = surface(&server, &key);
+    let state = s.ok("agent_continuation_state", view.clone()).await;
+    assert_eq!(state["hostBinding"]["bound"], false);
+    assert_eq!(state["holder"], "this_view");
+    assert_eq!(state["recovery"]["kind"], "host_binding_missing_in_process");
+    assert!(!ready(&s).await, "nothing carries it in this process");
+    assert_eq!(
+        s.refused("agent_continuation_acquire", view.clone()).await,
+        "app_not_bound"
+    );
+    let again = s.ok("agent_continuation_bind", view.clone()).await;
+    assert_eq!(again["outcome"], "renewed");
+    assert!(ready(&s).await);
+    s.ok(
+        "post_message",
+        json!({"conversationId": cv, "body": "hi", "idempotencyKey": "m1"}),
+    )
+    .await;
+    assert_eq!(
+        s.ok("agent_continuation_acquire", view.clone()).await["kind"],
+        "claimed"
+    );
+}
+
+#[tokio::test]
+async fn a_quiet_goal_under_its_card_wakes_its_app_carried_controller_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = key(dir.path(), "alice", &["communication:read", "communication:manage"]);
+    let server = serve(dir.path(), &["--goal-quiet-period", "2s"]);
+    let s = surface(&server, &key);
+    let (acting, _cv) = agent(&s).await;
+    s.ok("agent_continuation_bind", with(&acting, json!({"bindingId": VIEW})))
+        .await;
+    let goal = s
+        .ok(
+            "create_goal",
+            json!({"title": "ship", "completionIntent": "shipped", "plan": [{"title": "build", "status": "pending"}],
+                   "controllerAgentId": acting["agentId"], "idempotencyKey": "g"}),
+        )
+        .await;
+    let goal = goal["goalId"].as_str().unwrap().to_owned();
+    let presented = s.ok("present_goal_plan", json!({"goalId": goal})).await;
+    assert_eq!(presented["resourceUri"], "ui://ahp/goal-plan/v1");
+    // The card observes every half second for four seconds: one stall, however many refreshes.
+    let mut stalled = Vec::new();
+    for _ in 0..8 {
+        let o = s.ok("goal_plan_observe", json!({"goalId": goal})).await;
+        assert_eq!(o["goal"]["plan"][0]["title"], "build");
+        stalled.push(o["stalled"]["attentionEventId"].clone());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let events: std::collections::BTreeSet<String> =
+        stalled.iter().filter_map(|e| e.as_str().map(str::to_owned)).collect();
+    assert_eq!(events.len(), 1, "{stalled:?}");
+    assert!(stalled[0].is_null(), "not stalled at the first observation");
+    // The controller's wake is the stall's.
+    let boot = s.ok("bootstrap_agent_conversation", acting.clone()).await;
+    assert_eq!(boot["wake"]["state"], "pending", "{boot}");
+}
