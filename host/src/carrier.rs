@@ -2,9 +2,11 @@
 //! endpoint, and how a committed post tells it whom to run.
 //!
 //! A transferred agent's endpoint is wake-capable because its sandbox lives in some `ahp serve`
-//! process (an App-carried agent's, because a View bound it through one: [`crate::app_views`]); the store records the endpoint, its generation and the host that attached it, but
-//! only a process knows whether it still holds the sandbox — this one for its own carriers,
-//! and, for another host's, that host's live lease vouches for it. Every surface that shows an agent's readiness
+//! process (an App-carried agent's, because a View bound it through one: [`crate::app_views`]);
+//! the store records the endpoint, its generation and the host that attached it (or that the
+//! View bound it through), but only a process knows whether it still holds the sandbox or the
+//! binding — this one for its own carriers, and, for another host's, that host's live lease
+//! vouches for it. Every surface that shows an agent's readiness
 //! (`productionAutoResumeAvailable` in `list_agent_identities`, the console's agent cards)
 //! asks a [`Carriers`]; every surface that posts ([`crate::ops::posting`]) hands it the agents the
 //! post woke.

@@ -5,7 +5,9 @@
 //!
 //! An agent is *ready* when it has a current, live endpoint and this process holds that
 //! endpoint's wake carrier at its controller generation ([`Carriers::holds`]): only then does a
-//! message to it wake a turn without anyone reattaching it. A ready agent's card also says
+//! message to it wake a turn without anyone reattaching it. The card names the kind of carrier:
+//! the agent's sandbox (push: a host runs its turns) or an MCP App card in a chat (pull: the
+//! card asks the chat to run them, [`crate::app_views`]). A ready agent's card also says
 //! whether its sandbox is *live* here or *parked* ([`Carriers::residency`]): a parked agent is
 //! still ready, and its next turn starts a fresh sandbox.
 
@@ -169,6 +171,19 @@ pub fn agents_page(
     )
 }
 
+/// Which kind of wake carrier the endpoint has: the push carrier (the agent's sandbox, whose
+/// turns a host runs) or the pull carrier (an MCP App card in someone's chat, which asks that
+/// chat to run the turn), or none.
+fn carrier(e: &ahp_store::conversation::Endpoint) -> &'static str {
+    if e.host_held {
+        "its sandbox — a host runs its turns"
+    } else if e.app_host_id.is_some() {
+        "an MCP App card in a chat — the card asks the chat to run its turns"
+    } else {
+        "none — a message waits in its inbox until it reads it"
+    }
+}
+
 fn agent_card(csrf: &str, card: &AgentCardView, form: bool, now: Timestamp) -> Markup {
     let l = &card.listing;
     let a = &l.agent;
@@ -205,6 +220,13 @@ fn agent_card(csrf: &str, card: &AgentCardView, form: bool, now: Timestamp) -> M
                         " · " @if e.wake_capable { "wake-capable" } @else { "not wake-capable" }
                     } @else {
                         span.muted { "none attached (controller generation " (a.controller_generation) ")" }
+                    }
+                }
+                dt { "Carrier" }
+                dd.carrier {
+                    @match l.current_endpoint.as_ref().map(carrier) {
+                        Some(kind) => (kind),
+                        None => span.muted { "none" },
                     }
                 }
                 dt { "Queued" } dd.queued { (l.queued_count) " deliveries" }

@@ -1,6 +1,6 @@
 //! The MCP App carrier's tools on `/mcp/conversations` (the conversation seed's G3 and G4):
 //! the model-visible `present_agent_continuation` and `present_goal_plan`, each presenting a
-//! card ([`app_card`](super::app_card)), and the app-only tools the cards call through their
+//! card ([`super::app_card`]), and the app-only tools the cards call through their
 //! chat host (`_meta.ui.visibility: ["app"]`: hidden from the model).
 //!
 //! Each call is authorized like every other tool of the surface (the caller's principal and
