@@ -81,6 +81,7 @@ async fn a_view_carries_a_wake_once_and_only_the_turns_consume_ends_it() {
     );
     for app_only in [
         "agent_continuation_bind",
+        "agent_continuation_recover",
         "agent_continuation_state",
         "agent_continuation_acquire",
         "agent_continuation_prepare",
@@ -232,8 +233,15 @@ async fn after_a_restart_the_view_is_told_to_bind_again_and_then_carries_on() {
         s.refused("agent_continuation_acquire", view.clone()).await,
         "app_not_bound"
     );
-    let again = s.ok("agent_continuation_bind", view.clone()).await;
+    // Only a View the store names recovers; then the binding is this process's again.
+    let stranger = with(&acting, json!({"bindingId": VIEW.replace("0123", "ffff")}));
+    assert_eq!(s.refused("agent_continuation_recover", stranger).await, "app_not_bound");
+    let again = s.ok("agent_continuation_recover", view.clone()).await;
     assert_eq!(again["outcome"], "renewed");
+    assert_eq!(
+        s.refused("agent_continuation_recover", view.clone()).await,
+        "app_not_bound"
+    );
     assert!(ready(&s).await);
     s.ok(
         "post_message",

@@ -194,7 +194,12 @@ async function heartbeat() {
         render("Carried elsewhere", "another window's card carries this agent");
         return;
       }
-      await bind();
+      if (state.recovery && state.recovery.kind === "host_binding_missing_in_process") {
+        await call("agent_continuation_recover", {});
+        render("Bound", "recovered after the server restarted");
+      } else {
+        await bind();
+      }
       if (mine !== epoch) return;
     }
     const got = await call("agent_continuation_acquire", { claimSeconds: CLAIM_SECONDS });

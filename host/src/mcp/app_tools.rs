@@ -1,7 +1,9 @@
 //! The MCP App carrier's tools on `/mcp/conversations` (the conversation seed's G3 and G4):
 //! the model-visible `present_agent_continuation` and `present_goal_plan`, each presenting a
 //! card ([`super::app_card`]), and the app-only tools the cards call through their
-//! chat host (`_meta.ui.visibility: ["app"]`: hidden from the model).
+//! chat host (`_meta.ui.visibility: ["app"]`: hidden from the model): bind, recover (after a
+//! restart), state, acquire, prepare, finish, unbind, recover_endpoint (after an expiry), and
+//! the Goal Plan card's observe.
 //!
 //! Each call is authorized like every other tool of the surface (the caller's principal and
 //! scope, the agent acting through its exact endpoint and generation) — nothing is remembered
@@ -160,25 +162,42 @@ impl ConversationTools {
                 binding: &a.binding_id,
                 window: window.as_deref(),
             };
-            let views = this.views()?;
-            let bound = s.bind_app_view(c, &actor(&a.acting), &view)?;
-            views.bind(&bound.endpoint, &a.binding_id).map_err(|limit| {
-                ToolError::new(
-                    "limit",
-                    format!("this process holds {limit} App Views, the most it holds"),
-                )
-            })?;
-            let outcome = match bound.outcome {
-                AppBindOutcome::Bound => "bound",
-                AppBindOutcome::Renewed => "renewed",
-                AppBindOutcome::Rebound => "rebound",
+            this.bind_view(s, c, &a, &view)
+        })
+        .await
+    }
+
+    /// The card takes its binding up again after the server restarted (app-only): only a View
+    /// the store still names — the exact one, or a refreshed one of its window — and only when
+    /// this process holds no binding for the endpoint; anything else is `app_not_bound`.
+    #[tool(
+        meta = app_card::app_only(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn agent_continuation_recover(
+        &self,
+        ext: Extensions,
+        Parameters(a): Parameters<ViewArgs>,
+    ) -> Result<Json<BindResult>, ToolError> {
+        let window = window(&ext);
+        let this = self.clone();
+        self.run(&ext, move |s, c| {
+            let view = AppView {
+                binding: &a.binding_id,
+                window: window.as_deref(),
             };
-            Ok(Json(BindResult {
-                host_binding: HostBinding { bound: true },
-                outcome: outcome.into(),
-                settled_attempts: bound.settled.len(),
-                endpoint: (&bound.endpoint).into(),
-            }))
+            let views = this.views()?;
+            let acting = actor(&a.acting);
+            let st = s.app_carrier_state(c, &acting, &view)?;
+            let known =
+                st.holder == AppBindingHolder::ThisView || (st.same_window && st.holder != AppBindingHolder::NoView);
+            if !known || views.holds(&st.endpoint) {
+                return Err(ToolError::new(
+                    "app_not_bound",
+                    "nothing to recover: this View is not the one the store names, or this server holds the binding",
+                ));
+            }
+            this.bind_view(s, c, &a, &view)
         })
         .await
     }
@@ -446,6 +465,35 @@ impl ConversationTools {
 }
 
 impl ConversationTools {
+    /// Binds the View in the store and in this process's registry.
+    fn bind_view(
+        &self,
+        s: &mut ahp_store::Store,
+        c: &ahp_store::conversation::Caller,
+        a: &ViewArgs,
+        view: &AppView<'_>,
+    ) -> Result<Json<BindResult>, ToolError> {
+        let views = self.views()?;
+        let bound = s.bind_app_view(c, &actor(&a.acting), view)?;
+        views.bind(&bound.endpoint, &a.binding_id).map_err(|limit| {
+            ToolError::new(
+                "limit",
+                format!("this process holds {limit} App Views, the most it holds"),
+            )
+        })?;
+        let outcome = match bound.outcome {
+            AppBindOutcome::Bound => "bound",
+            AppBindOutcome::Renewed => "renewed",
+            AppBindOutcome::Rebound => "rebound",
+        };
+        Ok(Json(BindResult {
+            host_binding: HostBinding { bound: true },
+            outcome: outcome.into(),
+            settled_attempts: bound.settled.len(),
+            endpoint: (&bound.endpoint).into(),
+        }))
+    }
+
     /// Refuses a View this process does not hold the binding of (after a restart, say): the
     /// card binds again first.
     fn require_bound_here(

@@ -681,7 +681,7 @@ mod tests {
             .into_iter()
             .map(|t| t.name.to_string())
             .collect();
-        assert_eq!(names.len(), 37, "{names:?}");
+        assert_eq!(names.len(), 38, "{names:?}");
         let schemaless: Vec<_> = tools
             .tool_router
             .list_all()
