@@ -47,6 +47,14 @@ fn window(ext: &Extensions) -> Option<String> {
     (!id.is_empty() && id.len() <= ahp_store::conversation::MAX_WINDOW_KEY_BYTES).then(|| id.to_owned())
 }
 
+/// The View a call names, in the window it comes from.
+fn view_of<'a>(a: &'a ViewArgs, window: &'a Option<String>) -> AppView<'a> {
+    AppView {
+        binding: &a.binding_id,
+        window: window.as_deref(),
+    }
+}
+
 /// The automatic continuation message of `ticket` for the card's agent.
 fn automatic_message(a: &ActingArgs, ticket: &DispatchTicket) -> AutomaticMessage {
     let line = json!({
@@ -158,10 +166,7 @@ impl ConversationTools {
         let window = window(&ext);
         let this = self.clone();
         self.run(&ext, move |s, c| {
-            let view = AppView {
-                binding: &a.binding_id,
-                window: window.as_deref(),
-            };
+            let view = view_of(&a, &window);
             this.bind_view(s, c, &a, &view)
         })
         .await
@@ -182,10 +187,7 @@ impl ConversationTools {
         let window = window(&ext);
         let this = self.clone();
         self.run(&ext, move |s, c| {
-            let view = AppView {
-                binding: &a.binding_id,
-                window: window.as_deref(),
-            };
+            let view = view_of(&a, &window);
             let views = this.views()?;
             let acting = actor(&a.acting);
             let st = s.app_carrier_state(c, &acting, &view)?;
@@ -213,10 +215,7 @@ impl ConversationTools {
         let window = window(&ext);
         let this = self.clone();
         self.run(&ext, move |s, c| {
-            let view = AppView {
-                binding: &a.binding_id,
-                window: window.as_deref(),
-            };
+            let view = view_of(&a, &window);
             let views = this.views()?;
             let st = s.app_carrier_state(c, &actor(&a.acting), &view)?;
             let held_here = views.holds(&st.endpoint);
@@ -256,10 +255,7 @@ impl ConversationTools {
         let window = window(&ext);
         let this = self.clone();
         self.run(&ext, move |s, c| {
-            let view = AppView {
-                binding: &a.view.binding_id,
-                window: window.as_deref(),
-            };
+            let view = view_of(&a.view, &window);
             let acting = actor(&a.view.acting);
             this.require_bound_here(s, c, &acting, &a.view.binding_id)?;
             let lease = a.claim_seconds.map_or(DEFAULT_CLAIM, Duration::from_secs);
@@ -284,10 +280,7 @@ impl ConversationTools {
         let window = window(&ext);
         let this = self.clone();
         self.run(&ext, move |s, c| {
-            let view = AppView {
-                binding: &a.view.binding_id,
-                window: window.as_deref(),
-            };
+            let view = view_of(&a.view, &window);
             let acting = actor(&a.view.acting);
             this.require_bound_here(s, c, &acting, &a.view.binding_id)?;
             let ticket = s.prepare_app_dispatch(c, &acting, &view, &a.attempt_id)?;
@@ -318,10 +311,7 @@ impl ConversationTools {
     ) -> Result<Json<FinishResult>, ToolError> {
         let window = window(&ext);
         self.run(&ext, move |s, c| {
-            let view = AppView {
-                binding: &a.view.binding_id,
-                window: window.as_deref(),
-            };
+            let view = view_of(&a.view, &window);
             let outcome = match a.outcome {
                 FinishOutcome::DispatchAccepted => DispatchOutcome::Accepted,
                 FinishOutcome::DeliveryUnknown => DispatchOutcome::Unknown,
@@ -348,10 +338,7 @@ impl ConversationTools {
         let window = window(&ext);
         let this = self.clone();
         self.run(&ext, move |s, c| {
-            let view = AppView {
-                binding: &a.binding_id,
-                window: window.as_deref(),
-            };
+            let view = view_of(&a, &window);
             let m = s.unbind_app_view(c, &actor(&a.acting), &view)?;
             if let Ok(views) = this.views() {
                 views.unbind(&m.value.id, &a.binding_id);
@@ -379,10 +366,7 @@ impl ConversationTools {
     ) -> Result<Json<RecoverEndpointResult>, ToolError> {
         let window = window(&ext);
         self.run(&ext, move |s, c| {
-            let view = AppView {
-                binding: &a.binding_id,
-                window: window.as_deref(),
-            };
+            let view = view_of(&a, &window);
             let r = s.replace_expired_app_endpoint(
                 c,
                 &a.acting.agent_id,

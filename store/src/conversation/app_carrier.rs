@@ -54,7 +54,7 @@ use super::attempt::{
 };
 use super::audit::{self, AuditKind};
 use super::bounds::{self, MAX_CLAIM_LEASE, MAX_ENDPOINT_LEASE, MIN_CLAIM_LEASE, MIN_ENDPOINT_LEASE};
-use super::dispatch::{claim_in, dispatch_in};
+use super::dispatch::{claim_in, prepare_in};
 use super::endpoint::{AgentActor, Endpoint, check_id as check_endpoint_id, load, load_scoped};
 use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::Mutation;
@@ -490,14 +490,7 @@ impl Store {
             let ep = admit(&tx, caller, actor, now)?;
             require_bound(&tx, &ep, &view.binding)?;
             let a = load_view_attempt(&tx, &ep.id, &view.binding, attempt)?;
-            if a.state == AttemptState::Claimed && now >= a.claim_expires_at {
-                release(&tx, &a.id, &a.wake_id, now)?;
-                tx.commit()?;
-                return Err(Error::ClaimExpired(a.id));
-            }
-            let ticket = dispatch_in(&tx, actor, a, now)?;
-            tx.commit()?;
-            Ok(ticket)
+            prepare_in(tx, actor, a, now)
         })
     }
 

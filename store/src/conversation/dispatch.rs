@@ -129,6 +129,25 @@ pub(super) fn dispatch_in(tx: &Tx<'_>, actor: &AgentActor, a: WakeAttempt, now: 
     Ok(ticket)
 }
 
+/// Crosses the fence for the loaded attempt `a` and commits `tx` — or, if its claim lapsed,
+/// commits its release instead and refuses with [`Error::ClaimExpired`] (the wake is pending
+/// again).
+pub(super) fn prepare_in(
+    tx: ahp_store_sql::Transaction<'_>,
+    actor: &AgentActor,
+    a: WakeAttempt,
+    now: Timestamp,
+) -> Result<DispatchTicket> {
+    if a.state.after(AttemptEvent::Dispatch).is_some() && now >= a.claim_expires_at {
+        release(&tx, &a.id, &a.wake_id, now)?;
+        tx.commit()?;
+        return Err(Error::ClaimExpired(a.id));
+    }
+    let ticket = dispatch_in(&tx, actor, a, now)?;
+    tx.commit()?;
+    Ok(ticket)
+}
+
 impl Store {
     /// Claims the acting agent's pending wake for a delivery attempt through its current,
     /// wake-capable endpoint, leased for `lease`. Expired claims of this agent are released
@@ -199,14 +218,7 @@ impl Store {
             let (tx, now) = s.begin_immediate()?;
             admission::admit(&tx, caller, actor, now)?;
             let a = load_attempt_for(&tx, &actor.endpoint, attempt)?;
-            if a.state.after(AttemptEvent::Dispatch).is_some() && now >= a.claim_expires_at {
-                release(&tx, &a.id, &a.wake_id, now)?;
-                tx.commit()?;
-                return Err(Error::ClaimExpired(a.id));
-            }
-            let ticket = dispatch_in(&tx, actor, a, now)?;
-            tx.commit()?;
-            Ok(ticket)
+            prepare_in(tx, actor, a, now)
         })
     }
 
