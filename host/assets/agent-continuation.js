@@ -12,7 +12,7 @@
 // A prepare answer that is missing, malformed or names anything else, a host that does not
 // answer in time, an error — all end the attempt `delivery_unknown`. Only the turn's exact
 // `consume_agent_wake` proves it ran.
-"use strict";
+// A module: strict already.
 
 const BINDING_PREFIX = "ahp_host_binding_";
 const HEARTBEAT_MS = 3000; // while visible

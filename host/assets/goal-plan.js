@@ -6,7 +6,7 @@
 // (`goal_plan_observe`) is a read — never meaningful work — and the evidence the server uses,
 // on its own clock, to notice that the goal's workflow stalled (it then wakes the goal's
 // controller once). This card never dispatches a turn itself.
-"use strict";
+// A module: strict already.
 
 const OBSERVE_MS = 30000; // visible; well inside the server's longest observation gap
 const HIDDEN_OBSERVE_MS = 60000;

@@ -6,8 +6,9 @@
 //! A card is the template `host/assets/card.html` with its style and one inline module script:
 //! the official MCP Apps SDK's View side, vendored (`host/assets/ext-apps/`, its SHA-256 pinned
 //! here), then the card's own code (`host/assets/agent-continuation.js`,
-//! `host/assets/goal-plan.js`). The SDK bundle's closing `export{…}` becomes a `const ExtApps`
-//! so the card's code, in the same module, can use it. The document's Content Security Policy
+//! `host/assets/goal-plan.js`) in a block of its own, so that none of its names can collide
+//! with the bundle's minified ones. The SDK bundle's closing `export{…}` becomes a `const
+//! ExtApps` so the card's code, in the same module, can use it. The document's Content Security Policy
 //! allows exactly that script and that style, by their SHA-256, and nothing else: no remote
 //! script, no connection (the View reaches the server only through its host), no frame, no
 //! form. The resource's `_meta.ui.csp` asks the host for no external domain either.
@@ -25,6 +26,14 @@ pub const CONTINUATION_URI: &str = "ui://ahp/agent-continuation/v1";
 pub const GOAL_PLAN_URI: &str = "ui://ahp/goal-plan/v1";
 /// The MIME type of an MCP Apps HTML resource.
 pub const APP_MIME: &str = "text/html;profile=mcp-app";
+
+/// The MCP Apps extension's id, in the server's `extensions` capability.
+pub const UI_EXTENSION_ID: &str = "io.modelcontextprotocol/ui";
+
+/// The extension's settings this server declares: the MIME type of its UI resources.
+pub fn ui_extension() -> rmcp::model::JsonObject {
+    json!({ "mimeTypes": [APP_MIME] }).as_object().cloned().unwrap_or_default()
+}
 
 /// SHA-256 of the vendored `@modelcontextprotocol/ext-apps` 2.0.4 `app-with-deps.js`.
 pub const EXT_APPS_SHA256: &str = "d24b6ae50dbc989539db8287e217f41f0833f2b0a81ac4c6dbde444715ef5cd0";
@@ -94,7 +103,9 @@ fn sha256_base64(text: &str) -> String {
 /// The card's document: the template with its title, style, script and the policy that allows
 /// exactly them.
 fn document(title: &str, sdk: &str, code: &str) -> String {
-    let script = format!("{sdk}\n{code}");
+    // The card's code in a block of its own: its top-level names never collide with the
+    // minified bundle's (which the module's top level holds).
+    let script = format!("{sdk}\n{{\n{code}\n}}");
     assert!(
         !script.contains("</script") && !STYLE.contains("</style"),
         "an inline script or style must not close its element"

@@ -596,13 +596,17 @@ impl super::conformance::FixtureHost for ConversationTools {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for ConversationTools {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tasks()
-                .enable_resources()
-                .build(),
-        )
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tasks()
+            .enable_resources()
+            .build();
+        // The MCP Apps extension: the cards (`app_card`) are its UI resources.
+        capabilities
+            .extensions
+            .get_or_insert_default()
+            .insert(super::app_card::UI_EXTENSION_ID.into(), super::app_card::ui_extension());
+        ServerConfig::new(capabilities)
         .with_server_info(Implementation::new("ahp-conversations", env!("CARGO_PKG_VERSION")))
         .with_instructions(
             "Durable conversations between people and agents: create_agent_identity → attach_agent_endpoint → \
