@@ -553,7 +553,9 @@ fn component_add_takes_a_component_at_the_size_limit_and_refuses_one_byte_more()
 #[test]
 fn serve_refuses_parking_flags_out_of_bounds_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
+        (&["--goal-quiet-period", "999ms"], "must be 1s to 24h"),
+        (&["--goal-quiet-period", "86401s"], "must be 1s to 24h"),
         (&["--park-after", "0s"], "longer than zero"),
         (&["--park-after", "soon"], "--park-after"),
         (&["--max-live", "0"], "--max-live"),

@@ -562,3 +562,18 @@ async fn reap_forever(store: SharedStore, agents: Arc<Agents>, every: Duration, 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_goal_quiet_period_is_one_second_to_a_day() {
+        assert_eq!(parse_goal_quiet_period("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_goal_quiet_period("24h"), Ok(Duration::from_secs(24 * 3600)));
+        assert_eq!(parse_goal_quiet_period("5m"), Ok(Duration::from_secs(300)));
+        for bad in ["999ms", "86401s", "0s", "soon"] {
+            assert!(parse_goal_quiet_period(bad).is_err(), "{bad}");
+        }
+    }
+}

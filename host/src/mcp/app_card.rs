@@ -32,7 +32,10 @@ pub const UI_EXTENSION_ID: &str = "io.modelcontextprotocol/ui";
 
 /// The extension's settings this server declares: the MIME type of its UI resources.
 pub fn ui_extension() -> rmcp::model::JsonObject {
-    json!({ "mimeTypes": [APP_MIME] }).as_object().cloned().unwrap_or_default()
+    json!({ "mimeTypes": [APP_MIME] })
+        .as_object()
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// SHA-256 of the vendored `@modelcontextprotocol/ext-apps` 2.0.4 `app-with-deps.js`.

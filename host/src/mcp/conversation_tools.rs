@@ -607,16 +607,18 @@ impl ServerHandler for ConversationTools {
             .get_or_insert_default()
             .insert(super::app_card::UI_EXTENSION_ID.into(), super::app_card::ui_extension());
         ServerConfig::new(capabilities)
-        .with_server_info(Implementation::new("ahp-conversations", env!("CARGO_PKG_VERSION")))
-        .with_instructions(
-            "Durable conversations between people and agents: create_agent_identity → attach_agent_endpoint → \
+            .with_server_info(Implementation::new("ahp-conversations", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Durable conversations between people and agents: create_agent_identity → attach_agent_endpoint → \
                  create_conversation → post_message; an agent reads list_agent_inbox and read_conversation through \
                  its exact endpointId and controllerGeneration, replies with post_message, consumes deliveries and \
                  wakes exactly. To delegate: create_agent_task for another agent of the same owner, \
                  register_agent_wait over those tasks (all or any) and end the turn; the assignee finishes with \
                  complete_agent_task_attempt and the wait wakes you once. Goals (create_goal, checkpoint_goal) \
-                 hold a plan across turns. Every mutation that creates something takes an idempotencyKey.",
-        )
+                 hold a plan across turns. In an MCP Apps host, present_agent_continuation lets this chat carry an \
+                 agent (a message or task for it runs one turn here) and present_goal_plan shows a goal's plan. \
+                 Every mutation that creates something takes an idempotencyKey.",
+            )
     }
 
     async fn list_resources(
