@@ -67,6 +67,11 @@ use crate::db::Store;
 /// Prefix of an MCP App View's binding fence; 32 lowercase hex digits (128 random bits) follow.
 pub const APP_BINDING_PREFIX: &str = "ahp_host_binding_";
 
+/// How long an attempt the chat host accepted may wait for its turn's exact consume before the
+/// View's next acquire settles it `delivery_unknown` (never re-sent) and claims the agent's next
+/// wake: a chat whose model ignored the message does not hold the agent forever.
+pub const MAX_ACCEPTED_WAIT: Duration = Duration::from_secs(10 * 60);
+
 /// Longest window key a chat host may give, in bytes.
 pub const MAX_WINDOW_KEY_BYTES: usize = 256;
 
@@ -423,7 +428,8 @@ impl Store {
 
     /// The View that holds the acting endpoint's binding acquires the agent's next wake: its
     /// own unresolved attempt if it has one ([`AppAcquire::Open`]: nothing new is claimed
-    /// while it is), else the pending wake, claimed for `claim_lease` through the same claim
+    /// while it is — an accepted one for at most [`MAX_ACCEPTED_WAIT`], then it is settled
+    /// `delivery_unknown`), else the pending wake, claimed for `claim_lease` through the same claim
     /// as the push carrier's. Attempts of earlier Views still unresolved are settled first, and
     /// expired claims released.
     ///
@@ -450,8 +456,17 @@ impl Store {
             settle_others(&tx, &ep.id, &view.binding, now)?;
             release_expired(&tx, Some(&actor.agent), now)?;
             if let Some(attempt) = unresolved(&tx, &ep.id, &view.binding, true)?.pop() {
-                tx.commit()?;
-                return Ok(AppAcquire::Open { attempt });
+                // An accepted turn that never consumed its wake within the wait is settled
+                // unknown (never re-sent), so the agent's next wake can run.
+                let lapsed = attempt.state == AttemptState::Accepted
+                    && attempt
+                        .finished_at
+                        .is_some_and(|at| now >= at.saturating_add(MAX_ACCEPTED_WAIT));
+                if !lapsed {
+                    tx.commit()?;
+                    return Ok(AppAcquire::Open { attempt });
+                }
+                mark_unknown(&tx, &attempt, now)?;
             }
             let found = match claim_in(&tx, caller, actor, claim_lease, Some(&view.binding), now)? {
                 Some(claim) => AppAcquire::Claimed { claim },

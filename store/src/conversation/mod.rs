@@ -160,7 +160,7 @@ use crate::clock::Timestamp;
 pub use agent::{Agent, AgentCard};
 pub use app_carrier::{
     APP_BINDING_PREFIX, AppAcquire, AppBindOutcome, AppBinding, AppBindingHolder, AppCarrierState, AppView,
-    EndpointRecovery, MAX_WINDOW_KEY_BYTES,
+    EndpointRecovery, MAX_ACCEPTED_WAIT, MAX_WINDOW_KEY_BYTES,
 };
 pub use attempt::{DispatchOutcome, DispatchTicket, WakeAttempt, WakeClaim};
 pub use audit::{AuditEvent, AuditKind};

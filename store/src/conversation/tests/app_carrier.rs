@@ -543,3 +543,35 @@ fn neither_the_fence_nor_the_window_nor_the_consume_token_reaches_the_audit_log(
         assert!(!everything.contains(secret), "the audit log shows {secret:?}");
     }
 }
+
+#[test]
+fn an_accepted_turn_that_never_consumes_holds_the_agent_for_the_wait_only() {
+    let (mut w, alice, _a, actor, cv) = setup();
+    let f = fence(1);
+    let v = view(&f, None);
+    w.store.bind_app_view(&alice, &actor, &v).unwrap();
+    w.post(&alice, &cv, Acting::Human, "x").unwrap();
+    let ticket = prepared(&mut w, &alice, &actor, &v);
+    w.store
+        .finish_app_dispatch(&alice, &actor, &v, &ticket.attempt.id, DispatchOutcome::Accepted)
+        .unwrap();
+    w.post(&alice, &cv, Acting::Human, "y").unwrap();
+    // Within the wait (renewing the lease as the heartbeat does): still the accepted attempt.
+    w.clock.advance(MAX_ACCEPTED_WAIT - Duration::from_secs(1));
+    w.store.bind_app_view(&alice, &actor, &v).unwrap();
+    assert!(matches!(
+        w.store.acquire_app_wake(&alice, &actor, &v, CLAIM).unwrap(),
+        AppAcquire::Open { attempt } if attempt.id == ticket.attempt.id
+    ));
+    // At the wait: settled unknown, and the next wake is claimed; the first is never re-sent.
+    w.clock.advance(Duration::from_secs(1));
+    let AppAcquire::Claimed { claim } = w.store.acquire_app_wake(&alice, &actor, &v, CLAIM).unwrap() else {
+        panic!("the next wake was not claimed")
+    };
+    assert_ne!(claim.wake.id, ticket.wake.id);
+    assert_eq!(attempt_state(&mut w, &ticket.attempt.id), "delivery_unknown");
+    // A late turn may still prove it ran.
+    w.store
+        .consume_wake(&alice, &actor, &ticket.wake.id, &ticket.consume_token)
+        .unwrap();
+}
