@@ -47,13 +47,13 @@ use sha2::{Digest, Sha256};
 
 use super::admission::{admit, refuse_transfer_bound};
 use super::agent::{self, check_id as check_agent_id};
-use super::attachment::{attach, retire};
+use super::attachment::{attach, attached_lease, renew_when_half_spent, retire};
 use super::attempt::{
     DispatchOutcome, DispatchTicket, WakeAttempt, WakeClaim, check_attempt_id, finish, load_attempt, load_attempt_for,
     mark_unknown, release, release_claims, release_expired,
 };
 use super::audit::{self, AuditKind};
-use super::bounds::{self, MAX_CLAIM_LEASE, MAX_ENDPOINT_LEASE, MIN_CLAIM_LEASE, MIN_ENDPOINT_LEASE};
+use super::bounds::{self, MAX_CLAIM_LEASE, MIN_CLAIM_LEASE};
 use super::dispatch::{claim_in, prepare_in};
 use super::endpoint::{AgentActor, Endpoint, check_id as check_endpoint_id, load, load_scoped};
 use super::error::{ConversationError as Error, ConversationResult as Result};
@@ -287,24 +287,12 @@ fn load_view_attempt(tx: &Tx<'_>, endpoint: &str, binding: &str, attempt: &str) 
     Ok(a)
 }
 
-/// The lease `endpoint` was attached with, within the endpoint bounds.
-fn attached_lease(tx: &Tx<'_>, endpoint: &str) -> Result<Duration> {
-    let lease: Option<i64> = tx
-        .prepare_cached("SELECT lease_micros FROM agent_endpoints WHERE id = ?1")?
-        .query_row([endpoint], |r| r.get(0))?;
-    Ok(lease
-        .and_then(|l| u64::try_from(l).ok())
-        .map_or(MAX_ENDPOINT_LEASE / 2, Duration::from_micros)
-        .clamp(MIN_ENDPOINT_LEASE, MAX_ENDPOINT_LEASE))
-}
-
 impl Store {
     /// Binds the acting endpoint to an MCP App View (see the [module docs](self)), renewing it
     /// by the lease it was attached with: the endpoint becomes wake-capable, carried by this
-    /// host. The same fence
-    /// again renews it, keeping its claim; a new fence binds only an endpoint no View holds
-    /// (from the window recorded on it, if any) or, from the same window, replaces the View
-    /// that holds it — and settles every earlier View's attempt.
+    /// host. The same fence again renews it, keeping its claim; a new fence binds only an
+    /// endpoint no View holds (from the window recorded on it, if any) or, from the same
+    /// window, replaces the View that holds it — and settles every earlier View's attempt.
     ///
     /// # Errors
     ///
@@ -401,15 +389,7 @@ impl Store {
                 None => AppBindingHolder::NoView,
             };
             if holder == AppBindingHolder::ThisView {
-                let lease = attached_lease(&tx, &ep.id)?;
-                let left = ep.lease_expires_at.as_micros().saturating_sub(now.as_micros());
-                if u128::try_from(left).unwrap_or(0) * 2 < lease.as_micros() {
-                    tx.prepare_cached(
-                        "UPDATE agent_endpoints SET lease_expires_at = ?2, updated_at = ?3 WHERE id = ?1",
-                    )?
-                    .execute((&ep.id, now.saturating_add(lease).as_micros(), now.as_micros()))?;
-                    ep = load(&tx, &ep.id)?;
-                }
+                ep = renew_when_half_spent(&tx, ep, now)?;
             }
             let attempt = unresolved(&tx, &ep.id, &view.binding, true)?.pop();
             let wake_pending = tx

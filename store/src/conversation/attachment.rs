@@ -168,6 +168,31 @@ pub(crate) fn attach(
     load(tx, &id)
 }
 
+/// The lease `endpoint` was attached with, within the endpoint bounds.
+pub(crate) fn attached_lease(tx: &Tx<'_>, endpoint: &str) -> Result<Duration> {
+    let lease: Option<i64> = tx
+        .prepare_cached("SELECT lease_micros FROM agent_endpoints WHERE id = ?1")?
+        .query_row([endpoint], |r| r.get(0))?;
+    Ok(lease
+        .and_then(|l| u64::try_from(l).ok())
+        .map_or(MAX_ENDPOINT_LEASE / 2, Duration::from_micros)
+        .clamp(MIN_ENDPOINT_LEASE, MAX_ENDPOINT_LEASE))
+}
+
+/// Renews the admitted endpoint `ep` by the lease it was attached with once less than half of
+/// it is left (so a burst of calls costs one write, not one each), in `tx`; returns it as it
+/// then is.
+pub(crate) fn renew_when_half_spent(tx: &Tx<'_>, ep: Endpoint, now: Timestamp) -> Result<Endpoint> {
+    let lease = attached_lease(tx, &ep.id)?;
+    let left = ep.lease_expires_at.as_micros().saturating_sub(now.as_micros());
+    if u128::try_from(left).unwrap_or(0) * 2 >= lease.as_micros() {
+        return Ok(ep);
+    }
+    tx.prepare_cached("UPDATE agent_endpoints SET lease_expires_at = ?2, updated_at = ?3 WHERE id = ?1")?
+        .execute((&ep.id, now.saturating_add(lease).as_micros(), now.as_micros()))?;
+    load(tx, &ep.id)
+}
+
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct AttachRequest<'a> {
@@ -262,20 +287,7 @@ impl Store {
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
             let ep = admit(&tx, caller, actor, now)?;
-            let lease: Option<i64> = tx
-                .prepare_cached("SELECT lease_micros FROM agent_endpoints WHERE id = ?1")?
-                .query_row([&ep.id], |r| r.get(0))?;
-            let lease = lease
-                .and_then(|l| u64::try_from(l).ok())
-                .map_or(MAX_ENDPOINT_LEASE / 2, Duration::from_micros)
-                .clamp(MIN_ENDPOINT_LEASE, MAX_ENDPOINT_LEASE);
-            let left = ep.lease_expires_at.as_micros().saturating_sub(now.as_micros());
-            if u128::try_from(left).unwrap_or(0) * 2 >= lease.as_micros() {
-                return Ok(ep);
-            }
-            tx.prepare_cached("UPDATE agent_endpoints SET lease_expires_at = ?2, updated_at = ?3 WHERE id = ?1")?
-                .execute((&ep.id, now.saturating_add(lease).as_micros(), now.as_micros()))?;
-            let ep = load(&tx, &ep.id)?;
+            let ep = renew_when_half_spent(&tx, ep, now)?;
             tx.commit()?;
             Ok(ep)
         })
