@@ -28,13 +28,13 @@ const QUESTION: &str = "Which of our three warehouses should ship the A-1 order 
 
 /// One transferred agent.
 #[derive(Debug, Clone)]
-struct Member {
-    transfer: String,
-    agent: String,
+pub(crate) struct Member {
+    pub(crate) transfer: String,
+    pub(crate) agent: String,
 }
 
 /// Snapshot (with `tool_state`) → provision → push → activate `component` over `/mcp`.
-async fn transfer(dir: &Path, url: &str, key: Option<&str>, component: &str, tool_state: Value) -> Member {
+pub(crate) async fn transfer(dir: &Path, url: &str, key: Option<&str>, component: &str, tool_state: Value) -> Member {
     let snap = json!({"sourceHost": "laptop", "systemPrompt": format!("You are a {component}."),
                       "messageHistory": [], "toolState": tool_state, "mcpConfig": []});
     let staged = call(url, key, "snapshot_state", snap).await;

@@ -289,3 +289,123 @@ async fn a_quiet_goal_under_its_card_wakes_its_app_carried_controller_once() {
     let boot = s.ok("bootstrap_agent_conversation", acting.clone()).await;
     assert_eq!(boot["wake"]["state"], "pending", "{boot}");
 }
+
+/// The delegation case: a sandboxed coordinator (`examples/coordinator`, a transferred agent)
+/// hands a human's question to a worker an App card carries; the card delivers the task's wake
+/// once, the chat's turn (here: the test) consumes it exactly and completes the attempt, and the
+/// coordinator's wait fires: its answer carries the App agent's result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandboxed_coordinators_task_is_carried_by_the_app_card_and_its_wait_fires() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ahp"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["component", "add", ahp_guests::COORDINATOR, "--name", "coordinator"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let scopes = [
+        "transfer:read",
+        "transfer:write",
+        "communication:read",
+        "communication:manage",
+    ];
+    let key = key(dir.path(), "orchestrator", &scopes);
+    let server = serve(dir.path(), &[]);
+    let s = surface(&server, &key);
+    let (acting, _) = agent(&s).await;
+    let view = with(&acting, json!({"bindingId": VIEW}));
+    s.ok("agent_continuation_bind", view.clone()).await;
+    let coordinator = crate::delegation::transfer(
+        dir.path(),
+        &server.url,
+        Some(&key),
+        "coordinator",
+        json!({"workers": [acting["agentId"]], "waitMode": "all"}),
+    )
+    .await;
+    let cv = s
+        .ok(
+            "create_conversation",
+            json!({"title": "shipping", "agentIds": [coordinator.agent], "idempotencyKey": "cv-coordinator"}),
+        )
+        .await["conversationId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    s.ok(
+        "post_message",
+        json!({"conversationId": cv, "body": "Which warehouse ships first?", "idempotencyKey": "q"}),
+    )
+    .await;
+
+    // The card's heartbeat until the coordinator's task wakes the App agent.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let attempt = loop {
+        let got = s.ok("agent_continuation_acquire", view.clone()).await;
+        if got["kind"] == "claimed" {
+            break got["attempt"]["attemptId"].as_str().unwrap().to_owned();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the coordinator's task never woke the App agent"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let prepared = s
+        .ok("agent_continuation_prepare", with(&view, json!({"attemptId": attempt})))
+        .await;
+    let m = prepared["output"]["app_protocol"]["automatic_message"].clone();
+    s.ok(
+        "agent_continuation_finish",
+        with(&view, json!({"attemptId": attempt, "outcome": "dispatch_accepted"})),
+    )
+    .await;
+    // The chat's turn: bootstrap, the exact consume, the task, its completion.
+    s.ok(
+        "bootstrap_agent_conversation",
+        with(&acting, json!({"wakeId": m["wakeId"]})),
+    )
+    .await;
+    s.ok(
+        "consume_agent_wake",
+        with(
+            &acting,
+            json!({"wakeId": m["wakeId"], "consumeToken": m["consumeToken"]}),
+        ),
+    )
+    .await;
+    let tasks = s
+        .ok(
+            "list_agent_tasks",
+            with(&acting, json!({"assigneeAgentId": acting["agentId"]})),
+        )
+        .await;
+    let task = &tasks["tasks"][0];
+    assert_eq!(task["creatorAgentId"], coordinator.agent.as_str(), "{tasks}");
+    let task_attempt = task["currentAttempt"]["attemptId"].as_str().unwrap().to_owned();
+    s.ok(
+        "complete_agent_task_attempt",
+        with(
+            &acting,
+            json!({"attemptId": task_attempt, "outcome": "succeeded", "result": "Rotterdam ships first"}),
+        ),
+    )
+    .await;
+    // The coordinator's wait fires: its one answer carries the App agent's result.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let t = s.ok("read_conversation", json!({"conversationId": cv})).await;
+        let messages = t["messages"].as_array().unwrap();
+        if messages.len() == 2 {
+            let answer = messages[1]["body"].as_str().unwrap();
+            assert!(answer.contains("Rotterdam ships first"), "{answer}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no answer: {t}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let t = s.ok("read_conversation", json!({"conversationId": cv})).await;
+    assert_eq!(t["messages"].as_array().unwrap().len(), 2, "answered once");
+}
