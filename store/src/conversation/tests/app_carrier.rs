@@ -575,3 +575,40 @@ fn an_accepted_turn_that_never_consumes_holds_the_agent_for_the_wait_only() {
         .consume_wake(&alice, &actor, &ticket.wake.id, &ticket.consume_token)
         .unwrap();
 }
+
+#[test]
+fn another_principals_endpoint_is_not_found_like_a_missing_one_and_nothing_changes() {
+    let (mut w, alice, _a, actor, cv) = setup();
+    let f = fence(1);
+    let v = view(&f, Some(WINDOW));
+    w.store.bind_app_view(&alice, &actor, &v).unwrap();
+    w.post(&alice, &cv, Acting::Human, "x").unwrap();
+    let AppAcquire::Claimed { claim } = w.store.acquire_app_wake(&alice, &actor, &v, CLAIM).unwrap() else {
+        panic!()
+    };
+    let bob = w.bob.clone();
+    let missing = AgentActor {
+        agent: crate::id::new_id(AGENT_ID_PREFIX),
+        ..actor.clone()
+    };
+    let before = w.bytes();
+    for who in [&actor, &missing] {
+        let refusals = [
+            w.store.bind_app_view(&bob, who, &v).map(drop),
+            w.store.app_carrier_state(&bob, who, &v).map(drop),
+            w.store.acquire_app_wake(&bob, who, &v, CLAIM).map(drop),
+            w.store.prepare_app_dispatch(&bob, who, &v, &claim.attempt.id).map(drop),
+            w.store
+                .finish_app_dispatch(&bob, who, &v, &claim.attempt.id, DispatchOutcome::Unknown)
+                .map(drop),
+            w.store.unbind_app_view(&bob, who, &v).map(drop),
+            w.store
+                .replace_expired_app_endpoint(&bob, &who.agent, &who.endpoint, who.generation, &v)
+                .map(drop),
+        ];
+        for r in refusals {
+            assert!(matches!(r, Err(Error::AgentNotFound(_))), "{r:?}");
+        }
+    }
+    assert!(w.bytes() == before, "nothing changed");
+}
