@@ -173,8 +173,8 @@ pub fn router(
     ))
 }
 
-/// The two surfaces' routes ([`routes`]), their metadata unless `auth` is [`Auth::None`], and
-/// CORS for the site's browsers over all of them.
+/// The two surfaces' routes, each at exactly its path behind a gate of its own tool set, their
+/// metadata unless `auth` is [`Auth::None`], and CORS for the site's browsers over all of them.
 fn site_routes<T, C>(
     transfers: T,
     conversations: C,
@@ -191,7 +191,21 @@ where
     C::Response: IntoResponse,
     C::Future: Send + 'static,
 {
-    let surfaces = routes(transfers, conversations, store, auth, oauth.clone());
+    // Each surface at exactly its path, behind a gate of its own tool set.
+    let gate = |tools| {
+        middleware::from_fn_with_state(
+            Arc::new(Gate {
+                store: store.clone(),
+                auth,
+                tools,
+                oauth: oauth.clone(),
+            }),
+            authorize,
+        )
+    };
+    let surfaces = axum::Router::new()
+        .route_service(TRANSFERS_PATH, gate(ToolSet::Transfers).layer(transfers))
+        .route_service(CONVERSATIONS_PATH, gate(ToolSet::Conversations).layer(conversations));
     let surfaces = match auth {
         Auth::None => surfaces,
         Auth::Keys => surfaces.merge(metadata::routes(
@@ -204,45 +218,13 @@ where
 
 /// The Streamable HTTP service of one tool set (either surface) on a server listening on
 /// `local`: the Host/Origin rules and body limit of [`service_config`]. Bearer keys and scopes
-/// are checked by the gate in front of it ([`routes`]).
+/// are checked by the gate in front of it ([`site_routes`]).
 fn service<S: rmcp::ServerHandler + Clone>(tools: S, site: &Site) -> StreamableHttpService<S, LocalSessionManager> {
     StreamableHttpService::new(
         move || Ok(tools.clone()),
         Arc::new(LocalSessionManager::default()),
         service_config(site),
     )
-}
-
-/// The two surfaces, each at exactly its path and behind a gate of its own tool set.
-fn routes<T, C>(
-    transfers: T,
-    conversations: C,
-    store: SharedStore,
-    auth: Auth,
-    oauth: Arc<ResourceServer>,
-) -> axum::Router
-where
-    T: Service<Request, Error = Infallible> + Clone + Send + Sync + 'static,
-    T::Response: IntoResponse,
-    T::Future: Send + 'static,
-    C: Service<Request, Error = Infallible> + Clone + Send + Sync + 'static,
-    C::Response: IntoResponse,
-    C::Future: Send + 'static,
-{
-    let gate = |tools| {
-        middleware::from_fn_with_state(
-            Arc::new(Gate {
-                store: store.clone(),
-                auth,
-                tools,
-                oauth: oauth.clone(),
-            }),
-            authorize,
-        )
-    };
-    axum::Router::new()
-        .route_service(TRANSFERS_PATH, gate(ToolSet::Transfers).layer(transfers))
-        .route_service(CONVERSATIONS_PATH, gate(ToolSet::Conversations).layer(conversations))
 }
 
 /// Both surfaces' gates and metadata in front of stubs that answer `transfers` and
