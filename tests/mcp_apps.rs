@@ -126,7 +126,9 @@ async fn a_view_carries_a_wake_once_and_only_the_turns_consume_ends_it() {
     assert!(missing["error"].is_object(), "{missing}");
 
     let (acting, cv) = agent(&s).await;
-    let presented = s
+    // Every App tool's answer is checked against the outputSchema it lists.
+    let c = crate::mcp_delegation::Checked::new(&url, &key).await;
+    let presented = c
         .ok(
             "present_agent_continuation",
             json!({"agentId": acting["agentId"], "endpointId": acting["endpointId"], "expectedControllerGeneration": 1}),
@@ -144,13 +146,13 @@ async fn a_view_carries_a_wake_once_and_only_the_turns_consume_ends_it() {
     assert!(!ready(&s).await, "presented is not bound");
 
     let view = with(&acting, json!({"bindingId": VIEW}));
-    let bound = s.ok("agent_continuation_bind", view.clone()).await;
+    let bound = c.ok("agent_continuation_bind", view.clone()).await;
     assert_eq!(
         (bound["hostBinding"]["bound"].as_bool(), bound["outcome"].as_str()),
         (Some(true), Some("bound"))
     );
     assert!(ready(&s).await, "a bound View makes the agent resumable by itself");
-    let idle = s.ok("agent_continuation_acquire", view.clone()).await;
+    let idle = c.ok("agent_continuation_acquire", view.clone()).await;
     assert_eq!(idle["kind"], "idle");
 
     s.ok(
@@ -158,15 +160,15 @@ async fn a_view_carries_a_wake_once_and_only_the_turns_consume_ends_it() {
         json!({"conversationId": cv, "body": "hello", "idempotencyKey": "m1"}),
     )
     .await;
-    let state = s.ok("agent_continuation_state", view.clone()).await;
+    let state = c.ok("agent_continuation_state", view.clone()).await;
     assert_eq!(
         (state["wakePending"].as_bool(), state["recovery"].clone()),
         (Some(true), Value::Null)
     );
-    let claimed = s.ok("agent_continuation_acquire", view.clone()).await;
+    let claimed = c.ok("agent_continuation_acquire", view.clone()).await;
     assert_eq!(claimed["kind"], "claimed");
     let attempt = claimed["attempt"]["attemptId"].as_str().unwrap().to_owned();
-    let prepared = s
+    let prepared = c
         .ok("agent_continuation_prepare", with(&view, json!({"attemptId": attempt})))
         .await;
     let m = &prepared["output"]["app_protocol"]["automatic_message"];
@@ -190,7 +192,7 @@ async fn a_view_carries_a_wake_once_and_only_the_turns_consume_ends_it() {
         .await,
         "not_found"
     );
-    let finished = s
+    let finished = c
         .ok(
             "agent_continuation_finish",
             with(&view, json!({"attemptId": attempt, "outcome": "dispatch_accepted"})),
@@ -205,8 +207,8 @@ async fn a_view_carries_a_wake_once_and_only_the_turns_consume_ends_it() {
         )
         .await;
     assert_eq!(consumed["stateChanged"], true);
-    assert_eq!(s.ok("agent_continuation_acquire", view.clone()).await["kind"], "idle");
-    let unbound = s.ok("agent_continuation_unbind", view.clone()).await;
+    assert_eq!(c.ok("agent_continuation_acquire", view.clone()).await["kind"], "idle");
+    let unbound = c.ok("agent_continuation_unbind", view.clone()).await;
     assert_eq!(unbound["stateChanged"], true);
     assert!(!ready(&s).await);
 }

@@ -361,7 +361,7 @@ async fn the_seed_flow_over_http_with_scopes_and_two_surfaces() {
     let server = serve(dir.path());
     let url = format!("{}/conversations", server.url);
     let names = tool_names(&url, &full).await;
-    assert_eq!(names.len(), 27, "{names:?}");
+    assert_eq!(names.len(), 38, "{names:?}");
     assert!(names.contains(&"bootstrap_agent_conversation".to_owned()));
     // /mcp still lists exactly the six transfer tools (every key may list).
     assert_eq!(tool_names(&server.url, &full).await.len(), 6);
@@ -642,7 +642,7 @@ async fn the_seed_flow_over_stdio_as_the_operator_with_replay_after_reconnect() 
             .collect(),
         Surface::Http { .. } => unreachable!(),
     };
-    assert_eq!(names.len(), 27, "{names:?}");
+    assert_eq!(names.len(), 38, "{names:?}");
     let flow = seed_flow(&s).await;
     if let Surface::Stdio(c) = s {
         c.cancel().await.unwrap();
