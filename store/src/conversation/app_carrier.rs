@@ -47,7 +47,7 @@ use sha2::{Digest, Sha256};
 
 use super::admission::{admit, refuse_transfer_bound};
 use super::agent::{self, check_id as check_agent_id};
-use super::attachment::{attach, attached_lease, renew_when_half_spent, retire};
+use super::attachment::{attach, attached_lease, renew_when_half_spent, renewal_due, retire};
 use super::attempt::{
     DispatchOutcome, DispatchTicket, WakeAttempt, WakeClaim, check_attempt_id, finish, load_attempt, load_attempt_for,
     mark_unknown, release, release_claims, release_expired,
@@ -287,6 +287,49 @@ fn load_view_attempt(tx: &Tx<'_>, endpoint: &str, binding: &str, attempt: &str) 
     Ok(a)
 }
 
+/// Whether `a` is an accepted attempt whose turn has not consumed its wake within
+/// [`MAX_ACCEPTED_WAIT`].
+fn accepted_lapsed(a: &WakeAttempt, now: Timestamp) -> bool {
+    a.state == AttemptState::Accepted
+        && a.finished_at
+            .is_some_and(|at| now >= at.saturating_add(MAX_ACCEPTED_WAIT))
+}
+
+/// Whether a wake of `agent` waits to be claimed.
+fn wake_pending(tx: &Tx<'_>, agent: &str) -> Result<bool> {
+    Ok(tx
+        .prepare_cached("SELECT 1 FROM wakes WHERE agent_id = ?1 AND state = 'pending'")?
+        .exists([agent])?)
+}
+
+/// What the bound View's acquire answers when it needs no write — its own open attempt that
+/// stays open, or idle — read in `tx`; `None` when it does: another View's attempt to settle, a
+/// lapsed claim or accepted wait, a wake to claim.
+fn acquire_without_writing(
+    tx: &Tx<'_>,
+    ep: &Endpoint,
+    agent: &str,
+    binding: &str,
+    now: Timestamp,
+) -> Result<Option<AppAcquire>> {
+    if !unresolved(tx, &ep.id, binding, false)?.is_empty() {
+        return Ok(None);
+    }
+    if let Some(attempt) = unresolved(tx, &ep.id, binding, true)?.pop() {
+        let settles = match attempt.state {
+            AttemptState::Claimed => now >= attempt.claim_expires_at,
+            _ => accepted_lapsed(&attempt, now),
+        };
+        return Ok((!settles).then_some(AppAcquire::Open { attempt }));
+    }
+    let lapsed_claim = tx
+        .prepare_cached(
+            "SELECT 1 FROM wake_attempts WHERE agent_id = ?1 AND state = 'claimed' AND claim_expires_at <= ?2",
+        )?
+        .exists((agent, now.as_micros()))?;
+    Ok((!lapsed_claim && !wake_pending(tx, agent)?).then_some(AppAcquire::Idle))
+}
+
 impl Store {
     /// Binds the acting endpoint to an MCP App View (see the [module docs](self)), renewing it
     /// by the lease it was attached with: the endpoint becomes wake-capable, carried by this
@@ -380,29 +423,36 @@ impl Store {
         actor.validate()?;
         let view = view.hashes()?;
         self.admitted(|s| {
-            let (tx, now) = s.begin_immediate()?;
-            let mut ep = admit(&tx, caller, actor, now)?;
-            let (held, window) = hashes_of(&tx, &ep.id)?;
-            let holder = match held {
-                Some(h) if h == view.binding => AppBindingHolder::ThisView,
-                Some(_) => AppBindingHolder::OtherView,
-                None => AppBindingHolder::NoView,
-            };
-            if holder == AppBindingHolder::ThisView {
-                ep = renew_when_half_spent(&tx, ep, now)?;
+            // A read answers the heartbeat; the write lock is taken only when the lease is due.
+            for write in [false, true] {
+                let (tx, now) = if write { s.begin_immediate()? } else { s.begin_read()? };
+                let mut ep = admit(&tx, caller, actor, now)?;
+                let (held, window) = hashes_of(&tx, &ep.id)?;
+                let holder = match held {
+                    Some(h) if h == view.binding => AppBindingHolder::ThisView,
+                    Some(_) => AppBindingHolder::OtherView,
+                    None => AppBindingHolder::NoView,
+                };
+                if holder == AppBindingHolder::ThisView && renewal_due(&tx, &ep, now)?.is_some() {
+                    if !write {
+                        continue;
+                    }
+                    ep = renew_when_half_spent(&tx, ep, now)?;
+                }
+                let attempt = unresolved(&tx, &ep.id, &view.binding, true)?.pop();
+                let wake_pending = wake_pending(&tx, &actor.agent)?;
+                if write {
+                    tx.commit()?;
+                }
+                return Ok(AppCarrierState {
+                    endpoint: ep,
+                    holder,
+                    same_window: window.is_some() && window == view.window,
+                    attempt,
+                    wake_pending,
+                });
             }
-            let attempt = unresolved(&tx, &ep.id, &view.binding, true)?.pop();
-            let wake_pending = tx
-                .prepare_cached("SELECT 1 FROM wakes WHERE agent_id = ?1 AND state = 'pending'")?
-                .exists([&actor.agent])?;
-            tx.commit()?;
-            Ok(AppCarrierState {
-                endpoint: ep,
-                holder,
-                same_window: window.is_some() && window == view.window,
-                attempt,
-                wake_pending,
-            })
+            unreachable!("the write pass returns")
         })
     }
 
@@ -430,6 +480,15 @@ impl Store {
         let view = view.hashes()?;
         bounds::lease("claimLease", claim_lease, MIN_CLAIM_LEASE, MAX_CLAIM_LEASE)?;
         self.admitted(|s| {
+            // Most heartbeats find nothing to do: answered from a read, without the write lock.
+            {
+                let (tx, now) = s.begin_read()?;
+                let ep = admit(&tx, caller, actor, now)?;
+                require_bound(&tx, &ep, &view.binding)?;
+                if let Some(answer) = acquire_without_writing(&tx, &ep, &actor.agent, &view.binding, now)? {
+                    return Ok(answer);
+                }
+            }
             let (tx, now) = s.begin_immediate()?;
             let ep = admit(&tx, caller, actor, now)?;
             require_bound(&tx, &ep, &view.binding)?;
@@ -438,11 +497,7 @@ impl Store {
             if let Some(attempt) = unresolved(&tx, &ep.id, &view.binding, true)?.pop() {
                 // An accepted turn that never consumed its wake within the wait is settled
                 // unknown (never re-sent), so the agent's next wake can run.
-                let lapsed = attempt.state == AttemptState::Accepted
-                    && attempt
-                        .finished_at
-                        .is_some_and(|at| now >= at.saturating_add(MAX_ACCEPTED_WAIT));
-                if !lapsed {
+                if !accepted_lapsed(&attempt, now) {
                     tx.commit()?;
                     return Ok(AppAcquire::Open { attempt });
                 }

@@ -179,15 +179,20 @@ pub(crate) fn attached_lease(tx: &Tx<'_>, endpoint: &str) -> Result<Duration> {
         .clamp(MIN_ENDPOINT_LEASE, MAX_ENDPOINT_LEASE))
 }
 
+/// The lease `ep` is renewed by, when less than half of it is left at `now`; `None` before.
+pub(crate) fn renewal_due(tx: &Tx<'_>, ep: &Endpoint, now: Timestamp) -> Result<Option<Duration>> {
+    let lease = attached_lease(tx, &ep.id)?;
+    let left = ep.lease_expires_at.as_micros().saturating_sub(now.as_micros());
+    Ok((u128::try_from(left).unwrap_or(0) * 2 < lease.as_micros()).then_some(lease))
+}
+
 /// Renews the admitted endpoint `ep` by the lease it was attached with once less than half of
 /// it is left (so a burst of calls costs one write, not one each), in `tx`; returns it as it
 /// then is.
 pub(crate) fn renew_when_half_spent(tx: &Tx<'_>, ep: Endpoint, now: Timestamp) -> Result<Endpoint> {
-    let lease = attached_lease(tx, &ep.id)?;
-    let left = ep.lease_expires_at.as_micros().saturating_sub(now.as_micros());
-    if u128::try_from(left).unwrap_or(0) * 2 >= lease.as_micros() {
+    let Some(lease) = renewal_due(tx, &ep, now)? else {
         return Ok(ep);
-    }
+    };
     tx.prepare_cached("UPDATE agent_endpoints SET lease_expires_at = ?2, updated_at = ?3 WHERE id = ?1")?
         .execute((&ep.id, now.saturating_add(lease).as_micros(), now.as_micros()))?;
     load(tx, &ep.id)

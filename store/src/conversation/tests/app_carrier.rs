@@ -612,3 +612,29 @@ fn another_principals_endpoint_is_not_found_like_a_missing_one_and_nothing_chang
     }
     assert!(w.bytes() == before, "nothing changed");
 }
+
+#[test]
+fn an_idle_heartbeat_is_answered_while_another_connection_holds_the_write_lock() {
+    let db = crate::testing::TestDb::new();
+    let mut w = world_over(db.open().unwrap());
+    let alice = w.alice.clone();
+    let a = w.agent(&alice);
+    let k = w.key();
+    let actor = AgentActor::of(&w.store.attach_endpoint(&alice, &a.id, LEASE, &k).unwrap().value);
+    let f = fence(1);
+    let v = view(&f, None);
+    w.store.bind_app_view(&alice, &actor, &v).unwrap();
+    // Another connection writes (and holds the lock) meanwhile.
+    let mut other = db.open().unwrap();
+    let (held, _) = other.begin_immediate().unwrap();
+    held.execute("UPDATE agents SET updated_at = updated_at WHERE id = ?1", [&a.id])
+        .unwrap();
+    // The heartbeat and an idle acquire need no write: they are answered at once.
+    let state = w.store.app_carrier_state(&alice, &actor, &v).unwrap();
+    assert_eq!(state.holder, AppBindingHolder::ThisView);
+    assert_eq!(
+        w.store.acquire_app_wake(&alice, &actor, &v, CLAIM).unwrap(),
+        AppAcquire::Idle
+    );
+    held.commit().unwrap();
+}
