@@ -60,7 +60,7 @@ use super::error::{ConversationError as Error, ConversationResult as Result};
 use super::idempotency::Mutation;
 use super::principal::Caller;
 use super::scope::Scope;
-use super::state::{AttemptEvent, AttemptState, EndpointState};
+use super::state::{AttemptState, EndpointState};
 use crate::clock::Timestamp;
 use crate::db::Store;
 
@@ -567,10 +567,7 @@ impl Store {
         actor.validate()?;
         let view = view.hashes()?;
         check_attempt_id(attempt)?;
-        let event = match outcome {
-            DispatchOutcome::Accepted => AttemptEvent::Accept,
-            DispatchOutcome::Unknown => AttemptEvent::Unknown,
-        };
+        let event = outcome.event();
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
             let ep = admit(&tx, caller, actor, now)?;

@@ -113,6 +113,16 @@ pub enum DispatchOutcome {
     Unknown,
 }
 
+impl DispatchOutcome {
+    /// The attempt event that records it.
+    pub(super) fn event(self) -> AttemptEvent {
+        match self {
+            Self::Accepted => AttemptEvent::Accept,
+            Self::Unknown => AttemptEvent::Unknown,
+        }
+    }
+}
+
 pub(super) const ATTEMPT_COLUMNS: &str =
     "id, wake_id, endpoint_id, generation, state, claim_expires_at, claimed_at, dispatched_at, finished_at";
 

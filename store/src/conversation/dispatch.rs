@@ -240,10 +240,7 @@ impl Store {
         caller.require(Scope::Manage)?;
         actor.validate()?;
         check_attempt_id(attempt)?;
-        let event = match outcome {
-            DispatchOutcome::Accepted => AttemptEvent::Accept,
-            DispatchOutcome::Unknown => AttemptEvent::Unknown,
-        };
+        let event = outcome.event();
         self.admitted(|s| {
             let (tx, now) = s.begin_immediate()?;
             admission::admit(&tx, caller, actor, now)?;

@@ -83,7 +83,8 @@ pub struct AttentionEvent {
     pub created_at: Timestamp,
 }
 
-const COLUMNS: &str = "id, kind, goal_id, task_id, attempt_id, task_state, target_agent_id, wake_id, created_at, epoch";
+pub(super) const COLUMNS: &str =
+    "id, kind, goal_id, task_id, attempt_id, task_state, target_agent_id, wake_id, created_at, epoch";
 
 pub(super) fn from_row(r: &Row) -> Result<AttentionEvent> {
     let id: String = r.get(0)?;

@@ -88,20 +88,14 @@ fn app_carried(tx: &Tx<'_>, agent: &str, now: Timestamp) -> Result<bool> {
 }
 
 fn stall_of(tx: &Tx<'_>, goal: &str, epoch: Timestamp) -> Result<Option<AttentionEvent>> {
-    let id: Option<String> = tx
-        .prepare_cached(
-            "SELECT id FROM attention_events WHERE goal_id = ?1 AND kind = 'goal_workflow_stalled' AND epoch = ?2",
-        )?
-        .query_row((goal, epoch.as_micros()), |r| r.get(0))
-        .optional()?;
-    id.map(|id| load(tx, &id)).transpose()
-}
-
-fn load(tx: &Tx<'_>, event: &str) -> Result<AttentionEvent> {
-    let sql = "SELECT id, kind, goal_id, task_id, attempt_id, task_state, target_agent_id, wake_id, created_at, epoch
-               FROM attention_events WHERE id = ?1";
-    tx.prepare_cached(sql)?
-        .query_row([event], |r| Ok(attention::from_row(r)))?
+    let sql = format!(
+        "SELECT {} FROM attention_events WHERE goal_id = ?1 AND kind = 'goal_workflow_stalled' AND epoch = ?2",
+        attention::COLUMNS
+    );
+    tx.prepare_cached(&sql)?
+        .query_row((goal, epoch.as_micros()), |r| Ok(attention::from_row(r)))
+        .optional()?
+        .transpose()
 }
 
 /// Records the stalled attention of `g` (owned by `owner`) for `epoch` and its controller's wake.
