@@ -156,8 +156,17 @@ def tools(d):
                   "the tools screen")
     wait(d, lambda _: screen.get_attribute("data-tool-count") == str(len(TRANSFER_TOOLS)),
          f"{len(TRANSFER_TOOLS)} tools (shows {screen.get_attribute('data-tool-count')})")
-    names = [e.text for e in screen.find_elements(By.CSS_SELECTOR, "button.list-item p")]
-    check(sorted(names) == TRANSFER_TOOLS, f"tools {names}, not {TRANSFER_TOOLS}")
+    # textContent, not .text: Selenium's .text is the *visible* text, '' for an item a settling
+    # card still covers (CI once read ['', 'get_status', …] from a screen that listed all six).
+    def listed():
+        return sorted(e.get_attribute("textContent").strip()
+                      for e in screen.find_elements(By.CSS_SELECTOR, "button.list-item p"))
+    try:
+        WebDriverWait(d, STEP_SECONDS).until(lambda _: listed() == TRANSFER_TOOLS)
+    except TimeoutException:
+        pass
+    names = listed()
+    check(names == TRANSFER_TOOLS, f"tools {names}, not {TRANSFER_TOOLS}")
     return f"Tools tab lists {', '.join(names)}"
 
 
