@@ -106,7 +106,8 @@ def add_server(d):
     card = wait(d, EC.presence_of_element_located(
         (By.XPATH, "//*[normalize-space(text())='ahp']/ancestor::*[.//*[normalize-space(text())='Streamable HTTP']][1]")),
         "the server card")
-    check(mcp in card.text, f"the card shows no {mcp}: {card.text!r}")
+    shown = card.get_attribute("textContent")
+    check(mcp in shown, f"the card shows no {mcp}: {shown!r}")
     return f"server 'ahp' added by hand: {mcp}, Streamable HTTP"
 
 
@@ -181,7 +182,14 @@ def token(d):
     press(d, button(d, "Connection Info"))
     dialog = wait(d, EC.visibility_of_element_located((By.CSS_SELECTOR, "[role=dialog]")), "Connection Info")
     wait(d, lambda _: "AUTHORIZED" in dialog.text, "OAuth status AUTHORIZED")
-    jwts = [w for w in dialog.text.split() if w.count(".") == 2 and w.startswith("eyJ")]
+
+    def shown_tokens():
+        return [w for w in dialog.get_attribute("innerText").split() if w.count(".") == 2 and w.startswith("eyJ")]
+    try:
+        WebDriverWait(d, STEP_SECONDS).until(lambda _: shown_tokens())
+    except TimeoutException:
+        pass
+    jwts = shown_tokens()
     check(len(jwts) == 1, f"no access token in Connection Info: {dialog.text[-400:]!r}")
     header, claims = decode(jwts[0].split(".")[0]), decode(jwts[0].split(".")[1])
     check(header.get("alg") == "ES256" and header.get("typ") == "at+jwt", f"token header {header}")
