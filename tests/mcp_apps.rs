@@ -214,6 +214,106 @@ async fn a_view_carries_a_wake_once_and_only_the_turns_consume_ends_it() {
 }
 
 #[tokio::test]
+async fn a_waiting_acquire_ends_at_the_post_and_never_outlasts_its_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let alice_key = key(dir.path(), "alice", &["communication:read", "communication:manage"]);
+    let bob_key = key(dir.path(), "bob", &["communication:read", "communication:manage"]);
+    let server = serve(dir.path(), &[]);
+    let s = surface(&server, &alice_key);
+    let c = crate::mcp_delegation::Checked::new(&format!("{}/conversations", server.url), &alice_key).await;
+    let (acting, cv) = agent(&s).await;
+    let view = with(&acting, json!({"bindingId": VIEW}));
+    c.ok("agent_continuation_bind", view.clone()).await;
+
+    // One past the longest wait is refused, and claims nothing.
+    assert_eq!(
+        s.refused("agent_continuation_acquire", with(&view, json!({"waitSeconds": 26})))
+            .await,
+        "invalid"
+    );
+    // A View that holds no binding is refused at once: only a bound View waits.
+    let t0 = std::time::Instant::now();
+    let stranger = with(
+        &acting,
+        json!({"bindingId": VIEW.replace("0123", "ffff"), "waitSeconds": 25}),
+    );
+    assert_eq!(s.refused("agent_continuation_acquire", stranger).await, "app_not_bound");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    // Nothing pending: the wait runs its length, then answers idle.
+    let t0 = std::time::Instant::now();
+    let idle = c
+        .ok("agent_continuation_acquire", with(&view, json!({"waitSeconds": 1})))
+        .await;
+    assert_eq!(idle["kind"], "idle");
+    assert!(t0.elapsed() >= Duration::from_millis(900), "{:?}", t0.elapsed());
+
+    // The longest wait, ended by a post a moment later: the wake is claimed at the post's commit,
+    // not at the card's next heartbeat (the look without a signal is every 2 s).
+    let t0 = std::time::Instant::now();
+    let (claimed, posted_at) = tokio::join!(
+        c.ok("agent_continuation_acquire", with(&view, json!({"waitSeconds": 25}))),
+        async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            s.ok(
+                "post_message",
+                json!({"conversationId": cv, "body": "hello", "idempotencyKey": "m1"}),
+            )
+            .await;
+            t0.elapsed()
+        }
+    );
+    let took = t0.elapsed();
+    assert_eq!(claimed["kind"], "claimed", "{claimed}");
+    assert!(
+        took < posted_at + Duration::from_millis(1000),
+        "claimed {took:?} after the start, the post committed at {posted_at:?}"
+    );
+    // With the attempt open, a wait answers at once with it.
+    let t0 = std::time::Instant::now();
+    let open = c
+        .ok("agent_continuation_acquire", with(&view, json!({"waitSeconds": 25})))
+        .await;
+    assert_eq!(
+        (open["kind"].as_str(), open["attempt"]["attemptId"].clone()),
+        (Some("open"), claimed["attempt"]["attemptId"].clone())
+    );
+    assert!(t0.elapsed() < Duration::from_secs(2));
+
+    // Another principal's agent on a 4 s lease, nothing pending: the wait is cut to half of what
+    // is left, so the card's next state call renews the endpoint before it lapses.
+    let bob = surface(&server, &bob_key);
+    let agent = bob
+        .ok(
+            "create_agent_identity",
+            json!({"handle": "short", "displayName": "Short", "description": "", "specialties": [],
+                   "idempotencyKey": "short"}),
+        )
+        .await["agentId"]
+        .clone();
+    let ep = bob
+        .ok(
+            "attach_agent_endpoint",
+            json!({"agentId": agent, "leaseSeconds": 4, "idempotencyKey": "attach-short"}),
+        )
+        .await;
+    let short = json!({"agentId": agent, "endpointId": ep["endpointId"], "controllerGeneration": 1, "bindingId": VIEW});
+    bob.ok("agent_continuation_bind", short.clone()).await;
+    let t0 = std::time::Instant::now();
+    let got = bob
+        .ok("agent_continuation_acquire", with(&short, json!({"waitSeconds": 25})))
+        .await;
+    assert_eq!(got["kind"], "idle");
+    let waited = t0.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1500) && waited <= Duration::from_millis(2500),
+        "{waited:?}"
+    );
+    let state = bob.ok("agent_continuation_state", short.clone()).await;
+    assert_eq!(state["hostBinding"]["bound"], true, "{state}");
+    assert_eq!(state["endpoint"]["state"], "attached", "{state}");
+}
+
+#[tokio::test]
 async fn after_a_restart_the_view_is_told_to_bind_again_and_then_carries_on() {
     let dir = tempfile::tempdir().unwrap();
     let key = key(dir.path(), "alice", &["communication:read", "communication:manage"]);

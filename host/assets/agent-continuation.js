@@ -5,8 +5,9 @@
 // endpoint and controller generation — the only identity the card ever takes, except from a
 // strict endpoint-replacement envelope. Then, on every heartbeat: observe the binding
 // (`agent_continuation_state`), bind it when this process does not hold it, acquire the next
-// wake, prepare it (the server crosses the durable dispatch fence) and ask the host to run
-// one turn (`ui/message`), then record what the host said (`agent_continuation_finish`).
+// wake (waiting for it on the server when none is pending), prepare it (the server crosses the
+// durable dispatch fence) and ask the host to run one turn (`ui/message`), then record what the
+// host said (`agent_continuation_finish`).
 //
 // Never twice: an attempt past the fence gets at most one `ui/message`, from this View, ever.
 // A prepare answer that is missing, malformed or names anything else, a host that does not
@@ -17,6 +18,10 @@
 const BINDING_PREFIX = "ahp_host_binding_";
 const HEARTBEAT_MS = 3000; // while visible
 const HIDDEN_HEARTBEAT_MS = 30000; // hidden or in the background: slower, never stopped
+// An idle acquire waits this long on the server for the agent's next wake (the server ends it
+// at the wake, and sooner when the endpoint's lease is short): a message reaches the chat at
+// once, not at the next heartbeat. A heartbeat that waited is followed by the next at once.
+const ACQUIRE_WAIT_SECONDS = 20;
 const MESSAGE_TIMEOUT_MS = 15000; // the host's answer to ui/message
 const CLAIM_SECONDS = 60;
 const MAX_MESSAGE_BYTES = 4096;
@@ -48,6 +53,8 @@ let identity = null; // { agentId, endpointId, controllerGeneration }
 let epoch = 0; // bumped when a replacement retargets the card: older work becomes inert
 let busy = false;
 let timer = null;
+let lastBeat = 0; // when the latest heartbeat started (ms)
+let stopped = false; // torn down: no more heartbeats
 const sent = new Set(); // attempts this View sent a ui/message for
 
 function isIdentity(v) {
@@ -183,8 +190,9 @@ async function recoverEndpoint(mine) {
 }
 
 async function heartbeat() {
-  if (busy || !identity) return;
+  if (busy || !identity || stopped) return;
   busy = true;
+  lastBeat = Date.now();
   const mine = epoch;
   try {
     const state = await call("agent_continuation_state", {});
@@ -202,7 +210,10 @@ async function heartbeat() {
       }
       if (mine !== epoch) return;
     }
-    const got = await call("agent_continuation_acquire", { claimSeconds: CLAIM_SECONDS });
+    const got = await call("agent_continuation_acquire", {
+      claimSeconds: CLAIM_SECONDS,
+      waitSeconds: ACQUIRE_WAIT_SECONDS,
+    });
     if (mine !== epoch) return;
     const a = got.attempt;
     if (got.kind === "claimed" || (got.kind === "open" && a && a.state === "claimed")) {
@@ -232,10 +243,12 @@ async function heartbeat() {
   }
 }
 
+// The next heartbeat one interval after the latest began: at once after one that waited.
 function schedule() {
   clearTimeout(timer);
-  const hidden = document.visibilityState === "hidden";
-  timer = setTimeout(heartbeat, hidden ? HIDDEN_HEARTBEAT_MS : HEARTBEAT_MS);
+  if (stopped) return;
+  const interval = document.visibilityState === "hidden" ? HIDDEN_HEARTBEAT_MS : HEARTBEAT_MS;
+  timer = setTimeout(heartbeat, Math.max(0, interval - (Date.now() - lastBeat)));
 }
 
 function adopt(result) {
@@ -249,6 +262,7 @@ function adopt(result) {
 
 app.ontoolresult = adopt;
 app.onteardown = async () => {
+  stopped = true;
   clearTimeout(timer);
   if (identity) {
     try {

@@ -54,8 +54,8 @@ APP_TOOLS = sorted([
     "agent_continuation_prepare", "agent_continuation_finish", "agent_continuation_unbind",
     "agent_continuation_recover_endpoint",
 ])
-# The View's heartbeat (agent_continuation_state) runs every few seconds; its ui/message
-# timeout is about 15 s.
+# The View's heartbeat (agent_continuation_state) runs every few seconds when its acquire does
+# not wait (up to 20 s when it does); its ui/message timeout is about 15 s.
 HEARTBEAT = 3.0
 VIEW_MESSAGE_TIMEOUT = 15.0
 # Longest wait for one step that the View drives (a heartbeat, a bind, a delivery).
@@ -621,17 +621,22 @@ async def never_answered():
     took = time.time() - t_message
     check(took >= VIEW_MESSAGE_TIMEOUT - 2, f"delivery_unknown after {took:.1f}s, before the View's timeout")
     check(row["carrier"] == "mcp_app", f"attempt {row}")
-    await asyncio.sleep(3 * HEARTBEAT)
+    # The View looks again (its next acquire — after its finish, as one heartbeat runs at a time —
+    # would claim a wake left pending at once), and then some: still the one ui/message.
+    await until("the View's next acquire after delivery_unknown", lambda: [
+        t for t in trace() if t["slot"] == "main" and t["dir"] == "view→host"
+        and t.get("tool") == "agent_continuation_acquire" and t["at"] > entry["at"]])
+    await asyncio.sleep(HEARTBEAT)
     later = messages()[seen:]
     check(len(later) == 1, f"{len(later)} ui/messages since the post (wanted exactly 1): {[m['text'][-200:] for m in later]}")
     row = attempt_row(c["attemptId"])
-    check(row["state"] == "delivery_unknown", f"attempt after 3 more heartbeats: {row}")
+    check(row["state"] == "delivery_unknown", f"attempt after the View's next acquire: {row}")
     tokened = tokened_attempts(c["wakeId"])
     check(len(tokened) == 1, f"wake {c['wakeId']} attempts with a consume token: {tokened}")
     ctx["unknown"] = (entry, posted)
     host("setAnswerMode", "answer")
     return (f"host never answered ui/message #{entry['n']} ({c['attemptId']}): attempt delivery_unknown after "
-            f"{took:.1f}s; {3 * HEARTBEAT:.0f}s (3 heartbeats) later still exactly 1 ui/message for the wake, "
+            f"{took:.1f}s; after the View's next acquire still exactly 1 ui/message for the wake, "
             f"one consume token, nothing re-sent")
 
 

@@ -402,8 +402,12 @@ impl Agents {
     }
 
     /// Schedules one dispatch opportunity for `agent` unless this process is moving it away;
-    /// its worker drives it if this process carries it (held, or as its rows say).
+    /// its worker drives it if this process carries it (held, or as its rows say). A card whose
+    /// acquire waits for the agent's wake here looks at the store again ([`AppViews::woken`]).
+    ///
+    /// [`AppViews::woken`]: crate::app_views::AppViews::woken
     pub fn schedule(&self, agent: &str) {
+        self.views.woken(agent);
         if self.is_leaving(agent) {
             return;
         }

@@ -16,10 +16,11 @@
 //! The consume token leaves the server in one place only: `agent_continuation_prepare`'s
 //! automatic message, which the card sends as its one `ui/message`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ahp_store::conversation::{
-    AppAcquire, AppBindOutcome, AppBindingHolder, AppView, DispatchOutcome, DispatchTicket, EndpointRecovery,
+    AppAcquire, AppBindOutcome, AppBindingHolder, AppView, DispatchOutcome, DispatchTicket, Endpoint, EndpointRecovery,
     EndpointState,
 };
 use rmcp::handler::server::wrapper::Parameters;
@@ -37,6 +38,13 @@ use crate::app_views::AppViews;
 
 /// The claim a View's acquire takes when it names none.
 const DEFAULT_CLAIM: Duration = Duration::from_secs(60);
+/// The longest an acquire waits for a wake (`waitSeconds`): well inside the listener's request
+/// timeout and a chat host's tool-call timeout.
+pub const MAX_ACQUIRE_WAIT: Duration = Duration::from_secs(25);
+/// How often a waiting acquire looks at the store even unwoken: a wake this process was not
+/// told of (one committed on another host without a signal, a stalled goal's) is seen within
+/// this.
+const ACQUIRE_LOOK: Duration = Duration::from_secs(2);
 /// The longest automatic continuation message.
 pub const MAX_AUTOMATIC_MESSAGE_BYTES: usize = 4096;
 
@@ -242,7 +250,7 @@ impl ConversationTools {
     }
 
     /// The card acquires the agent's next wake (app-only): its own unresolved attempt, or the
-    /// pending wake claimed for it.
+    /// pending wake claimed for it — waiting up to `waitSeconds` for one when none is pending.
     #[tool(
         meta = app_card::app_only(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
@@ -252,17 +260,53 @@ impl ConversationTools {
         ext: Extensions,
         Parameters(a): Parameters<AcquireArgs>,
     ) -> Result<Json<AcquireResult>, ToolError> {
-        let window = window(&ext);
-        let this = self.clone();
-        self.run(&ext, move |s, c| {
-            let view = view_of(&a.view, &window);
-            let acting = actor(&a.view.acting);
-            this.require_bound_here(s, c, &acting, &a.view.binding_id)?;
-            let lease = a.claim_seconds.map_or(DEFAULT_CLAIM, Duration::from_secs);
-            let got: AppAcquire = s.acquire_app_wake(c, &acting, &view, lease)?;
-            Ok(Json((&got).into()))
-        })
-        .await
+        let wait = Duration::from_secs(a.wait_seconds.unwrap_or(0));
+        if wait > MAX_ACQUIRE_WAIT {
+            return Err(ToolError::invalid(format!(
+                "waitSeconds must be at most {}",
+                MAX_ACQUIRE_WAIT.as_secs()
+            )));
+        }
+        let start = tokio::time::Instant::now();
+        let (a, window) = (Arc::new(a), Arc::new(window(&ext)));
+        // One look: the acquire, the endpoint, and how much of its lease is left.
+        let look = || {
+            let (a, window, this) = (a.clone(), window.clone(), self.clone());
+            self.run(&ext, move |s, c| {
+                let view = view_of(&a.view, &window);
+                let acting = actor(&a.view.acting);
+                let ep = this.require_bound_here(s, c, &acting, &a.view.binding_id)?;
+                let lease = a.claim_seconds.map_or(DEFAULT_CLAIM, Duration::from_secs);
+                let got: AppAcquire = s.acquire_app_wake(c, &acting, &view, lease)?;
+                let left = ep.lease_expires_at.as_micros().saturating_sub(s.now().as_micros());
+                Ok((got, ep, Duration::from_micros(u64::try_from(left).unwrap_or(0))))
+            })
+        };
+        // The first look authorizes the View (only a bound one waits) and settles most calls.
+        let (got, ep, lease_left) = look().await?;
+        if wait.is_zero() || !matches!(got, AppAcquire::Idle) {
+            return Ok(Json((&got).into()));
+        }
+        // A place in the line of waiting acquires; without one (the line is full) the answer is
+        // the first look's. Never past half the lease left: the card's next state call, right
+        // after this answer, renews it in time.
+        let Some(waiting) = self.views()?.wait_for_wake(&ep.agent_id) else {
+            return Ok(Json((&got).into()));
+        };
+        let deadline = start + wait.min(lease_left / 2);
+        loop {
+            // Armed before the look, so a wake scheduled between the look and the wait still
+            // ends the wait.
+            let woken = waiting.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let (got, _, _) = look().await?;
+            let now = tokio::time::Instant::now();
+            if !matches!(got, AppAcquire::Idle) || now >= deadline {
+                return Ok(Json((&got).into()));
+            }
+            let _ = tokio::time::timeout(ACQUIRE_LOOK.min(deadline - now), woken).await;
+        }
     }
 
     /// The card crosses the dispatch fence for its claimed attempt (app-only), immediately
@@ -479,14 +523,14 @@ impl ConversationTools {
     }
 
     /// Refuses a View this process does not hold the binding of (after a restart, say): the
-    /// card binds again first.
+    /// card binds again first. Returns the endpoint.
     fn require_bound_here(
         &self,
         s: &mut ahp_store::Store,
         c: &ahp_store::conversation::Caller,
         acting: &ahp_store::conversation::AgentActor,
         binding: &str,
-    ) -> Result<(), ToolError> {
+    ) -> Result<Endpoint, ToolError> {
         let ep = s.get_endpoint(c, &acting.agent, &acting.endpoint)?;
         if !self.views()?.holds_view(&ep, binding) {
             return Err(ToolError::new(
@@ -494,6 +538,6 @@ impl ConversationTools {
                 "host_binding_missing_in_process: this server holds no binding for this View; bind first",
             ));
         }
-        Ok(())
+        Ok(ep)
     }
 }

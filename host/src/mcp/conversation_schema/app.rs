@@ -60,6 +60,11 @@ pub struct AcquireArgs {
     /// How long the claim holds before the fence (1–300 s; default 60).
     #[serde(default)]
     pub claim_seconds: Option<u64>,
+    /// When no wake is pending, how long to wait for one before answering `idle` (0–25 s;
+    /// default 0: at once). The wait ends at the wake, and lasts at most half of what is left
+    /// of the endpoint's lease (the card's next state call renews it).
+    #[serde(default)]
+    pub wait_seconds: Option<u64>,
 }
 
 /// Arguments of `agent_continuation_prepare`.
