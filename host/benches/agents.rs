@@ -26,7 +26,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ahp_guests as guests;
@@ -68,34 +67,13 @@ fn token(key: &TokenKey, t: &str, scope: ahp_host::store::TokenScope) -> String 
 
 fn post_to_reply_http() {
     let dir = tempfile::tempdir().unwrap();
-    let ahp = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_ahp"))
-            .env("AHP_TRANSFER_TOKEN_SECRET", SECRET)
-            .arg("--data-dir")
-            .arg(dir.path())
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    };
-    ahp(&["component", "add", guests::TURN_PROBER, "--name", "turn-prober"]);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ahp"))
-        .env("AHP_TRANSFER_TOKEN_SECRET", SECRET)
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["serve", "--http", "127.0.0.1:0", "--auth", "none"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("MCP over HTTP at") {
-        line.clear();
-        assert_ne!(std::io::BufRead::read_line(&mut stderr, &mut line).unwrap(), 0);
-    }
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    let url = line.trim().rsplit(' ').next().unwrap().to_owned();
+    let env = [("AHP_TRANSFER_TOKEN_SECRET", SECRET)];
+    common::served::ahp(
+        dir.path(),
+        &env,
+        &["component", "add", guests::TURN_PROBER, "--name", "turn-prober"],
+    );
+    let (server, url) = common::served::serve(dir.path(), &env, &["--auth", "none"]);
     let conv = format!("{url}/conversations");
     let key = TokenKey::new(SECRET).unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -161,8 +139,7 @@ fn post_to_reply_http() {
         }
         samples
     });
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
     let mut sorted = samples;
     sorted.sort();
     println!(

@@ -16,55 +16,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ahp_store::Store;
 use ahp_store::conversation::{Acting, AgentCard, Caller, IdempotencyKey, NewConversation, NewMessage};
+use common::served::{ahp, serve};
 use serde_json::{Value, json};
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn ahp(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_ahp"))
-        .arg("--data-dir")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-fn serve(dir: &Path) -> (Server, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ahp"))
-        .env("RUST_LOG", "warn")
-        .arg("--data-dir")
-        .arg(dir)
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("MCP over HTTP at") {
-        line.clear();
-        assert_ne!(stderr.read_line(&mut line).unwrap(), 0, "the server exited");
-    }
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    let url = format!("{}/conversations", line.trim().rsplit(' ').next().unwrap());
-    (Server(child), url)
-}
 
 async fn call(client: &reqwest::Client, url: &str, key: &str, tool: &str, args: Value) -> Value {
     common::mcp_call(client, url, Some(key), tool, args).await
@@ -111,6 +68,7 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let key = ahp(
         dir.path(),
+        &[],
         &[
             "principal",
             "add",
@@ -121,7 +79,8 @@ fn main() {
             "communication:manage",
         ],
     );
-    let (_server, url) = serve(dir.path());
+    let (_server, mcp) = serve(dir.path(), &[], &[]);
+    let url = format!("{mcp}/conversations");
     let client = reqwest::Client::new();
     let cv = runtime.block_on(async {
         let agent = call(

@@ -13,56 +13,15 @@
 //! Cases alternate (sync, task, sync, …) so both see the same machine. Run:
 //! `cargo bench -p ahp-host --bench tasks` (`ASKS=…`, `ACTIVATIONS=…` change the counts).
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+mod common;
+
 use std::time::{Duration, Instant};
 
 use ahp_store::{TokenKey, TokenScope};
+use common::served::serve;
 use serde_json::{Value, json};
 
 const SECRET: &str = "bench-tasks-secret-bench-tasks-secret-0123";
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn ahp(dir: &Path, args: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ahp"))
-        .env("AHP_TRANSFER_TOKEN_SECRET", SECRET)
-        .arg("--data-dir")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-}
-
-fn serve(dir: &Path) -> (Server, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ahp"))
-        .env("RUST_LOG", "warn")
-        .env("AHP_TRANSFER_TOKEN_SECRET", SECRET)
-        .arg("--data-dir")
-        .arg(dir)
-        .args(["serve", "--http", "127.0.0.1:0", "--auth", "none"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("MCP over HTTP at") {
-        line.clear();
-        assert_ne!(stderr.read_line(&mut line).unwrap(), 0, "the server exited");
-    }
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    (Server(child), line.trim().rsplit(' ').next().unwrap().to_owned())
-}
 
 /// One stateless JSON-RPC request; its response message.
 async fn rpc(client: &reqwest::Client, url: &str, method: &str, name: &str, mut params: Value, tasks: bool) -> Value {
@@ -186,11 +145,13 @@ fn main() {
     ahp_host::testing::policy().save(dir.path()).unwrap();
     std::fs::create_dir_all(dir.path().join("vault")).unwrap();
     std::fs::write(dir.path().join("vault/inventory-api"), "sk-bench").unwrap();
-    ahp(
+    let env = [("AHP_TRANSFER_TOKEN_SECRET", SECRET)];
+    common::served::ahp(
         dir.path(),
+        &env,
         &["component", "add", ahp_guests::TURN_PROBER, "--name", "turn-prober"],
     );
-    let (_server, mcp) = serve(dir.path());
+    let (_server, mcp) = serve(dir.path(), &env, &["--auth", "none"]);
     let conv = format!("{mcp}/conversations");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -1,6 +1,9 @@
 #![allow(dead_code)]
 //! Shared setup of the sandbox benchmarks: a host over an in-memory store with the example
-//! guests registered, and transfers made `active` so guests can record spend.
+//! guests registered, and transfers made `active` so guests can record spend; and the real
+//! `ahp serve` for the benchmarks over HTTP ([`served`]).
+
+pub(crate) mod served;
 
 use std::sync::Arc;
 
