@@ -7,7 +7,8 @@
 //! ("zombie") host is fenced when it runs again; an agent moved live under a stream of
 //! messages answers each exactly once; a host cut off from the database mid-turn (the process
 //! running on) stops the turn before the survivor claims its agent, and calls its model no more;
-//! a second process under a host id whose lease holds is refused, unless it takes the id over.
+//! a second process under a host id whose lease holds is refused, unless it takes the id over;
+//! an App card's acquire waiting at one host ends at a post made at the other.
 
 use std::io::BufRead;
 use std::process::Command;
@@ -771,4 +772,50 @@ fn an_ask_agent_task_survives_a_kill_and_a_live_move_and_ends_once() {
     assert_eq!(ends, [1, 1]);
     assert_answered_once(&mut db);
     drop((a, b));
+}
+
+/// An App card bound through one host waits there for its agent's wake (`waitSeconds`); a
+/// message posted at the other host ends the wait by that host's wake signal, well before the
+/// waiting acquire's own look (every 2 s).
+#[test]
+fn an_app_cards_waiting_acquire_ends_at_a_post_made_on_another_host() {
+    let Some(c) = cluster(2) else { return };
+    let (a, b) = (c.start(0, "host-a"), c.start(1, "host-b"));
+    runtime().block_on(async {
+        let at_a = format!("{}/conversations", a.url());
+        let agent = call(
+            &at_a,
+            "create_agent_identity",
+            json!({"handle": "carded", "displayName": "Carded", "description": "", "specialties": [],
+                   "idempotencyKey": "carded"}),
+        )
+        .await["agentId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let ep = call(
+            &at_a,
+            "attach_agent_endpoint",
+            json!({"agentId": agent, "leaseSeconds": 600, "idempotencyKey": "carded-ep"}),
+        )
+        .await;
+        let view = json!({"agentId": agent, "endpointId": ep["endpointId"], "controllerGeneration": 1,
+                          "bindingId": "ahp_host_binding_00112233445566778899aabbccddeeff"});
+        call(&at_a, "agent_continuation_bind", view.clone()).await;
+        let cv = open(&b.url(), &agent).await;
+        let mut waiting = view.clone();
+        waiting["waitSeconds"] = json!(25);
+        let t0 = Instant::now();
+        let (got, posted_at) = tokio::join!(call(&at_a, "agent_continuation_acquire", waiting), async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            post(&b.url(), &cv, "hello from host b").await;
+            t0.elapsed()
+        });
+        let took = t0.elapsed();
+        assert_eq!(got["kind"], "claimed", "{got}");
+        assert!(
+            took < posted_at + Duration::from_millis(1200),
+            "claimed at host a {took:?} after the start; posted at host b at {posted_at:?}"
+        );
+    });
 }
