@@ -304,8 +304,9 @@ async fn a_waiting_acquire_ends_at_the_post_and_never_outlasts_its_bounds() {
         .await;
     assert_eq!(got["kind"], "idle");
     let waited = t0.elapsed();
+    // About 2 s (half of the 4 s the bind left): far below the 25 s asked, and below the lease.
     assert!(
-        waited >= Duration::from_millis(1500) && waited <= Duration::from_millis(2500),
+        waited >= Duration::from_millis(1000) && waited < Duration::from_millis(3500),
         "{waited:?}"
     );
     let state = bob.ok("agent_continuation_state", short.clone()).await;
